@@ -1,0 +1,294 @@
+(import math re json
+        functools [lru-cache]
+        hy.models [Keyword])
+
+(defclass ProtoError [ValueError]
+  "Text that is not an acceptable message. POS is the offset where reading failed."
+  (defn __init__ [self message [pos None]]
+    (.__init__ (super) (if (is pos None) message f"{message} (at offset {pos})"))
+    (setv self.reason message
+          self.pos pos)))
+
+(setv MAX-BYTES 65536
+      MAX-DEPTH 32
+      MAX-INT-DIGITS 4300)
+
+(setv _token-re (re.compile
+                  (.join "|"
+                         [r"(?P<ws>[ \t\r\n\f\v,]+)"
+                          r"(?P<comment>;[^\n]*)"
+                          r"(?P<open>\()"
+                          r"(?P<close>\))"
+                          #[re[(?P<string>"(?:[^"\\]|\\.)*")]re]
+                          #[re[(?P<atom>[^\s()";]+)]re]])
+                  re.S)
+      _keyword-re (re.compile r"[A-Za-z0-9_.*+!?<>=/&%$-]+\Z")
+      _int-re (re.compile r"[+-]?[0-9]+\Z")
+      _float-re (re.compile r"[+-]?(?:[0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)(?:[eE][+-]?[0-9]+)?\Z")
+      _escape-re (re.compile #[re[\\(x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|.)]re] re.S)
+      _simple-escapes {"n" "\n" "t" "\t" "r" "\r" "0" "\x00" "a" "\x07" "b" "\x08"
+                       "f" "\x0c" "v" "\x0b" "\\" "\\" "\"" "\"" "'" "'" "\n" ""}
+      _constants {"true" True "t" True "false" False "nil" None})
+
+(setv _keyword ((lru-cache :maxsize 4096) Keyword))
+
+(defn _unescape [body pos]
+  "The string BODY with its backslash escapes decoded."
+  (defn decode [m]
+    (setv e (.group m 1))
+    (cond (in e _simple-escapes) (get _simple-escapes e)
+          (in (get e 0) "xuU")
+          (try (chr (int (cut e 1 None) 16))
+               (except [ValueError]
+                 (raise (ProtoError f"escape \\{e} is not a character" pos))))
+          True (+ "\\" e)))
+  (if (in "\\" body) (_escape-re.sub decode body) body))
+
+(defn _atom [text pos]
+  "The value of the bare token TEXT found at POS."
+  (cond
+    (.startswith text ":")
+    (if (_keyword-re.match (cut text 1 None))
+        (_keyword (cut text 1 None))
+        (raise (ProtoError f"malformed keyword {(_clip text)}" pos)))
+    (_int-re.match text)
+    (if (> (len (.lstrip text "+-")) MAX-INT-DIGITS)
+        (raise (ProtoError f"integer of more than {MAX-INT-DIGITS} digits" pos))
+        (int text))
+    (_float-re.match text)
+    (do (setv x (float text))
+        (if (math.isfinite x)
+            x
+            (raise (ProtoError f"number {(_clip text)} is out of range" pos))))
+    (in (.lower text) _constants) (get _constants (.lower text))
+    (in (get text 0) "'`~#@^[]{}")
+    (raise (ProtoError f"reader syntax {(_clip text)} is not data" pos))
+    True
+    (raise (ProtoError f"bare word {(_clip text)}: strings must be quoted" pos))))
+
+(defn _clip [s [n 24]]
+  "S cut short for an error message."
+  (if (> (len s) n) (+ (cut s n) "…") s))
+
+(defn _read-forms [text max-depth]
+  "Yield each top-level value of TEXT."
+  (setv stack []
+        opened []
+        pos 0
+        end (len text))
+  (while (< pos end)
+    (setv m (.match _token-re text pos))
+    (when (is m None)
+      (raise (ProtoError (if (= (get text pos) "\"")
+                             "unterminated string"
+                             f"unexpected character {(repr (get text pos))}")
+                         pos)))
+    (setv kind m.lastgroup
+          start pos
+          pos (.end m)
+          value None
+          complete False)
+    (cond
+      (in kind #("ws" "comment")) (continue)
+      (= kind "open")
+      (do (when (>= (len stack) max-depth)
+            (raise (ProtoError f"nested deeper than {max-depth}" start)))
+          (.append stack [])
+          (.append opened start)
+          (continue))
+      (= kind "close")
+      (do (when (not stack) (raise (ProtoError "unbalanced )" start)))
+          (.pop opened)
+          (setv value (.pop stack)))
+      (= kind "string")
+      (setv value (_unescape (cut text (+ start 1) (- pos 1)) start))
+      True
+      (setv value (_atom (.group m kind) start)))
+    (if stack
+        (.append (get stack -1) value)
+        (yield value)))
+  (when stack
+    (raise (ProtoError "unbalanced (: the form is not closed" (get opened -1)))))
+
+(defn _check-size [text max-bytes]
+  (when (not (isinstance text str))
+    (raise (ProtoError f"expected text, got {(. (type text) __name__)}")))
+  (when (or (> (len text) max-bytes) (> (len (.encode text "utf-8" "surrogatepass")) max-bytes))
+    (raise (ProtoError f"message larger than {max-bytes} bytes"))))
+
+(defn proto-read [text [max-bytes None] [max-depth None]]
+  "The one value written in TEXT, or a ProtoError.
+
+   (proto-read \"(:type :event :payload (:text \\\"hi\\\"))\")"
+  (setv max-bytes (or max-bytes MAX-BYTES)
+        max-depth (or max-depth MAX-DEPTH))
+  (_check-size text max-bytes)
+  (setv forms (list (_read-forms text max-depth)))
+  (cond (not forms) (raise (ProtoError "empty message"))
+        (> (len forms) 1) (raise (ProtoError f"expected one form, found {(len forms)}"))
+        True (get forms 0)))
+
+(defn proto-read-all [text [max-bytes None] [max-depth None]]
+  "Every value written in TEXT, in order."
+  (setv max-bytes (or max-bytes MAX-BYTES)
+        max-depth (or max-depth MAX-DEPTH))
+  (_check-size text max-bytes)
+  (list (_read-forms text max-depth)))
+
+(setv _split-re (re.compile #[re[[ \t\r\n\f\v,]+|;[^\n]*|"(?:[^"\\]|\\.)*"?|\(|\)|[^\s()";]+]re] re.S))
+
+(defn proto-split [text]
+  "The top-level chunks of TEXT, as (offset chunk-text) pairs."
+  (setv chunks []
+        depth 0
+        start None)
+  (for [m (.finditer _split-re text)]
+    (setv tok (.group m 0)
+          c (get tok 0))
+    (cond
+      (or (in c " \t\r\n\f\v,") (= c ";")) (continue)
+      (= c "(")
+      (do (when (= depth 0) (setv start (.start m)))
+          (+= depth 1))
+      (= c ")")
+      (if (= depth 0)
+          (.append chunks #((.start m) tok))
+          (do (-= depth 1)
+              (when (= depth 0)
+                (.append chunks #(start (cut text start (.end m)))))))
+      (= depth 0) (.append chunks #((.start m) tok))))
+  (when (> depth 0)
+    (.append chunks #(start (cut text start None))))
+  chunks)
+
+(setv _print-escapes {"\\" "\\\\" "\"" "\\\"" "\n" "\\n" "\t" "\\t" "\r" "\\r"}
+      _needs-escape-re (re.compile #[re[[\\"\x00-\x1f\x7f\u2028\u2029]]re]))
+
+(defn _print-string [s]
+  (defn esc [m]
+    (setv c (.group m 0))
+    (.get _print-escapes c (if (> (ord c) 255) f"\\u{(ord c) :04x}" f"\\x{(ord c) :02x}")))
+  (+ "\"" (_needs-escape-re.sub esc s) "\""))
+
+(defn proto-print [value]
+  "The s-expression text of VALUE; (proto-read (proto-print x)) equals x."
+  (cond
+    (isinstance value Keyword) (+ ":" value.name)
+    (isinstance value str) (_print-string value)
+    (is value True) "true"
+    (is value False) "false"
+    (is value None) "nil"
+    (isinstance value int) (str value)
+    (isinstance value float)
+    (if (math.isfinite value)
+        (repr value)
+        (raise (ProtoError f"cannot print non-finite number {value}")))
+    (isinstance value #(list tuple))
+    (+ "(" (.join " " (map proto-print value)) ")")
+    True (raise (ProtoError f"cannot print a {(. (type value) __name__)} as a message"))))
+
+(defn kw [name]
+  "The keyword called NAME; (kw \"payload\") is :payload."
+  (if (isinstance name Keyword) name (_keyword name)))
+
+(defn is-plist [value]
+  "True when VALUE is a list of keyword/value pairs."
+  (and (isinstance value list)
+       (= (% (len value) 2) 0)
+       (all (gfor k (cut value None None 2) (isinstance k Keyword)))))
+
+(defn proto-get [plist key [default None]]
+  "The value after KEY in PLIST, or DEFAULT.
+
+   (proto-get [:a 1 :b 2] ':b) ⇒ 2"
+  (when (isinstance plist list)
+    (setv key (kw key))
+    (for [i (range 0 (- (len plist) 1) 2)]
+      (when (= (get plist i) key)
+        (return (get plist (+ i 1))))))
+  default)
+
+(defn proto-has [plist key]
+  "True when KEY is present in PLIST (even with a nil value)."
+  (setv key (kw key))
+  (any (gfor i (range 0 (- (len plist) 1) 2) (= (get plist i) key))))
+
+(defn proto-put [plist key value]
+  "A copy of PLIST with KEY set to VALUE (replaced in place, or appended)."
+  (setv key (kw key)
+        out (list plist))
+  (for [i (range 0 (- (len out) 1) 2)]
+    (when (= (get out i) key)
+      (setv (get out (+ i 1)) value)
+      (return out)))
+  (+ out [key value]))
+
+(defn proto-merge [plist #* others]
+  "A copy of PLIST with every pair of OTHERS put into it, later ones winning."
+  (setv out (list plist))
+  (for [other others
+        i (range 0 (- (len other) 1) 2)]
+    (setv out (proto-put out (get other i) (get other (+ i 1)))))
+  out)
+
+(defn proto-without [plist keys]
+  "A copy of PLIST without the pairs whose key is in KEYS."
+  (setv drop (sfor k keys (kw k))
+        out [])
+  (for [i (range 0 (- (len plist) 1) 2)]
+    (when (not (in (get plist i) drop))
+      (.extend out [(get plist i) (get plist (+ i 1))])))
+  out)
+
+(defn proto-keys [plist]
+  "The keys of PLIST, in order."
+  (list (cut plist None None 2)))
+
+(defn _normal-keyword [k]
+  (setv name (.replace (.lower k.name) "_" "-"))
+  (if (= name k.name) k (_keyword name)))
+
+(defn proto-normalize [value]
+  "VALUE with every keyword in lower-case kebab form, recursively."
+  (cond (isinstance value Keyword) (_normal-keyword value)
+        (isinstance value list) (lfor v value (proto-normalize v))
+        True value))
+
+(setv _keyword-valued #{"action" "type" "sensor" "verdict" "status"})
+
+(defn proto-from-data [value [max-depth None] [_depth 0] [_key None]]
+  "The plist form of a JSON-like VALUE (dict, list, str, number, bool, None)."
+  (setv max-depth (or max-depth MAX-DEPTH))
+  (when (> _depth max-depth)
+    (raise (ProtoError f"nested deeper than {max-depth}")))
+  (cond
+    (isinstance value dict)
+    (do (setv out [])
+        (for [[k v] (.items value)]
+          (when (not (and (isinstance k str) (_keyword-re.match k)))
+            (raise (ProtoError f"object key {(_clip (repr k))} is not a name")))
+          (setv key (_normal-keyword (_keyword k)))
+          (.extend out [key (proto-from-data v max-depth (+ _depth 1) key.name)]))
+        out)
+    (isinstance value #(list tuple))
+    (lfor v value (proto-from-data v max-depth (+ _depth 1)))
+    (and (isinstance value str) (in _key _keyword-valued) (_keyword-re.match (.lstrip value ":")))
+    (_normal-keyword (_keyword (.lstrip value ":")))
+    (or (is value None) (isinstance value #(str bool))) value
+    (isinstance value int)
+    (if (> (len (str (abs value))) MAX-INT-DIGITS)
+        (raise (ProtoError f"integer of more than {MAX-INT-DIGITS} digits"))
+        value)
+    (isinstance value float)
+    (if (math.isfinite value) value (raise (ProtoError "number out of range")))
+    True (raise (ProtoError f"a {(. (type value) __name__)} is not data"))))
+
+(defn proto-to-data [value]
+  "VALUE as JSON-ready data: plists become dicts, keywords become their names."
+  (cond
+    (is-plist value)
+    (dfor i (range 0 (len value) 2)
+          (. (get value i) name) (proto-to-data (get value (+ i 1))))
+    (isinstance value list) (lfor v value (proto-to-data v))
+    (isinstance value Keyword) value.name
+    True value))
