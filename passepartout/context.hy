@@ -1,0 +1,49 @@
+(import os tempfile time
+        pathlib [Path]
+        passepartout.proto [kw proto-get proto-put proto-without])
+
+(defn _real [p]
+  (str (.resolve (.expanduser (Path p)))))
+
+(defn temp-dirs [[env None]]
+  "The system temp folders, resolved, without duplicates."
+  (setv env (if (is env None) os.environ env)
+        out [])
+  (for [p ["/tmp" "/var/tmp" (.get env "TMPDIR") (tempfile.gettempdir)]]
+    (when p
+      (setv r (_real p))
+      (when (not (in r out)) (.append out r))))
+  out)
+
+(setv _limit-defaults {"shell_timeout" 30 "output_limit" 16000 "step_budget" 8 "attempts" 3})
+
+(defn make-context [[workspace "."] [session "local"] [config None] [store None]
+                    [secrets None] [now None] [env None]]
+  "The context plist for one signal."
+  (setv config (or config {})
+        env (if (is env None) os.environ env)
+        limits (| _limit-defaults (.get config "limits" {}))
+        protected (lfor k ["config_path" "data_dir" "runtime_dir"]
+                        :if (.get config k)
+                        (_real (get config k))))
+  [:workspace (_real workspace)
+   :temp-dirs (temp-dirs env)
+   :home (_real "~")
+   :protected protected
+   :session session
+   :now (if (is now None) (time.time) now)
+   :limits (lfor [k v] (.items limits) x [(kw (.replace k "_" "-")) v] x)
+   :secrets (list (or secrets []))
+   :runtime {"store" store "config" config}])
+
+(defn context-limit [ctx name [default None]]
+  "The limit NAME (a string like \"shell-timeout\") from CTX."
+  (proto-get (proto-get ctx ':limits []) name default))
+
+(defn context-runtime [ctx name]
+  "The runtime handle NAME (\"store\", \"config\") from CTX, or None."
+  (.get (or (proto-get ctx ':runtime) {}) name))
+
+(defn context-data [ctx]
+  "CTX without its runtime handles and secrets: what may be printed or journaled."
+  (proto-without ctx [':runtime ':secrets]))

@@ -1,0 +1,20 @@
+(defmacro defskill [name #* body]
+  "Define a skill and register it: (defskill NAME [DOC] :key value …).
+
+   Keys: :priority (int, higher runs first), :trigger, :gate, :filter,
+   :validator, :augment, :prompt, :actuators, :handlers, :immutable.
+   See passepartout/skills.hy for what each one receives and returns.
+
+     (defskill no-rm
+       \"Refuses any shell command that mentions rm.\"
+       :priority 60
+       :gate (fn [action ctx]
+               (if (in \"rm\" (or (hy.I.passepartout/proto.proto-get action ':cmd) \"\"))
+                   [:verdict :reject :reason \"no rm here\"]
+                   [:verdict :allow])))"
+  (setv body (list body)
+        doc None)
+  (when (and body (isinstance (get body 0) hy.models.String))
+    (setv doc (str (.pop body 0))))
+  `(hy.I.passepartout/skills.register-skill
+     (hy.I.passepartout/skills.make-skill ~(str name) :doc ~doc ~@body)))

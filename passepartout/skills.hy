@@ -1,0 +1,192 @@
+(import importlib.util re sys threading
+        pathlib [Path])
+
+(setv _name-re (re.compile r"[a-z0-9][a-z0-9-]*\Z")
+      _function-keys #("trigger" "gate" "filter" "validator" "augment" "prompt")
+      _schema-types #{"string" "integer" "number" "boolean" "list" "keyword" "plist" "any"})
+
+(defclass SkillError [ValueError]
+  "A skill definition that cannot be registered.")
+
+(defn _check-actuators [name actuators]
+  (when (not (isinstance actuators dict))
+    (raise (SkillError f"skill {name}: :actuators must be a dict of action name to spec")))
+  (dfor [action spec] (.items actuators)
+        action
+        (do
+          (when (not (and (isinstance action str) (_name-re.match action)))
+            (raise (SkillError f"skill {name}: actuator name {action !r} is not lower-case kebab")))
+          (when (not (and (isinstance spec dict) (callable (.get spec "run"))))
+            (raise (SkillError f"skill {name}: actuator {action} needs a callable \"run\"")))
+          (setv schema (.get spec "schema" []))
+          (for [i (range 0 (len schema) 2)]
+            (setv field-spec (get schema (+ i 1))
+                  t (hy.I.passepartout/proto.proto-get field-spec ':type "any"))
+            (when (not (in t _schema-types))
+              (raise (SkillError f"skill {name}: actuator {action} field {(get schema i)} has unknown type {t !r}"))))
+          {"run" (get spec "run")
+           "schema" schema
+           "doc" (.get spec "doc" "")
+           "effect" (bool (.get spec "effect" True))
+           "skill" name})))
+
+(defn make-skill [name [doc None] [priority 50] [trigger None] [gate None] [filter None]
+                  [validator None] [augment None] [prompt None] [actuators None]
+                  [handlers None] [immutable False]]
+  "A checked skill record (a plain dict)."
+  (when (not (and (isinstance name str) (_name-re.match name)))
+    (raise (SkillError f"skill name {name !r} must be lower-case kebab (a-z 0-9 -)")))
+  (when (or (isinstance priority bool) (not (isinstance priority int)))
+    (raise (SkillError f"skill {name}: :priority must be an integer")))
+  (setv record {"name" name "doc" (or doc "") "priority" priority
+                "trigger" trigger "gate" gate "filter" filter "validator" validator
+                "augment" augment "prompt" prompt "immutable" (bool immutable)
+                "source" None})
+  (for [k _function-keys]
+    (when (and (is-not (get record k) None) (not (callable (get record k))))
+      (raise (SkillError f"skill {name}: :{k} must be a function"))))
+  (setv (get record "actuators") (_check-actuators name (or actuators {}))
+        (get record "handlers") (list (or handlers [])))
+  (for [h (get record "handlers")]
+    (when (not (callable h))
+      (raise (SkillError f"skill {name}: every handler must be a function"))))
+  record)
+
+(setv _lock (threading.RLock)
+      _registry {}
+      _version [0]
+      _cache {}
+      _staging [None])
+
+(defn _changed []
+  (+= (get _version 0) 1)
+  (.clear _cache))
+
+(defn registry-version []
+  "A number that changes whenever a skill is added, replaced or removed."
+  (get _version 0))
+
+(defn _install [skills]
+  "Install SKILLS at once, or none of them if an action would have two actuators."
+  (with [_lock]
+    (setv incoming (sfor s skills (get s "name")))
+    (for [s skills
+          action (get s "actuators")
+          other (.values _registry)]
+      (when (and (not (in (get other "name") incoming)) (in action (get other "actuators")))
+        (raise (SkillError f"skill {(get s "name")}: action {action} is already provided by skill {(get other "name")}"))))
+    (for [s skills]
+      (setv (get _registry (get s "name")) s))
+    (_changed))
+  skills)
+
+(defn register-skill [skill]
+  "Add SKILL (from make-skill), replacing a skill of the same name. While a skill
+   file is loading, the skill is held back until the whole file has loaded."
+  (if (is (get _staging 0) None)
+      (_install [skill])
+      (.append (get _staging 0) skill))
+  skill)
+
+(defn unregister-skill [name]
+  "Remove the skill called NAME; true when there was one."
+  (with [_lock]
+    (setv found (is-not (.pop _registry name None) None))
+    (when found (_changed))
+    found))
+
+(defn get-skill [name]
+  (.get _registry name))
+
+(defn registry-snapshot []
+  "The registry as it is now, for registry-restore."
+  (with [_lock] (dict _registry)))
+
+(defn registry-restore [snapshot]
+  "Put back a registry saved by registry-snapshot."
+  (with [_lock]
+    (.clear _registry)
+    (.update _registry snapshot)
+    (_changed)))
+
+(defn _cached [key compute]
+  (with [_lock]
+    (when (not (in key _cache))
+      (setv (get _cache key) (compute)))
+    (get _cache key)))
+
+(defn all-skills []
+  "Every skill, by priority (highest first) then name."
+  (_cached "skills"
+           (fn [] (sorted (.values _registry)
+                          :key (fn [s] #((- (get s "priority")) (get s "name")))))))
+
+(defn skill-functions [key]
+  "The (name function) pairs of every skill that has KEY, in skill order."
+  (_cached key
+           (fn [] (lfor s (all-skills) :if (get s key) #((get s "name") (get s key))))))
+
+(defn pre-reason-handlers []
+  "Every (skill-name handler) pair, in skill order."
+  (_cached "handlers"
+           (fn [] (lfor s (all-skills) h (get s "handlers") #((get s "name") h)))))
+
+(defn actuator-table []
+  "A dict from action name to its actuator spec."
+  (_cached "actuators"
+           (fn [] (dfor s (all-skills) [action spec] (.items (get s "actuators")) action spec))))
+
+(defn actuator-for [action-name]
+  "The actuator spec for ACTION-NAME (a string or keyword), or None."
+  (.get (actuator-table) (if (isinstance action-name str) action-name (. action-name name))))
+
+(defn builtin-skills-dir []
+  "The folder of the built-in skills."
+  (Path (. (hy.I.importlib.import-module "passepartout_skills") __file__) parent))
+
+(defn _module-name [path builtin]
+  (setv stem (re.sub r"\W" "_" (. (Path path) stem)))
+  (if builtin f"passepartout_skills.{stem}" f"passepartout_user_skill_{stem}"))
+
+(defn load-skill-file [path [builtin False]]
+  "Load one skill file; a result plist (:file P :skills [names] :error nil-or-text)."
+  (setv path (Path path))
+  (with [_lock]
+    (setv (get _staging 0) [])
+    (try
+      (setv name (_module-name path builtin)
+            spec (importlib.util.spec-from-file-location name path)
+            module (importlib.util.module-from-spec spec))
+      (.exec-module spec.loader module)
+      (setv staged (get _staging 0))
+      (for [s staged] (setv (get s "source") (str path)))
+      (setv (get _staging 0) None)
+      (_install staged)
+      (setv (get sys.modules name) module)
+      (return [:file (str path) :skills (lfor s staged (get s "name")) :error None])
+      (except [e Exception]
+        (return [:file (str path) :skills []
+                 :error f"{(. (type e) __name__)}: {e}"]))
+      (finally
+        (setv (get _staging 0) None)))))
+
+(defn skill-files [folder]
+  "The skill files of FOLDER, sorted."
+  (setv folder (Path folder))
+  (if (.is-dir folder)
+      (sorted (gfor p (.glob folder "*.hy") :if (not (.startswith p.name "_")) p))
+      []))
+
+(defn load-skills [[folders []] [disabled []] [builtin True]]
+  "Load the built-in skills, then every skill file in FOLDERS. Returns the
+   result plist of every file, in order. Skills named in DISABLED are removed."
+  (setv results [])
+  (when builtin
+    (for [p (skill-files (builtin-skills-dir))]
+      (.append results (load-skill-file p :builtin True))))
+  (for [folder folders
+        p (skill-files folder)]
+    (.append results (load-skill-file p)))
+  (for [name disabled]
+    (unregister-skill name))
+  results)
