@@ -276,7 +276,7 @@
     (_normal-keyword (_keyword (.lstrip value ":")))
     (or (is value None) (isinstance value #(str bool))) value
     (isinstance value int)
-    (if (> (len (str (abs value))) MAX-INT-DIGITS)
+    (if (> (.bit-length value) (* MAX-INT-DIGITS 3.33))
         (raise (ProtoError f"integer of more than {MAX-INT-DIGITS} digits"))
         value)
     (isinstance value float)

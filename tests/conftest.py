@@ -5,9 +5,21 @@ from pathlib import Path
 
 import hy  # noqa: F401  (registers the .hy importer)
 import pytest
+from _pytest.assertion import rewrite as _rewrite
 
 sys.path.insert(0, str(Path(__file__).parent))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+# pytest rewrites the asserts of any test file named on its command line by
+# parsing it as Python; a Hy file is not Python, so it is left to Hy.
+_should_rewrite = _rewrite.AssertionRewritingHook._should_rewrite
+
+
+def _python_only(self, name, fn, state):
+    return not str(fn).endswith(".hy") and _should_rewrite(self, name, fn, state)
+
+
+_rewrite.AssertionRewritingHook._should_rewrite = _python_only
 
 
 def pytest_collect_file(file_path, parent):

@@ -1,0 +1,150 @@
+(import argparse json os sys
+        pathlib [Path]
+        passepartout.config [ConfigError])
+
+(defn verify-text [text ctx]
+  "One verdict dict per proposal in TEXT."
+  (import passepartout.proto [ProtoError proto-split proto-read proto-normalize proto-print proto-get]
+          passepartout.reason [verify proposal-action])
+  (setv out [])
+  (for [[offset chunk] (proto-split text)]
+    (try
+      (setv action (proposal-action (proto-normalize (proto-read chunk))))
+      (except [e ProtoError]
+        (.append out {"verdict" "reject" "gate" "proto"
+                      "reason" f"unreadable proposal at offset {offset}: {e}"
+                      "action" (cut chunk 200)})
+        (continue)))
+    (setv outcome (verify action ctx)
+          v (proto-get outcome ':verdict))
+    (.append out {"verdict" v.name
+                  "gate" (proto-get outcome ':gate)
+                  "reason" (proto-get outcome ':reason)
+                  "action" (proto-print (proto-get outcome ':action))}))
+  out)
+
+(defn _gate-context [args]
+  "The config and a gate context for commands that judge without a daemon."
+  (import passepartout.config [load-config config-secrets]
+          passepartout.context [make-context]
+          passepartout.skills [load-skills]
+          passepartout.proto [proto-get])
+  (setv config (load-config args.config))
+  (when (getattr args "workspace" None)
+    (setv (get config "workspace") (str (.resolve (Path args.workspace)))))
+  (setv skills (.get config "skills" {}))
+  (for [r (load-skills :folders (.get skills "dirs" []) :disabled (.get skills "disabled" []))]
+    (when (proto-get r ':error)
+      (print f"passepartout: skill file {(proto-get r ':file)} failed to load: {(proto-get r ':error)}"
+             :file sys.stderr)))
+  (make-context :workspace (get config "workspace") :session "verify"
+                :config config :secrets (config-secrets config)))
+
+(defn cmd-verify [args]
+  (setv ctx (_gate-context args)
+        text (if (in args.file #(None "-"))
+                 (.read sys.stdin)
+                 (.read-text (Path args.file) :encoding "utf-8" :errors "replace")))
+  (for [line (verify-text text ctx)]
+    (print (json.dumps line :ensure-ascii False)))
+  0)
+
+(setv _reply-marks {"answer" "" "trace" "  · " "notice" "! " "refusal" "✗ " "error" "✗ "
+                    "approval" "? "})
+
+(defn _print-reply [signal]
+  (import passepartout.proto [proto-get])
+  (setv payload (proto-get signal ':payload [])
+        kind (. (proto-get payload ':kind) name)
+        mark (.get _reply-marks kind ""))
+  (print (+ mark (str (proto-get payload ':text ""))) :flush True))
+
+(defn :async _chat [env]
+  (import asyncio
+          passepartout.loop [Runner])
+  (setv runner (Runner env _print-reply))
+  (try
+    (while True
+      (try
+        (setv line (await (asyncio.to-thread input "you> ")))
+        (except [EOFError] (print) (break)))
+      (when (not (.strip line)) (continue))
+      (setv session (await (.submit runner
+                                    [:type :event :source [:gateway :terminal :chat "local"]
+                                     :payload [:sensor :user-input :text line]])))
+      (await (.idle runner session)))
+    (finally (await (.close runner)))))
+
+(defn cmd-chat [args]
+  (import asyncio
+          passepartout.daemon [boot shutdown skill-failures])
+  (setv env (boot :config-path args.config :workspace args.workspace))
+  (for [line (skill-failures env)] (print "passepartout:" line :file sys.stderr))
+  (print (+ "Passepartout — workspace " (get env "config" "workspace") ". Type help, or Ctrl-D to leave."))
+  (try
+    (asyncio.run (_chat env))
+    (except [KeyboardInterrupt] (print)))
+  (shutdown env)
+  0)
+
+(defn _project-root [start]
+  "The nearest folder at or above START that holds org/ and passepartout/."
+  (for [d (+ [start] (list start.parents))]
+    (when (and (.is-dir (/ d "org")) (.is-dir (/ d "passepartout")))
+      (return d)))
+  None)
+
+(defn cmd-tangle [args]
+  (import passepartout.tangle [tangle])
+  (setv root (if args.root (Path args.root) (_project-root (.resolve (Path.cwd)))))
+  (when (is root None)
+    (print "passepartout tangle: no org/ folder here or above; use --root" :file sys.stderr)
+    (return 2))
+  (setv differ (tangle root :check args.check))
+  (for [p differ]
+    (print (if args.check f"differs from its org source: {(.relative-to p root)}"
+                          f"tangled: {(.relative-to p root)}")))
+  (if (and args.check differ) 1 0))
+
+(defn cmd-bench [args]
+  (import passepartout.bench [run-benchmarks])
+  (run-benchmarks :quick args.quick))
+
+(defn make-parser []
+  (setv p (argparse.ArgumentParser
+            :prog "passepartout"
+            :description "A personal agent: the model proposes, deterministic code decides.")
+        sub (.add-subparsers :dest "command" :metavar "COMMAND"))
+  (.add-argument p "--config" :help "config file (default ~/.config/passepartout/config.toml)")
+
+  (setv c (.add-parser sub "chat" :help "terminal chat with an in-process daemon"))
+  (.add-argument c "--workspace" :help "the workspace folder")
+  (.set-defaults c :func cmd-chat)
+
+  (setv v (.add-parser sub "verify" :help "run the gates over proposals, no model; one JSON line each"))
+  (.add-argument v "file" :nargs "?" :default "-" :help "file of proposals, or - for stdin")
+  (.add-argument v "--workspace" :help "the workspace the gates confine to")
+  (.set-defaults v :func cmd-verify)
+
+  (setv t (.add-parser sub "tangle" :help "tangle org/ into the code, or check that they agree"))
+  (.add-argument t "--check" :action "store_true" :help "write nothing; exit 1 if any file differs")
+  (.add-argument t "--root" :help "the project folder (default: found from here)")
+  (.set-defaults t :func cmd-tangle)
+
+  (setv b (.add-parser sub "bench" :help "the benchmarks, as figures"))
+  (.add-argument b "--quick" :action "store_true" :help "fewer repetitions")
+  (.set-defaults b :func cmd-bench)
+  p)
+
+(defn main [[argv None]]
+  "The passepartout command."
+  (setv args (.parse-args (make-parser) argv))
+  (when (is (getattr args "func" None) None)
+    (.print-help (make-parser))
+    (return 2))
+  (try
+    (setv code (args.func args))
+    (except [e ConfigError]
+      (print f"passepartout: {e}" :file sys.stderr)
+      (setv code 2)))
+  (sys.exit (or code 0)))

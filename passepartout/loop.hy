@@ -1,0 +1,167 @@
+(import asyncio hashlib logging time uuid
+        passepartout.proto [kw proto-get proto-put proto-merge proto-print]
+        passepartout.context [make-context context-limit]
+        passepartout.perceive [perceive normalize-signal reply-signal sensor-of]
+        passepartout.reason [reason refusal-text]
+        passepartout.act [act]
+        passepartout.store [event-append events])
+
+(setv log (logging.getLogger "passepartout.loop"))
+
+(setv HISTORY-TURNS 20)
+
+(defn session-history [store session]
+  "The recent turns of SESSION as chat messages, oldest first."
+  (setv out [])
+  (for [e (events store :session session :limit 1000000)]
+    (setv data (proto-get e ':data [])
+          kind (proto-get e ':kind))
+    (cond
+      (= kind "input")
+      (.append out {"role" "user" "content" (str (or (proto-get data ':text) ""))})
+      (= kind "answer")
+      (.append out {"role" "assistant" "content" (str (or (proto-get data ':text) ""))})
+      (= kind "result")
+      (.append out {"role" "user"
+                    "content" (+ "Result of " (proto-print (proto-get data ':action []))
+                                 ":\n" (proto-print (proto-get data ':result [])))})))
+  (cut out (- HISTORY-TURNS) None))
+
+(defn _record [env kind session data]
+  (event-append (get env "store") kind session data))
+
+(defn _fingerprint [action result]
+  (cut (.hexdigest (hashlib.sha256 (.encode (+ (proto-print action) "\n" (proto-print result)) "utf-8"))) 16))
+
+(defn _not-approvable [signal action outcome ctx env]
+  [(reply-signal signal
+                 (+ "This action needs a person's approval and approvals are not set up, so it was not run: "
+                    (proto-print action) " — " (str (proto-get outcome ':reason)))
+                 "approval")])
+
+(defn context-for [signal env]
+  "The context of SIGNAL in ENV."
+  (setv config (get env "config"))
+  (make-context :workspace (.get config "workspace" ".")
+                :session (proto-get signal ':session)
+                :config config
+                :store (get env "store")
+                :secrets (.get env "secrets" [])
+                :now ((.get env "clock" time.time))))
+
+(defn step [signal env]
+  "The signals that SIGNAL leads to: replies for the person, tool results for the loop."
+  (setv signal (normalize-signal signal)
+        session (proto-get signal ':session)
+        ctx (context-for signal env)
+        seen (perceive signal ctx))
+  (cond
+    (proto-get seen ':handled-by) (return (proto-get seen ':emit))
+    (proto-get seen ':ignored) (return []))
+  (setv payload (proto-get signal ':payload)
+        tool-result (= (sensor-of signal) "tool-result")
+        task (or (proto-get payload ':task) (cut (. (uuid.uuid4) hex) 12))
+        n (or (proto-get payload ':step) 0)
+        fingerprints (list (or (proto-get payload ':seen) []))
+        history (session-history (get env "store") session))
+  ;; A tool result is already the last turn of the history; the signal presents it.
+  (if tool-result
+      (setv history (cut history 0 -1))
+      (_record env "input" session [:text (proto-get payload ':text) :task task]))
+  (setv outcome (reason signal ctx (get env "complete") history
+                        :attempts (context-limit ctx "attempts" 3))
+        v (. (proto-get outcome ':verdict) name))
+  (_record env "outcome" session (proto-put outcome ':task task))
+  (cond
+    (= v "failed")
+    [(reply-signal signal (+ "No model could answer: " (str (proto-get outcome ':reason))) "error")]
+    (= v "refused")
+    (do (setv text (refusal-text outcome))
+        (_record env "answer" session [:text text :task task])
+        [(reply-signal signal text "refusal")])
+    (= v "escalate")
+    ((.get env "escalate" _not-approvable) signal (proto-get outcome ':action) outcome ctx env)
+    True
+    (_carry-out signal env ctx outcome task n fingerprints)))
+
+(defn _carry-out [signal env ctx outcome task n fingerprints]
+  "Act on an allowed OUTCOME, and decide whether the task goes on."
+  (setv session (proto-get signal ':session)
+        action (proto-get outcome ':action)
+        result (act action ctx)
+        name (. (proto-get action ':action) name))
+  (when (= name "message")
+    (setv text (or (proto-get result ':reply) (proto-get result ':error) ""))
+    (_record env "answer" session [:text text :task task])
+    (return [(reply-signal signal text)]))
+  (_record env "result" session [:action action :result result :task task :step n])
+  (setv mark (_fingerprint action result)
+        budget (context-limit ctx "step-budget" 8)
+        trace (reply-signal signal (+ "ran " (proto-print action) " → "
+                                      (. (or (proto-get result ':status) (kw "error")) name))
+                            "trace"))
+  (cond
+    (in mark fingerprints)
+    [trace (reply-signal signal (+ "Stopped: the same action gave the same result twice, so the task was going round in circles. Last result: "
+                                   (proto-print result))
+                         "notice")]
+    (>= (+ n 1) budget)
+    [trace (reply-signal signal (+ f"Stopped after {budget} actions (the step budget of one task). Last result: "
+                                   (proto-print result))
+                         "notice")]
+    True
+    [trace [:type :event
+            :source (proto-get signal ':source)
+            :session session
+            :payload [:sensor :tool-result :action action :result result
+                      :task task :step (+ n 1) :seen (+ fingerprints [mark])]]]))
+
+(defclass Runner []
+  "Feeds signals to step: in order within a session, sessions concurrently."
+
+  (defn __init__ [self env deliver [concurrency 4]]
+    (setv self.env env
+          self.deliver deliver
+          self.queues {}
+          self.workers {}
+          self.limit (asyncio.Semaphore concurrency)))
+
+  (defn :async submit [self signal]
+    "Queue SIGNAL on its session."
+    (setv signal (normalize-signal signal)
+          session (proto-get signal ':session))
+    (when (not (in session self.queues))
+      (setv (get self.queues session) (asyncio.Queue)
+            (get self.workers session) (asyncio.create-task (self._work session))))
+    (.put-nowait (get self.queues session) signal)
+    session)
+
+  (defn :async idle [self session]
+    "Wait until SESSION has nothing left to do."
+    (when (in session self.queues)
+      (await (.join (get self.queues session)))))
+
+  (defn :async _emit [self signal]
+    (if (= (proto-get signal ':type) (kw "reply"))
+        (do (setv r (self.deliver signal))
+            (when (asyncio.iscoroutine r) (await r)))
+        (.put-nowait (get self.queues (proto-get signal ':session)) signal)))
+
+  (defn :async _work [self session]
+    (setv queue (get self.queues session))
+    (while True
+      (setv signal (await (.get queue)))
+      (try
+        (setv emitted (with [:async self.limit]
+                        (await (asyncio.to-thread step signal self.env))))
+        (for [e emitted] (await (self._emit e)))
+        (except [asyncio.CancelledError] (raise))
+        (except [e Exception]
+          (.exception log "step failed on session %s" session)
+          (await (self._emit (reply-signal signal f"Internal error: {(. (type e) __name__)}: {e}" "error")))))
+        (finally (.task-done queue)))))
+
+  (defn :async close [self]
+    "Stop every session worker."
+    (for [t (.values self.workers)] (.cancel t))
+    (await (asyncio.gather #* (.values self.workers) :return-exceptions True))))

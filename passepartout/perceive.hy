@@ -1,0 +1,57 @@
+(import passepartout.proto [ProtoError kw proto-get proto-put proto-normalize is-plist]
+        passepartout.skills [pre-reason-handlers])
+
+(defn session-name [source]
+  "The session name of SOURCE, e.g. \"telegram:42\"."
+  (setv gateway (proto-get source ':gateway)
+        chat (proto-get source ':chat))
+  (setv g (if (isinstance gateway hy.models.Keyword) gateway.name (str (or gateway "local"))))
+  (if (is chat None) g f"{g}:{chat}"))
+
+(setv REASONED-SENSORS #{"user-input" "chat-message" "tool-result"})
+
+(defn normalize-signal [signal]
+  "SIGNAL in the one shape the loop handles, or a ProtoError."
+  (when (not (is-plist signal))
+    (raise (ProtoError "a signal must be a plist")))
+  (setv signal (proto-normalize signal)
+        payload (proto-get signal ':payload))
+  (when (not (is-plist payload))
+    (raise (ProtoError "a signal needs a :payload plist")))
+  (when (not (isinstance (proto-get payload ':sensor) hy.models.Keyword))
+    (raise (ProtoError "a signal's payload needs a :sensor keyword")))
+  (setv source (proto-get signal ':source [:gateway :local]))
+  (when (not (is-plist source))
+    (raise (ProtoError "a signal's :source must be a plist")))
+  (setv signal (proto-put (proto-put signal ':type (kw "event")) ':source source))
+  (if (proto-get signal ':session)
+      signal
+      (proto-put signal ':session (session-name source))))
+
+(defn sensor-of [signal]
+  "The sensor name of SIGNAL, as a string."
+  (setv s (proto-get (proto-get signal ':payload []) ':sensor))
+  (if (isinstance s hy.models.Keyword) s.name None))
+
+(defn reply-signal [signal text [kind "answer"]]
+  "A reply to SIGNAL's session carrying TEXT."
+  [:type :reply
+   :session (proto-get signal ':session)
+   :source (proto-get signal ':source)
+   :payload [:kind (kw kind) :text text]])
+
+(defn perceive [signal ctx]
+  "(:signal S) when S goes on to reason, (:handled-by NAME :emit [...]) when a
+   handler answered, (:ignored REASON) when there is nothing to do."
+  (setv signal (normalize-signal signal))
+  (for [[name handler] (pre-reason-handlers)]
+    (try
+      (setv emitted (handler signal ctx))
+      (except [e Exception]
+        (return [:handled-by name
+                 :emit [(reply-signal signal f"{name} failed: {(. (type e) __name__)}: {e}" "error")]])))
+    (when (is-not emitted None)
+      (return [:handled-by name :emit (list emitted)])))
+  (if (in (sensor-of signal) REASONED-SENSORS)
+      [:signal signal]
+      [:ignored (+ "no handler for sensor :" (str (sensor-of signal)))]))

@@ -1,0 +1,192 @@
+"""Tests of passepartout/proto.hy: reading untrusted text as data, printing, plist helpers."""
+import math
+import os
+import sys
+
+import hy
+import pytest
+from hy.models import Keyword
+from hypothesis import given, settings, strategies as st, HealthCheck
+
+from passepartout.proto import (
+    ProtoError, proto_read, proto_read_all, proto_print, proto_split, proto_get, proto_put,
+    proto_merge, proto_without, proto_normalize, proto_from_data, proto_to_data, is_plist, kw,
+)
+
+# * Values the reader may return
+
+names = st.from_regex(r"[a-z][a-z0-9-]{0,12}", fullmatch=True)
+atoms = st.one_of(
+    names.map(Keyword),
+    st.text(max_size=40),
+    st.integers(min_value=-10**60, max_value=10**60),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.booleans(),
+    st.none(),
+)
+values = st.recursive(atoms, lambda inner: st.lists(inner, max_size=6), max_leaves=40)
+
+
+def same(a, b):
+    """Equality that also compares types (True == 1 in Python, not here)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, list):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if isinstance(a, float):
+        return a == b or (math.isnan(a) and math.isnan(b))
+    return a == b
+
+
+@given(values)
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_print_then_read_round_trips(value):
+    text = proto_print(value)
+    assert same(proto_read(text), value), text
+
+
+@given(values)
+@settings(max_examples=150, deadline=None)
+def test_printed_text_is_one_line(value):
+    assert "\n" not in proto_print(value)
+
+
+# * Hostile text
+
+HOSTILE = [
+    "#.(os.system \"touch {sentinel}\")", "(hy.eval '(import os))", "#(1 2)", "#[[x]]", "#_ x",
+    "f\"{(os.system 'touch {sentinel}')}\"", "`(~x)", "~@x", "'x", "(", ")", "))((", "\"",
+    "\x00", "(:a \"\x00\")", "9" * 5000, "1e999", "-1e999", "nan", "inf", "(:a nan)", "[1 2]",
+    "{:a 1}", "(:a #{1})", "(import os)", "(os.system \"touch {sentinel}\")", "(: 1)", "(:: 1)",
+    "(:a \"\\N{BULLET}\")", "(:a \"\\uZZZZ\")", "(:a \"\\U0011FFFF\")", "(:a \"\\ud800\")", ";",
+    "(:a 1) ; comment", "#!/bin/sh", "#reader x", "@x", "^x", "(:a . b)", "(:a ,b)", "(:a \\x)",
+]
+
+
+def hostile_text(sentinel):
+    pieces = [h.replace("{sentinel}", sentinel) for h in HOSTILE]
+    return st.lists(st.one_of(st.sampled_from(pieces), st.text(max_size=20)), max_size=8).map(" ".join)
+
+
+@pytest.fixture(scope="module")
+def sentinel(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("proto") / "pwned")
+
+
+def test_hostile_text_is_data_or_an_error(sentinel):
+    modules = set(sys.modules)
+
+    @given(st.one_of(st.text(), hostile_text(sentinel)))
+    @settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    def check(text):
+        try:
+            value = proto_read(text)
+        except ProtoError as e:
+            assert str(e), "an error says why"
+            return
+        # Whatever was read prints back and reads the same.
+        assert same(proto_read(proto_print(value)), value)
+
+    check()
+    assert not os.path.exists(sentinel), "reading text ran code"
+    assert set(sys.modules) - modules <= {"hypothesis"} | {m for m in set(sys.modules) - modules if m.startswith("hypothesis")}, \
+        f"reading imported {sorted(set(sys.modules) - modules)}"
+
+
+@pytest.mark.parametrize("text, words", [
+    ("(" * 10000, "nested deeper than 32"),
+    ("(" * 10000 + ")" * 10000, "nested deeper than 32"),
+    ("(:a \"" + "x" * 1_000_000 + "\")", "larger than 65536"),
+    ("(:a " + "9" * 4301 + ")", "more than 4300 digits"),
+    ("(:a 1e400)", "out of range"),
+    ("(:a \"unclosed", "unterminated string"),
+    ("(:a 1", "not closed"),
+    (")", "unbalanced"),
+    ("#.(evil)", "not data"),
+    ("(:a f\"x\")", "strings must be quoted"),
+    ("(:a \"\\u12\")", "not a character"),
+    ("", "empty"),
+    ("(1) (2)", "expected one form"),
+])
+def test_errors_say_why(text, words):
+    with pytest.raises(ProtoError) as e:
+        proto_read(text)
+    assert words in str(e.value)
+
+
+def test_depth_and_size_are_configurable():
+    assert proto_read("((((1))))", max_depth=4) == [[[[1]]]]
+    with pytest.raises(ProtoError):
+        proto_read("((((1))))", max_depth=3)
+    with pytest.raises(ProtoError):
+        proto_read("(:a \"0123456789\")", max_bytes=10)
+
+
+def test_non_text_is_refused():
+    for thing in [b"(:a 1)", None, 42, ["(:a 1)"]]:
+        with pytest.raises(ProtoError):
+            proto_read(thing)
+
+
+def test_atoms():
+    assert same(proto_read("(:a true :b t :c false :d nil :e NIL :f -7 :g 2.5e3 :h \"x\\ty\")"),
+                [kw("a"), True, kw("b"), True, kw("c"), False, kw("d"), None, kw("e"), None,
+                 kw("f"), -7, kw("g"), 2500.0, kw("h"), "x\ty"])
+
+
+def test_reading_returns_plain_python_values():
+    value = proto_read("(:text \"hi\" :n 1 :xs (1 2))")
+    assert type(value) is list and type(value[1]) is str and type(value[5]) is list
+    assert not isinstance(value[1], hy.models.Object)
+
+
+# * Streams
+
+def test_split_keeps_each_proposal_apart():
+    text = "(:a 1)\n(:b \"(\" ) junk ) (:c (1 2)) (:d"
+    chunks = [c for _, c in proto_split(text)]
+    assert chunks == ["(:a 1)", "(:b \"(\" )", "junk", ")", "(:c (1 2))", "(:d"]
+    assert proto_read_all("(:a 1) (:b 2)") == [[kw("a"), 1], [kw("b"), 2]]
+
+
+# * Plists
+
+def test_plist_helpers_return_new_lists():
+    p = [kw("a"), 1, kw("b"), 2]
+    q = proto_put(p, kw("a"), 9)
+    assert p == [kw("a"), 1, kw("b"), 2] and q == [kw("a"), 9, kw("b"), 2]
+    assert proto_put(p, "c", 3) == p + [kw("c"), 3]
+    assert proto_merge(p, [kw("b"), 5, kw("c"), 6]) == [kw("a"), 1, kw("b"), 5, kw("c"), 6]
+    assert proto_without(p, ["a"]) == [kw("b"), 2]
+    assert proto_get(p, "b") == 2 and proto_get(p, "z", "none") == "none"
+    assert proto_get("not a plist", "a", 0) == 0
+    assert is_plist(p) and not is_plist([1, 2]) and not is_plist([kw("a")])
+
+
+def test_normalize_lowercases_keywords_all_the_way_down():
+    got = proto_normalize(proto_read("(:TYPE :REQUEST :Payload (:ACTION :SHELL :hitl_token \"A_B\"))"))
+    assert got == [kw("type"), kw("request"), kw("payload"),
+                   [kw("action"), kw("shell"), kw("hitl-token"), "A_B"]]
+
+
+def test_json_edge():
+    data = {"action": "shell", "cmd": "ls", "nested": {"Deep_Key": [1, 2.5, None, True]}}
+    plist = proto_from_data(data)
+    assert plist == [kw("action"), kw("shell"), kw("cmd"), "ls",
+                     kw("nested"), [kw("deep-key"), [1, 2.5, None, True]]]
+    assert proto_to_data(plist) == {"action": "shell", "cmd": "ls",
+                                    "nested": {"deep-key": [1, 2.5, None, True]}}
+    for bad in [{"a b": 1}, {1: 2}, {"a": float("inf")}, {"a": object()}, {"a": 10 ** 5000}]:
+        with pytest.raises(ProtoError):
+            proto_from_data(bad)
+    deep = []
+    for _ in range(100):
+        deep = [deep]
+    with pytest.raises(ProtoError):
+        proto_from_data(deep)
+
+
+def test_printing_refuses_what_is_not_data():
+    for bad in [{"a": 1}, object(), float("nan"), float("inf")]:
+        with pytest.raises(ProtoError):
+            proto_print(bad)

@@ -1,0 +1,239 @@
+;; Tests of passepartout/reason.hy: verdicts, verify, parsing, the retry loop.
+
+(import pytest
+        passepartout.proto [kw proto-get proto-read proto-print ProtoError]
+        passepartout.skills [make-skill register-skill registry-snapshot registry-restore]
+        passepartout.reason [verify parse-proposal reason think build-request tool-belt
+                             tool-definitions refusal-text])
+
+(defn expect [got want [what "value"]]
+  (assert (= got want) f"{what}: expected {want !r}, got {got !r}"))
+
+(defn V [outcome] (. (proto-get outcome ':verdict) name))
+
+(setv CTX [:workspace "/tmp/ws" :session "test"])
+
+(defn [pytest.fixture] registry []
+  "A registry holding only a test actuator set, restored afterwards."
+  (setv saved (registry-snapshot))
+  (registry-restore {})
+  (register-skill
+    (make-skill "test-actions"
+                :actuators {"message" {"run" (fn [a c] [:status :ok]) "effect" False
+                                       "schema" [:text [:type "string" :required True]]}
+                            "shell" {"run" (fn [a c] [:status :ok])
+                                     "schema" [:cmd [:type "string" :required True]
+                                               :timeout [:type "integer"]]}}))
+  (yield None)
+  (registry-restore saved))
+
+(defn gate-skill [name priority gate]
+  (register-skill (make-skill name :priority priority :gate gate)))
+
+(setv LS [:action :shell :cmd "ls" :explanation "look"])
+
+;; * Verify
+
+(defn test-allow-with-no-gates [registry]
+  (setv out (verify LS CTX))
+  (expect (V out) "allow" "verdict")
+  (expect (proto-get out ':action) LS "action"))
+
+(defn test-gates-run-by-priority-then-name [registry]
+  (setv order [])
+  (for [[n p] [["b-gate" 10] ["a-gate" 10] ["high" 90] ["low" 1]]]
+    (gate-skill n p (fn [a c [n n]] (.append order n) [:verdict :allow])))
+  (verify LS CTX)
+  (expect order ["high" "a-gate" "b-gate" "low"] "gate order"))
+
+(defn test-reject-stops-at-once [registry]
+  (setv called [])
+  (gate-skill "first" 90 (fn [a c] [:verdict :reject :reason "no"]))
+  (gate-skill "second" 10 (fn [a c] (.append called 1) [:verdict :allow]))
+  (setv out (verify LS CTX))
+  (expect (V out) "reject" "verdict")
+  (expect (proto-get out ':gate) "first" "deciding gate")
+  (expect (proto-get out ':reason) "no" "reason")
+  (expect called [] "gates after a reject"))
+
+(defn test-escalate-is-remembered-and-a-later-reject-wins [registry]
+  (gate-skill "asks" 90 (fn [a c] [:verdict :escalate :reason "needs a person"]))
+  (gate-skill "later" 10 (fn [a c] [:verdict :allow]))
+  (setv out (verify LS CTX))
+  (expect (V out) "escalate" "verdict")
+  (expect (proto-get out ':gate) "asks" "deciding gate")
+  (expect (len (proto-get out ':decisions)) 3 "decisions (schema + 2 gates)")
+  (gate-skill "forbids" 5 (fn [a c] [:verdict :reject :reason "forbidden"]))
+  (setv out (verify LS CTX))
+  (expect (V out) "reject" "verdict with a later reject")
+  (expect (proto-get out ':gate) "forbids" "deciding gate"))
+
+(defn test-modify-passes-the-new-action-on [registry]
+  (setv seen [])
+  (gate-skill "rewrite" 90 (fn [a c] [:verdict :modify :action [:action :shell :cmd "ls -la" :explanation "look"]]))
+  (gate-skill "watch" 10 (fn [a c] (.append seen (proto-get a ':cmd)) [:verdict :allow]))
+  (setv out (verify LS CTX))
+  (expect (V out) "modify" "verdict")
+  (expect seen ["ls -la"] "what the later gate saw")
+  (expect (proto-get (proto-get out ':action) ':cmd) "ls -la" "final action")
+  (expect (proto-get (proto-get out ':proposed) ':cmd) "ls" "proposed action kept"))
+
+(defn test-modify-into-an-invalid-action-rejects [registry]
+  (gate-skill "breaks" 90 (fn [a c] [:verdict :modify :action [:action :shell :cmd 5]]))
+  (setv out (verify LS CTX))
+  (expect (V out) "reject" "verdict")
+  (expect (proto-get out ':gate) "breaks" "deciding gate"))
+
+(defn [(pytest.mark.parametrize "answer"
+         [None "allow" [:verdict :maybe] [:verdict :reject] [:verdict :escalate :reason ""]
+          [:verdict :modify] [:verdict] {"verdict" "allow"} [:verdict :allow :extra]])]
+  test-malformed-verdicts-reject-naming-the-gate [registry answer]
+  (gate-skill "sloppy" 50 (fn [a c] answer))
+  (setv out (verify LS CTX))
+  (expect (V out) "reject" f"verdict for {answer !r}")
+  (expect (proto-get out ':gate) "sloppy" "deciding gate")
+  (assert (in "sloppy" (proto-get out ':reason)) (proto-get out ':reason)))
+
+(defn test-a-gate-that-raises-fails-closed [registry]
+  (gate-skill "boom" 50 (fn [a c] (/ 1 0)))
+  (setv out (verify LS CTX))
+  (expect (V out) "reject" "verdict")
+  (expect (proto-get out ':gate) "boom" "deciding gate")
+  (assert (in "ZeroDivisionError" (proto-get out ':reason)) (proto-get out ':reason)))
+
+(defn test-a-slow-gate-fails-closed [registry]
+  (setv ticks (iter [0.0 10.0]))
+  (gate-skill "slow" 50 (fn [a c] [:verdict :allow]))
+  (setv out (verify LS CTX :clock (fn [] (next ticks))))
+  (expect (V out) "reject" "verdict")
+  (assert (in "longer" (proto-get out ':reason)) (proto-get out ':reason)))
+
+(defn test-a-proposal-cannot-approve-itself [registry]
+  (setv seen [])
+  (gate-skill "asks" 50 (fn [a c] (.append seen a) [:verdict :escalate :reason "needs a person"]))
+  (setv action [:action :shell :cmd "sudo ls" :explanation "x" :approved True :hitl-token "abc"]
+        out (verify action CTX))
+  (expect (V out) "escalate" "verdict")
+  (expect (sorted (proto-get out ':stripped)) ["approved" "hitl-token"] "stripped fields")
+  (assert (not (in (kw "approved") (get seen 0))) f"gate saw {(get seen 0)}")
+  (assert (not (in (kw "hitl-token") (proto-get out ':action))) "final action keeps no token"))
+
+(defn test-schema-checks [registry]
+  (for [[action words] [[[:action :teleport :to "mars"] "unknown action :teleport"]
+                        [[:action :shell :explanation "x"] "needs :cmd"]
+                        [[:action :shell :cmd 42] "must be string"]
+                        [[:action :shell :cmd "ls" :timeout "soon"] "must be integer"]
+                        [[:cmd "ls"] "no :action"]
+                        [[:action "shell" :cmd "ls"] "no :action"]
+                        [[1 2 3] "plist"]
+                        ["ls" "plist"]]]
+    (setv out (verify action CTX))
+    (expect (V out) "reject" f"verdict for {action !r}")
+    (expect (proto-get out ':gate) "schema" "deciding gate")
+    (assert (in words (proto-get out ':reason)) f"{action !r}: {(proto-get out ':reason)}")))
+
+;; * Parsing
+
+(defn test-parse-plist-forms []
+  (setv want [:action :shell :cmd "ls" :explanation "x"])
+  (for [text ["(:action :shell :cmd \"ls\" :explanation \"x\")"
+              "(:TYPE :REQUEST :PAYLOAD (:ACTION :SHELL :CMD \"ls\" :EXPLANATION \"x\"))"
+              "Here it is:\n```lisp\n(:action :shell :cmd \"ls\" :explanation \"x\")\n```"
+              "  (:type :request :payload (:action :shell :cmd \"ls\" :explanation \"x\"))  "]]
+    (expect (parse-proposal text) want f"parse of {text !r}")))
+
+(defn test-parse-json-forms []
+  (setv want [:action :shell :cmd "ls" :explanation "x"])
+  (for [text ["{\"action\": \"shell\", \"cmd\": \"ls\", \"explanation\": \"x\"}"
+              "{\"type\": \"request\", \"payload\": {\"action\": \"shell\", \"cmd\": \"ls\", \"explanation\": \"x\"}}"
+              "{\"name\": \"shell\", \"arguments\": {\"cmd\": \"ls\", \"explanation\": \"x\"}}"
+              "{\"function\": {\"name\": \"shell\", \"arguments\": \"{\\\"cmd\\\": \\\"ls\\\", \\\"explanation\\\": \\\"x\\\"}\"}}"
+              "```json\n{\"action\": \"shell\", \"cmd\": \"ls\", \"explanation\": \"x\"}\n```"]]
+    (setv got (parse-proposal text))
+    (expect (proto-get got ':action) (kw "shell") f"action of {text !r}")
+    (expect (proto-get got ':cmd) "ls" f"cmd of {text !r}")))
+
+(defn test-parse-tool-calls []
+  (setv got (parse-proposal None [[:name "read_file" :arguments "{\"path\": \"a.txt\"}"]]))
+  (expect (proto-get got ':action) (kw "read-file") "action")
+  (expect (proto-get got ':path) "a.txt" "path"))
+
+(defn test-plain-text-is-a-message []
+  (expect (parse-proposal "Hello there.") [:action :message :text "Hello there."] "message"))
+
+(defn test-broken-proposals-raise []
+  (for [text ["(:action :shell :cmd \"ls\"" "{\"action\": " "(:action :shell :cmd ls)"
+              "(1 2 3)" "{\"name\": \"a b\", \"arguments\": {}}" "{\"arguments\": 5, \"name\": \"x\"}"
+              (+ "(" (* "(" 100) ")")]]
+    (with [e (pytest.raises ProtoError)]
+      (parse-proposal text))))
+
+;; * Think and the retry loop
+
+(defn scripted [answers]
+  "A cascade that answers each request with the next of ANSWERS, and keeps the requests."
+  (setv requests []
+        it (iter answers))
+  (defn complete [request]
+    (.append requests request)
+    (setv a (next it))
+    (if (isinstance a str)
+        [:status :ok :provider "script" :text a :usage [:prompt-tokens 10 :completion-tokens 5 :cost 0.001]]
+        a))
+  #(complete requests))
+
+(setv SIGNAL [:type :event :session "test" :source [:gateway :terminal]
+              :payload [:sensor :user-input :text "list the files"]])
+
+(defn test-think-builds-the-prompt-from-the-registry [registry]
+  (setv [complete requests] (scripted ["(:action :message :text \"hi\")"]))
+  (setv out (think SIGNAL CTX complete))
+  (expect (proto-get out ':action) [:action :message :text "hi"] "action")
+  (setv messages (proto-get (get requests 0) ':messages)
+        system (get messages 0 "content"))
+  (assert (in "(:action :shell :cmd string :timeout integer (optional))" system) system)
+  (expect (get messages -1) {"role" "user" "content" "list the files"} "last message")
+  (expect (sorted (gfor t (proto-get (get requests 0) ':tools) (get t "function" "name")))
+          ["message" "shell"] "tool definitions"))
+
+(defn test-retry-carries-the-rejection-trace [registry]
+  (gate-skill "no-rm" 50 (fn [a c] (if (in "rm" (or (proto-get a ':cmd) ""))
+                                        [:verdict :reject :reason "rm is not allowed"]
+                                        [:verdict :allow])))
+  (setv [complete requests]
+        (scripted ["(:action :shell :cmd \"rm x\" :explanation \"clean\")"
+                   "(:action :shell :cmd \"ls\" :explanation \"look\")"]))
+  (setv out (reason SIGNAL CTX complete))
+  (expect (V out) "allow" "verdict")
+  (expect (len requests) 2 "model calls")
+  (setv trace (get (proto-get (get requests 1) ':rejections) 0))
+  (expect (proto-get trace ':gate) "no-rm" "trace gate")
+  (expect (proto-get trace ':reason) "rm is not allowed" "trace reason")
+  (expect (proto-get (proto-get trace ':action) ':cmd) "rm x" "trace action")
+  (assert (in "rm is not allowed" (get (proto-get (get requests 1) ':messages) -1 "content"))
+          "the model is told why")
+  (expect (proto-get (proto-get out ':usage) ':prompt-tokens) 20 "usage summed over attempts"))
+
+(defn test-three-rejections-tell-the-person [registry]
+  (gate-skill "never" 50 (fn [a c] [:verdict :reject :reason "not today"]))
+  (setv [complete requests] (scripted (* ["(:action :shell :cmd \"ls\" :explanation \"x\")"] 5)))
+  (setv out (reason SIGNAL CTX complete))
+  (expect (V out) "refused" "verdict")
+  (expect (len requests) 3 "attempts")
+  (expect (len (proto-get out ':rejections)) 3 "rejections")
+  (setv text (refusal-text out))
+  (assert (and (in "not today" text) (in "never" text) (in "3 attempts" text)) text))
+
+(defn test-garbage-is-a-rejection-with-a-retry [registry]
+  (setv [complete requests] (scripted ["(:action :shell :cmd" "(:action :message :text \"ok\")"]))
+  (setv out (reason SIGNAL CTX complete))
+  (expect (V out) "allow" "verdict")
+  (setv first-try (get (proto-get out ':attempts) 0))
+  (expect (proto-get first-try ':gate) "proto" "first attempt's gate")
+  (assert (in "unreadable" (proto-get first-try ':reason)) (proto-get first-try ':reason)))
+
+(defn test-cascade-failure-is-reported [registry]
+  (setv [complete requests] (scripted [[:status :failed :reason "all providers failed: p1 timeout"]]))
+  (setv out (reason SIGNAL CTX complete))
+  (expect (V out) "failed" "verdict")
+  (assert (in "p1 timeout" (proto-get out ':reason)) (proto-get out ':reason)))
