@@ -1,0 +1,188 @@
+(import re
+        hy.models [Keyword]
+        passepartout.proto [proto-get proto-print proto-without])
+
+(setv MAX-SHOWN 3000)
+
+(defn symbolic-action [request]
+  "The action plist the symbolic provider proposes for REQUEST.
+
+   (symbolic-action [:signal [:type :event :payload [:sensor :user-input :text \"!ls\"]]])
+   ⇒ [:action :shell :cmd \"ls\" :explanation \"the person asked to run this command\"]"
+  (setv rejections (or (proto-get request ':rejections) [])
+        payload (proto-get (proto-get request ':signal) ':payload))
+  (cond rejections (_refusal rejections)
+        (= (proto-get payload ':sensor) ':tool-result)
+        (_presentation (proto-get payload ':action) (proto-get payload ':result))
+        True (_command (proto-get payload ':text))))
+
+(defn symbolic-complete [request]
+  "The cascade result of the symbolic provider for REQUEST: its action as plist text."
+  [:status :ok
+   :provider "symbolic"
+   :text (proto-print (symbolic-action request))
+   :tool-calls []
+   :usage [:prompt-tokens 0 :completion-tokens 0 :cost 0.0]
+   :attempts [[:provider "symbolic" :outcome :ok :detail "deterministic answer"]]])
+
+(setv _command-re (re.compile r"\s*/?(\S+)(.*)\Z" re.S))
+
+(defn _message [text]
+  [:action :message :text text])
+
+(defn _unquote [s]
+  "S without one pair of surrounding quotes, so read \"my notes.txt\" works."
+  (setv s (.strip s))
+  (if (and (>= (len s) 2) (= (get s 0) (get s -1)) (in (get s 0) "\"'"))
+      (cut s 1 -1)
+      s))
+
+(defn _command [text]
+  "The action the person's TEXT asks for, or the help message."
+  (when (not (and (isinstance text str) (.strip text)))
+    (return (_help)))
+  (setv stripped (.strip text))
+  (when (.startswith stripped "!")
+    (setv cmd (.strip (cut stripped 1 None)))
+    (return (if cmd
+                [:action :shell :cmd cmd :explanation "the person asked to run this command"]
+                (_message "Write the command right after the !, e.g. !ls -la"))))
+  (setv m (.match _command-re text)
+        word (.lower (.group m 1))
+        tail (.group m 2)
+        [first-line _ content] (.partition tail "\n")
+        arg (_unquote first-line))
+  (cond
+    (in word #("help" "?" "commands" "start")) (_help)
+    (= word "read")
+    (if arg
+        [:action :read-file :path arg :explanation "the person asked to read this file"]
+        (_message "Say which file: read PATH, e.g. read notes.txt"))
+    (= word "write")
+    (if (and arg content)
+        [:action :write-file :path arg :content content
+         :explanation "the person asked to write this file"]
+        (_message "Put the path on the first line and the content on the lines after it:\nwrite notes.txt\nfirst line of the file\nsecond line"))
+    (= word "remember")
+    (if (.strip tail)
+        [:action :memory-add :text (.strip tail) :explanation "the person asked to remember this"]
+        (_message "Say what to remember: remember TEXT"))
+    (= word "recall")
+    (if (.strip tail)
+        [:action :memory-search :query (.strip tail) :explanation "the person asked to search memory"]
+        (_message "Say what to look for: recall QUERY"))
+    True (_help "I could not read that as a command.")))
+
+(setv HELP-TEXT "No language model is answering, so I understand only these commands:
+  !COMMAND        run a shell command, e.g. !ls -la
+  read PATH       show a file
+  write PATH      write a file; its content goes on the lines after this one
+  remember TEXT   keep a note in memory
+  recall QUERY    search the notes in memory
+  help            this list
+
+To use a real model, set one environment variable and the provider's usual key:
+  PASSEPARTOUT_MODELS=openai/gpt-4o-mini   with   OPENAI_API_KEY=...
+or add a table to ~/.config/passepartout/config.toml:
+  [[providers]]
+  model = \"openai/gpt-4o-mini\"
+  api_key_env = \"OPENAI_API_KEY\"
+With no configuration, a local Ollama serving llama3.2 is used whenever it is running.")
+
+(defn _help [[preface None]]
+  (_message (if preface (+ preface "\n" HELP-TEXT) HELP-TEXT)))
+
+(defn _name [value]
+  "VALUE as plain text; a keyword without its colon."
+  (if (isinstance value Keyword) value.name (str value)))
+
+(defn _clip [text [limit MAX-SHOWN]]
+  (if (> (len text) limit)
+      (+ (cut text limit) f"\n… ({(- (len text) limit)} more characters)")
+      text))
+
+(defn _field [plist key]
+  "The value of KEY in PLIST as text, empty when absent."
+  (setv v (proto-get plist key))
+  (if (is v None) "" (_name v)))
+
+(defn _describe [action]
+  "A few words naming ACTION, e.g. run `ls`."
+  (setv kind (proto-get action ':action))
+  (cond
+    (= kind ':shell) (+ "run `" (_field action ':cmd) "`")
+    (= kind ':read-file) (+ "read " (_field action ':path))
+    (= kind ':write-file) (+ "write " (_field action ':path))
+    (= kind ':memory-add) "remember a note"
+    (= kind ':memory-search) (+ "search memory for \"" (_field action ':query) "\"")
+    (= kind ':message) "send that message"
+    (is kind None) "do that"
+    True (+ "do the " (_name kind) " action")))
+
+(defn _first-text [plist keys]
+  (for [k keys]
+    (setv v (proto-get plist k))
+    (when (and (isinstance v str) (.strip v))
+      (return v)))
+  None)
+
+(defn _hit-text [hit]
+  (cond (isinstance hit str) hit
+        (isinstance hit list) (or (_first-text hit [':text ':content ':snippet]) (proto-print hit))
+        True (str hit)))
+
+(defn _hits [action hits]
+  (setv query (_field action ':query)
+        hits (if (isinstance hits list) hits [hits])
+        about (if query (+ " for \"" query "\"") ""))
+  (if hits
+      (+ f"Found {(len hits)}{about}:"
+         (.join "" (gfor [i hit] (enumerate hits 1) f"\n{i}. {(_hit-text hit)}")))
+      (if query (+ "Nothing in memory matches \"" query "\".") "Nothing in memory matches.")))
+
+(defn _presentation [action result]
+  "A :message presenting RESULT of ACTION to the person."
+  (when (not (isinstance result list))
+    (return (_message (+ "I tried to " (_describe action) " but got no result back."))))
+  (setv kind (proto-get action ':action)
+        status (proto-get result ':status)
+        exit (proto-get result ':exit)
+        exit-note (if (in exit #(None 0)) "" f"\n(exit status {exit})")
+        content (proto-get result ':content)
+        output (proto-get result ':output))
+  (_message
+    (_clip
+      (cond
+        (= status ':error)
+        (+ "Could not " (_describe action) ": "
+           (or (_first-text result [':error ':reason ':message ':stderr ':output])
+               (proto-print (proto-without result [':status])))
+           exit-note)
+        (is-not (proto-get result ':hits) None)
+        (_hits action (proto-get result ':hits))
+        (isinstance content str)
+        (+ (or (_field action ':path) "The file") ":\n" (or content "(empty file)"))
+        (or (isinstance output str) (is-not exit None))
+        (+ (if (= kind ':shell) (+ "$ " (_field action ':cmd) "\n") "")
+           (or output "(no output)")
+           exit-note)
+        (= kind ':write-file)
+        (+ "Wrote " (_field action ':path)
+           (if (is (proto-get result ':bytes) None) "." f" ({(proto-get result ':bytes)} bytes)."))
+        (= kind ':memory-add)
+        (if (is (proto-get result ':id) None) "Remembered." f"Remembered (note {(proto-get result ':id)}).")
+        True
+        (do (setv rest (proto-without result [':status]))
+            (+ "Done: " (_describe action) "." (if rest (+ "\n" (proto-print rest)) "")))))))
+
+(defn _refusal [rejections]
+  "A :message telling the person what the gates refused and why."
+  (setv lines [])
+  (for [r rejections]
+    (setv reason (_field r ':reason)
+          line (+ "I did not " (_describe (proto-get r ':action))
+                  ": the " (or (_field r ':gate) "policy") " gate refused it"
+                  (if reason (+ " (" reason ")") "") "."))
+    (when (not (in line lines)) (.append lines line)))
+  (_message (+ (.join "\n" lines)
+               "\nAsk for something else, or ask in a way the rules allow.")))
