@@ -114,7 +114,7 @@
   (setv p (argparse.ArgumentParser
             :prog "passepartout"
             :description "A personal agent: the model proposes, deterministic code decides.")
-        sub (.add-subparsers :dest "command" :metavar "COMMAND"))
+        sub (.add-subparsers p :dest "command" :metavar "COMMAND"))
   (.add-argument p "--config" :help "config file (default ~/.config/passepartout/config.toml)")
 
   (setv c (.add-parser sub "chat" :help "terminal chat with an in-process daemon"))

@@ -15,6 +15,20 @@
       (when (not (in r out)) (.append out r))))
   out)
 
+(defn protected-paths [config]
+  "The daemon's own files: its config, its store, its runtime folder, its logs and
+   skills. The workspace usually lives in the data folder, so the data folder as a
+   whole is not on the list, only what the daemon keeps there."
+  (setv data (.get config "data_dir")
+        out [])
+  (for [p [(.get config "config_path") (.get config "runtime_dir")]]
+    (when p (.append out (_real p))))
+  (when data
+    (for [name ["passepartout.sqlite3" "passepartout.sqlite3-wal" "passepartout.sqlite3-shm"
+                "skills" "logs" "daemon.pid"]]
+      (.append out (_real (os.path.join data name)))))
+  out)
+
 (setv _limit-defaults {"shell_timeout" 30 "output_limit" 16000 "step_budget" 8 "attempts" 3})
 
 (defn make-context [[workspace "."] [session "local"] [config None] [store None]
@@ -23,9 +37,7 @@
   (setv config (or config {})
         env (if (is env None) os.environ env)
         limits (| _limit-defaults (.get config "limits" {}))
-        protected (lfor k ["config_path" "data_dir" "runtime_dir"]
-                        :if (.get config k)
-                        (_real (get config k))))
+        protected (protected-paths config))
   [:workspace (_real workspace)
    :temp-dirs (temp-dirs env)
    :home (_real "~")

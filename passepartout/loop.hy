@@ -158,7 +158,7 @@
         (except [asyncio.CancelledError] (raise))
         (except [e Exception]
           (.exception log "step failed on session %s" session)
-          (await (self._emit (reply-signal signal f"Internal error: {(. (type e) __name__)}: {e}" "error")))))
+          (await (self._emit (reply-signal signal f"Internal error: {(. (type e) __name__)}: {e}" "error"))))
         (finally (.task-done queue)))))
 
   (defn :async close [self]

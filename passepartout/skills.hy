@@ -1,4 +1,4 @@
-(import importlib.util re sys threading
+(import importlib importlib.util re sys threading
         pathlib [Path])
 
 (setv _name-re (re.compile r"[a-z0-9][a-z0-9-]*\Z")
@@ -142,7 +142,7 @@
 
 (defn builtin-skills-dir []
   "The folder of the built-in skills."
-  (Path (. (hy.I.importlib.import-module "passepartout_skills") __file__) parent))
+  (. (Path (. (importlib.import-module "passepartout_skills") __file__)) parent))
 
 (defn _module-name [path builtin]
   (setv stem (re.sub r"\W" "_" (. (Path path) stem)))
