@@ -1,0 +1,55 @@
+(import hy.models [Keyword]
+        passepartout.proto [is-plist proto-get proto-put]
+        passepartout.skills [actuator-for skill-functions])
+
+(defn error-result [message]
+  "A failed result plist: (:status :error :error MESSAGE)."
+  [:status :error :error message])
+
+(defn _is-result [value]
+  (and (is-plist value) (isinstance (proto-get value ':status) Keyword)))
+
+(defn clip-output [data limit [total None]]
+  "The bytes DATA as text, cut to LIMIT bytes, with a marker saying how much
+   of TOTAL (the full size, by default len DATA) was cut.
+   (clip-output b\"abcdef\" 3) ⇒ \"abc\\n[… 3 more bytes cut …]\""
+  (setv total (if (is total None) (len data) total)
+        text (.decode (bytes (cut data limit)) "utf-8" "replace"))
+  (if (> total limit)
+      (+ text f"\n[… {(- total limit)} more bytes cut …]")
+      text))
+
+(defn action-name [action]
+  "The name of ACTION's :action as text (\"shell\"), or None."
+  (setv a (proto-get action ':action))
+  (cond (isinstance a Keyword) a.name
+        (isinstance a str) a
+        True None))
+
+(defn _run [name action ctx]
+  (setv spec (when name (actuator-for name)))
+  (when (is spec None)
+    (return (error-result (if name f"no actuator for :{name}" "the action names no :action"))))
+  (try
+    (setv result ((get spec "run") action ctx))
+    (except [e [Exception SystemExit]]
+      (return (error-result f"actuator {name} failed: {(. (type e) __name__)}: {e}"))))
+  (if (_is-result result)
+      result
+      (error-result f"actuator {name} returned no result plist")))
+
+(defn _filtered [action result ctx]
+  (for [[name f] (skill-functions "filter")]
+    (setv out (try (f action result ctx)
+                   (except [Exception] None)))
+    (when (not (_is-result out))
+      (return (error-result f"result withheld: filter {name} failed")))
+    (setv result out))
+  result)
+
+(defn act [action ctx]
+  "Run the allowed ACTION through its actuator and the result filters.
+   (act [:action :message :text \"hi\"] ctx)
+   ⇒ (:status :ok :reply \"hi\" :action-name \"message\")"
+  (setv name (action-name action))
+  (proto-put (_filtered action (_run name action ctx) ctx) ':action-name name))

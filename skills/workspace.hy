@@ -1,0 +1,29 @@
+(require passepartout.macros [defskill])
+(import passepartout.act [action-name]
+        passepartout.proto [proto-get]
+        passepartout.workspace [resolve-path])
+
+(setv _writes {"read-file" False "write-file" True})
+
+(defn _shown [path]
+  (setv text (repr path))
+  (if (> (len text) 120) (+ (cut text 117) "…") text))
+
+(defn workspace-gate [action ctx]
+  (setv name (action-name action))
+  (when (not (in name _writes))
+    (return [:verdict :allow]))
+  (setv path (proto-get action ':path)
+        found (resolve-path path ctx :write (get _writes name)))
+  (cond (not (proto-get found ':ok))
+        [:verdict :reject
+         :reason f"{name} {(_shown path)} refused: {(proto-get found ':reason)}"]
+        (proto-get found ':secret)
+        [:verdict :escalate
+         :reason f"{name} {(_shown path)} touches a file that usually holds secrets; a person must approve"]
+        True [:verdict :allow]))
+
+(defskill workspace
+  "Keeps file reads in the workspace and writes in the workspace or the temp folders."
+  :priority 90
+  :gate workspace-gate)

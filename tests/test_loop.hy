@@ -1,0 +1,160 @@
+;; Tests of passepartout/loop.hy: one step, the agent loop's limits, the runner.
+
+(import asyncio os
+        pathlib [Path]
+        pytest
+        passepartout.proto [kw proto-get proto-print]
+        passepartout.skills [make-skill register-skill registry-snapshot registry-restore]
+        passepartout.cascade [make-provider]
+        passepartout.daemon [boot shutdown]
+        passepartout.loop [step Runner]
+        passepartout.store [events])
+
+(defn expect [got want [what "value"]]
+  (assert (= got want) f"{what}: expected {want !r}, got {got !r}"))
+
+(defn kind-of [signal]
+  (. (proto-get (proto-get signal ':payload) ':kind) name))
+
+(defn text-of [signal]
+  (proto-get (proto-get signal ':payload) ':text))
+
+(defn [pytest.fixture] env [tmp-path]
+  "A booted daemon on a fresh data dir whose only provider is the symbolic one."
+  (setv saved (registry-snapshot)
+        config (/ tmp-path "config.toml"))
+  (.write-text config "")
+  (setv e (boot :config-path (str config)
+                :environ {"PASSEPARTOUT_DATA_DIR" (str (/ tmp-path "data")) "HOME" (str tmp-path)}
+                :providers [(make-provider "symbolic")]))
+  (yield e)
+  (shutdown e)
+  (registry-restore saved))
+
+(defn user-says [text [chat "t1"]]
+  [:type :event :source [:gateway :test :chat chat] :payload [:sensor :user-input :text text]])
+
+(defn scripted [env answers]
+  "Make ENV's cascade answer with ANSWERS in turn (the last one repeats); return the requests."
+  (setv requests []
+        answers (list answers))
+  (defn complete [request]
+    (.append requests request)
+    [:status :ok :provider "script"
+     :text (if (> (len answers) 1) (.pop answers 0) (get answers 0))])
+  (setv (get env "complete") complete)
+  requests)
+
+(defn run-task [env signal]
+  "Step SIGNAL and every signal it leads to; return the replies, in order."
+  (setv queue [signal]
+        replies [])
+  (while queue
+    (for [out (step (.pop queue 0) env)]
+      (if (= (proto-get out ':type) (kw "reply"))
+          (.append replies out)
+          (.append queue out))))
+  replies)
+
+;; * A task through the symbolic provider
+
+(defn test-a-shell-command-runs-and-its-output-comes-back [env]
+  (setv replies (run-task env (user-says "!echo hello from the loop")))
+  (expect (lfor r replies (kind-of r)) ["trace" "answer"] "reply kinds")
+  (assert (in "hello from the loop" (text-of (get replies 1))) (text-of (get replies 1))))
+
+(defn test-write-then-read-a-file [env]
+  (run-task env (user-says "write notes/a.txt\nfirst line"))
+  (setv ws (Path (get env "config" "workspace")))
+  (expect (.read-text (/ ws "notes" "a.txt")) "first line" "file content")
+  (setv replies (run-task env (user-says "read notes/a.txt")))
+  (assert (in "first line" (text-of (get replies -1))) (text-of (get replies -1))))
+
+(defn test-what-the-gates-refuse-is-not-run-and-the-person-is-told [env]
+  (setv replies (run-task env (user-says "write ../../outside.txt\nx")))
+  (assert (not (.exists (/ (Path (get env "config" "data_dir")) ".." ".." "outside.txt"))) "file was written")
+  (expect (kind-of (get replies -1)) "answer" "reply kind")
+  (assert (in "refused" (text-of (get replies -1))) (text-of (get replies -1))))
+
+(defn test-every-turn-is-recorded [env]
+  (run-task env (user-says "!echo recorded"))
+  (setv kinds (lfor e (events (get env "store") :session "test:t1") (proto-get e ':kind)))
+  (for [k ["input" "outcome" "result" "answer"]]
+    (assert (in k kinds) f"{k} missing from {kinds}")))
+
+;; * The agent loop's limits
+
+(defn test-the-step-budget-ends-a-task [env]
+  (setv n [0])
+  (defn complete [request]
+    (+= (get n 0) 1)
+    [:status :ok :text f"(:action :shell :cmd \"echo {(get n 0)}\" :explanation \"count\")"])
+  (setv (get env "complete") complete)
+  (setv replies (run-task env (user-says "count forever")))
+  (expect (get n 0) 8 "model calls")
+  (expect (kind-of (get replies -1)) "notice" "last reply kind")
+  (assert (in "step budget" (text-of (get replies -1))) (text-of (get replies -1))))
+
+(defn test-a-fixed-point-ends-a-task [env]
+  (setv requests (scripted env ["(:action :shell :cmd \"echo same\" :explanation \"again\")"]))
+  (setv replies (run-task env (user-says "loop")))
+  (expect (len requests) 2 "model calls")
+  (assert (in "same result twice" (text-of (get replies -1))) (text-of (get replies -1))))
+
+(defn test-tool-results-reach-the-model [env]
+  (setv requests (scripted env ["(:action :shell :cmd \"echo 41+1\" :explanation \"sum\")"
+                                "(:action :message :text \"done\")"]))
+  (setv replies (run-task env (user-says "add")))
+  (expect (text-of (get replies -1)) "done" "final answer")
+  (setv last (get (proto-get (get requests 1) ':messages) -1 "content"))
+  (assert (in "41+1" last) last))
+
+(defn test-three-refusals-tell-the-person-why [env]
+  (setv requests (scripted env ["(:action :write-file :path \"/etc/passwd\" :content \"x\" :explanation \"x\")"]))
+  (setv replies (run-task env (user-says "break things")))
+  (expect (len requests) 3 "attempts")
+  (expect (kind-of (get replies -1)) "refusal" "reply kind")
+  (assert (in "/etc/passwd" (text-of (get replies -1))) (text-of (get replies -1))))
+
+(defn test-an-escalated-action-is-not-run [env]
+  (setv ws (Path (get env "config" "workspace")))
+  (scripted env ["(:action :write-file :path \".env\" :content \"KEY=1\" :explanation \"config\" :approved t)"])
+  (setv replies (run-task env (user-says "write my env file")))
+  (expect (kind-of (get replies -1)) "approval" "reply kind")
+  (assert (not (.exists (/ ws ".env"))) "the escalated write ran"))
+
+(defn test-a-cascade-failure-is-reported [env]
+  (setv (get env "complete") (fn [r] [:status :failed :reason "all providers failed: a: timeout"]))
+  (setv replies (run-task env (user-says "hello")))
+  (expect (kind-of (get replies -1)) "error" "reply kind")
+  (assert (in "a: timeout" (text-of (get replies -1))) (text-of (get replies -1))))
+
+(defn test-a-handler-answers-before-any-model [env]
+  (setv requests (scripted env ["(:action :message :text \"model\")"]))
+  (register-skill
+    (make-skill "ping" :handlers [(fn [signal ctx]
+                                    (when (= (proto-get (proto-get signal ':payload) ':text) "/ping")
+                                      [[:type :reply :session (proto-get signal ':session)
+                                        :payload [:kind :answer :text "pong"]]]))]))
+  (setv replies (run-task env (user-says "/ping")))
+  (expect (lfor r replies (text-of r)) ["pong"] "replies")
+  (expect requests [] "model calls"))
+
+;; * The runner
+
+(defn test-the-runner-keeps-order-within-a-chat-and-serves-chats-concurrently [env]
+  (setv delivered [])
+  (defn :async main []
+    (setv runner (Runner env (fn [r] (.append delivered r))))
+    (for [i (range 5)]
+      (await (.submit runner (user-says f"!echo a{i}" "a")))
+      (await (.submit runner (user-says f"!echo b{i}" "b"))))
+    (await (.idle runner "test:a"))
+    (await (.idle runner "test:b"))
+    (await (.close runner)))
+  (asyncio.run (main))
+  (for [chat ["a" "b"]]
+    (setv answers (lfor r delivered
+                        :if (and (= (proto-get r ':session) f"test:{chat}") (= (kind-of r) "answer"))
+                        (get (.split (.strip (text-of r)) "\n") -1)))
+    (expect answers (lfor i (range 5) f"{chat}{i}") f"answers of chat {chat}")))
