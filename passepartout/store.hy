@@ -1,0 +1,250 @@
+(import os re sqlite3 threading time
+        contextlib [contextmanager]
+        pathlib [Path]
+        hy.models [Keyword]
+        passepartout.proto [proto-print proto-read MAX-DEPTH])
+
+(defclass StoreError [Exception]
+  "A store file that cannot be opened or used.")
+
+(defclass Store []
+  "One SQLite connection shared by the threads of the daemon, behind one lock."
+
+  (defn __init__ [self path conn]
+    (setv self.path path
+          self.conn conn
+          self.lock (threading.RLock)
+          self.fts False))
+
+  (defn [contextmanager] transaction [self]
+    "Hold the lock and a write transaction for the body of a `with`: commit
+     when it ends, roll back when it raises. Yields the connection."
+    (with [self.lock]
+      (if self.conn.in-transaction
+          (yield self.conn)
+          (do (.execute self.conn "BEGIN IMMEDIATE")
+              (try
+                (yield self.conn)
+                (.execute self.conn "COMMIT")
+                (except [BaseException]
+                  ;; also after a failed COMMIT, so no later call joins a dead transaction
+                  (when self.conn.in-transaction
+                    (.execute self.conn "ROLLBACK"))
+                  (raise)))))))
+
+  (defn query [self sql [params #()]]
+    "Every row that SQL selects, as tuples."
+    (with [self.lock]
+      (.fetchall (.execute self.conn sql params))))
+
+  (defn write [self sql [params #()]]
+    "Run the statement SQL in a transaction of its own; the rowid it inserted."
+    (with [conn (.transaction self)]
+      (. (.execute conn sql params) lastrowid)))
+
+  (defn close [self]
+    (with [self.lock]
+      (.close self.conn)))
+
+  (defn __enter__ [self] self)
+
+  (defn __exit__ [self #* exc]
+    (.close self)
+    False))
+
+(setv _schema
+  [;; 1: events, key-value state, sessions, memory
+   ["CREATE TABLE IF NOT EXISTS events (
+       id INTEGER PRIMARY KEY AUTOINCREMENT,
+       ts REAL NOT NULL,
+       kind TEXT NOT NULL,
+       session TEXT,
+       data TEXT NOT NULL)"
+    "CREATE INDEX IF NOT EXISTS events_kind ON events (kind, id)"
+    "CREATE INDEX IF NOT EXISTS events_session ON events (session, id)"
+    "CREATE TABLE IF NOT EXISTS kv (
+       key TEXT PRIMARY KEY,
+       value TEXT NOT NULL)"
+    "CREATE TABLE IF NOT EXISTS sessions (
+       name TEXT PRIMARY KEY,
+       gateway TEXT,
+       created REAL NOT NULL,
+       last_seen REAL NOT NULL)"
+    "CREATE TABLE IF NOT EXISTS memory (
+       id INTEGER PRIMARY KEY AUTOINCREMENT,
+       ts REAL NOT NULL,
+       session TEXT,
+       text TEXT NOT NULL)"]])
+
+(setv SCHEMA-VERSION (len _schema))
+
+(defn _user-version [conn]
+  (get (.fetchone (.execute conn "PRAGMA user_version")) 0))
+
+(defn _migrate [store]
+  "Bring the file of STORE up to SCHEMA-VERSION."
+  (when (= (_user-version store.conn) SCHEMA-VERSION)
+    (return))
+  (with [conn (.transaction store)]
+    (setv version (_user-version conn))
+    (when (> version SCHEMA-VERSION)
+      (raise (StoreError (+ f"{store.path}: schema version {version} is newer than "
+                            f"this program knows ({SCHEMA-VERSION})"))))
+    (for [[i step] (enumerate (cut _schema version None) version)]
+      (if (callable step)
+          (step conn)
+          (for [sql step] (.execute conn sql)))
+      (.execute conn f"PRAGMA user_version = {(+ i 1)}"))))
+
+(setv _fts-schema
+  ["CREATE VIRTUAL TABLE memory_fts USING fts5(
+      text, content='memory', content_rowid='id',
+      tokenize='unicode61 remove_diacritics 2')"
+   "CREATE TRIGGER memory_fts_insert AFTER INSERT ON memory BEGIN
+      INSERT INTO memory_fts (rowid, text) VALUES (new.id, new.text);
+    END"
+   "CREATE TRIGGER memory_fts_delete AFTER DELETE ON memory BEGIN
+      INSERT INTO memory_fts (memory_fts, rowid, text) VALUES ('delete', old.id, old.text);
+    END"
+   "CREATE TRIGGER memory_fts_update AFTER UPDATE OF text ON memory BEGIN
+      INSERT INTO memory_fts (memory_fts, rowid, text) VALUES ('delete', old.id, old.text);
+      INSERT INTO memory_fts (rowid, text) VALUES (new.id, new.text);
+    END"
+   "INSERT INTO memory_fts (memory_fts) VALUES ('rebuild')"])
+
+(setv _fts-exists "SELECT 1 FROM sqlite_master WHERE name = 'memory_fts'")
+
+(defn _ensure-fts [store]
+  "True when the memory of STORE has a working full-text index."
+  (try
+    (if (.query store _fts-exists)
+        (.query store "SELECT rowid FROM memory_fts WHERE 0")
+        (with [conn (.transaction store)]
+          ;; another process may have built it since the look above
+          (when (not (.fetchone (.execute conn _fts-exists)))
+            (for [sql _fts-schema] (.execute conn sql)))))
+    True
+    (except [e sqlite3.OperationalError]
+      (if (in "fts5" (str e)) False (raise)))))
+
+(defn store-path-for [data-dir]
+  "The store file inside DATA-DIR."
+  (/ (Path data-dir) "passepartout.sqlite3"))
+
+(defn store-open [path [fts True]]
+  "The Store kept in the SQLite file at PATH, created with its schema when new.
+   With FTS false, memory search uses LIKE even where SQLite has FTS5."
+  (setv path (Path path))
+  (.mkdir path.parent :parents True :exist-ok True :mode 0o700)
+  (os.close (os.open path (| os.O-RDWR os.O-CREAT) 0o600))
+  (setv conn (sqlite3.connect (str path) :timeout 5.0 :isolation-level None
+                              :check-same-thread False))
+  (try
+    (.execute conn "PRAGMA busy_timeout = 5000")
+    (setv mode (get (.fetchone (.execute conn "PRAGMA journal_mode = WAL")) 0))
+    (when (!= (.lower mode) "wal")
+      (raise (StoreError f"{path}: the file cannot use WAL journaling (got {mode})")))
+    (.execute conn "PRAGMA synchronous = FULL")
+    (.execute conn "PRAGMA foreign_keys = ON")
+    (setv store (Store path conn))
+    (_migrate store)
+    (setv store.fts (and fts (_ensure-fts store)))
+    store
+    (except [e sqlite3.DatabaseError]
+      (.close conn)
+      (raise (StoreError f"{path}: {e}") :from e))
+    (except [BaseException]
+      (.close conn)
+      (raise))))
+
+(defn store-close [store]
+  "Close STORE; its connection cannot be used after this."
+  (.close store))
+
+(setv MAX-DATA-BYTES (* 16 1024 1024)
+      _max-data-depth (* 4 MAX-DEPTH)
+      _surrogate-re (re.compile r"[\ud800-\udfff]"))
+
+(defn _escape-surrogate [m]
+  f"\\u{(ord (.group m 0)) :04x}")
+
+(defn _print [value]
+  "VALUE as stored text; a ProtoError when it would not read back."
+  (setv text (_surrogate-re.sub _escape-surrogate (proto-print value)))
+  (_read text)
+  text)
+
+(defn _read [text]
+  (proto-read text :max-bytes MAX-DATA-BYTES :max-depth _max-data-depth))
+
+(defn _name [x what]
+  "The text of X, a string or a keyword naming WHAT."
+  (setv s (cond (isinstance x Keyword) x.name
+                (isinstance x str) x
+                True (raise (TypeError f"{what} must be a string, not {(. (type x) __name__)}"))))
+  (when (_surrogate-re.search s)
+    (raise (ValueError f"{what} must be Unicode text: {(ascii s)} holds a lone surrogate")))
+  s)
+
+(defn _now [ts]
+  (if (is ts None) (time.time) (float ts)))
+
+(defn event-append [store kind session data [ts None]]
+  "Append an event of KIND in SESSION carrying the plist DATA; its id."
+  (.write store "INSERT INTO events (ts, kind, session, data) VALUES (?, ?, ?, ?)"
+          #((_now ts) (_name kind "an event kind")
+            (if (is session None) None (_name session "a session"))
+            (_print data))))
+
+(defn events [store [kind None] [session None] [since-id 0] [limit 100]]
+  "The events after SINCE-ID, oldest first, as plists
+   (:id N :ts T :kind K :session S :data PLIST); KIND and SESSION filter,
+   LIMIT None means all."
+  (setv where ["id > ?"]
+        params [since-id])
+  (when (is-not kind None)
+    (.append where "kind = ?")
+    (.append params (_name kind "an event kind")))
+  (when (is-not session None)
+    (.append where "session = ?")
+    (.append params (_name session "a session")))
+  (.append params (if (is limit None) -1 limit))
+  (lfor [i ts k s data] (.query store (+ "SELECT id, ts, kind, session, data FROM events WHERE "
+                                         (.join " AND " where) " ORDER BY id LIMIT ?")
+                                params)
+        [:id i :ts ts :kind k :session s :data (_read data)]))
+
+(defn kv-get [store key [default None]]
+  "The value stored under KEY, or DEFAULT."
+  (setv rows (.query store "SELECT value FROM kv WHERE key = ?" #((_name key "a key"))))
+  (if rows (_read (get rows 0 0)) default))
+
+(defn kv-put [store key value]
+  "Store VALUE under KEY, replacing what was there."
+  (.write store "INSERT INTO kv (key, value) VALUES (?, ?)
+                 ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+          #((_name key "a key") (_print value)))
+  None)
+
+(defn kv-delete [store key]
+  "Forget KEY."
+  (.write store "DELETE FROM kv WHERE key = ?" #((_name key "a key")))
+  None)
+
+(defn session-touch [store name gateway [ts None]]
+  "Record that session NAME on GATEWAY was active at TS (now by default)."
+  (setv ts (_now ts))
+  (.write store "INSERT INTO sessions (name, gateway, created, last_seen) VALUES (?, ?, ?, ?)
+                 ON CONFLICT (name) DO UPDATE SET gateway = excluded.gateway,
+                                                  last_seen = excluded.last_seen"
+          #((_name name "a session") (if (is gateway None) None (_name gateway "a gateway"))
+            ts ts))
+  None)
+
+(defn session-list [store]
+  "Every session, most recently seen first, as plists
+   (:name N :gateway G :created T :last-seen T)."
+  (lfor [name gateway created seen]
+        (.query store "SELECT name, gateway, created, last_seen FROM sessions
+                       ORDER BY last_seen DESC, name")
+        [:name name :gateway gateway :created created :last-seen seen]))

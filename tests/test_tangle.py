@@ -1,0 +1,297 @@
+"""The org tangler, against fixtures whose output Emacs wrote.
+
+Each directory under fixtures/tangle/ is a small project (org/*.org tangling
+into folders beside org/). fixtures/tangle/expected/ holds what Emacs 28
+(Org 9.5) tangles from the fixtures that have no intentional error; where
+Emacs is installed the comparison is made against Emacs itself as well.
+"""
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import passepartout.tangle as tangle_mod
+from passepartout.tangle import org_blocks, tangle, tangle_files
+
+FIXTURES = Path(__file__).parent / "fixtures" / "tangle"
+EXPECTED = FIXTURES / "expected"
+REPO = Path(__file__).parent.parent
+CLEAN = sorted(p.name for p in EXPECTED.iterdir())
+
+
+def project(tmp_path, name):
+    """A fresh copy of the fixture NAME; its root."""
+    root = tmp_path / name
+    shutil.copytree(FIXTURES / name, root)
+    return root
+
+
+def tree(root):
+    """Every file under ROOT except the org sources, as {relative path: bytes}."""
+    return {
+        str(p.relative_to(root)): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and p.suffix != ".org"
+    }
+
+
+def expected_tree(name):
+    return tree(EXPECTED / name)
+
+
+def show(a, b):
+    """Both sides of a failed comparison, readable."""
+    return f"\n--- got ---\n{a}\n--- expected ---\n{b}"
+
+
+# * What each fixture tangles to
+
+
+def test_the_clean_fixtures_are_the_ones_expected():
+    assert CLEAN == [
+        "block-tangle",
+        "escapes",
+        "file-property",
+        "indented",
+        "multi-file",
+        "other-languages",
+        "tangle-yes",
+    ]
+
+
+def test_block_level_tangle_targets(tmp_path):
+    root = project(tmp_path, "block-tangle")
+    written = tangle(root)
+    out = (root / "out").resolve()
+    assert written == [out / "first.hy", out / "second.hy"]
+    assert (out / "first.hy").read_text() == (
+        '(defn first-thing []\n  "one")\n\n(setv first-again 1)\n'
+    )
+    assert (out / "second.hy").read_text() == '(defn second-thing []\n  "two")\n'
+    assert sorted(p.name for p in out.iterdir()) == ["first.hy", "second.hy"]
+
+
+def test_file_property_collects_blocks_in_order(tmp_path):
+    root = project(tmp_path, "file-property")
+    tangle(root)
+    text = (root / "out" / "module.hy").read_text()
+    assert text == (
+        "(import os)\n\n(defn one [] 1)\n\n(defn two [] 2)\n\n(defn three [] 3)\n\n"
+        "(defn four [] 4)\n"
+    ), show(text, "")
+    assert "this-is-an-example" not in text
+    assert (root / "out" / "elsewhere.hy").read_text() == "(setv elsewhere 1)\n"
+
+
+def test_tangle_no_skips_and_tangle_yes_names_the_file_after_the_org_file(tmp_path):
+    root = project(tmp_path, "tangle-yes")
+    written = tangle(root)
+    target = (root / "org" / "yes.hy").resolve()
+    assert written == [target]
+    assert target.read_text() == "(setv beside-the-org-file True)\n\n(setv second-block True)\n"
+
+
+def test_indentation_blank_lines_and_empty_blocks(tmp_path):
+    root = project(tmp_path, "indented")
+    tangle(root)
+    text = (root / "out" / "indented.hy").read_text()
+    want = (
+        '(defn nested []\n  (when True\n    "deeper"))\n\n'
+        "(setv a 1)\n\n(setv b 2)\n\n"
+        '(setv tabbed\n  "tab then spaces")\n\n'
+        "(setv upper-case-markers True)\n\n"
+        "\n\n"
+        "(setv after-an-empty-block True)\n"
+    )
+    assert text == want, show(text, want)
+
+
+def test_comma_escapes_lose_exactly_one_comma(tmp_path):
+    root = project(tmp_path, "escapes")
+    tangle(root)
+    lines = (root / "out" / "escapes.hy").read_text().splitlines()
+    assert lines == [
+        '(setv doc "',
+        "* not a headline",
+        "** nor this",
+        "  * indented star",
+        "#+begin_src not a block",
+        "#+end_src",
+        ",* two commas leave one",
+        ", a comma before a space stays",
+        ",x a comma before a letter stays",
+        ',")',
+    ]
+
+
+def test_other_languages_are_not_tangled(tmp_path):
+    root = project(tmp_path, "other-languages")
+    assert tangle(root) == [(root / "out" / "mixed.hy").resolve()]
+    assert (root / "out" / "mixed.hy").read_text() == "(setv from-hy 1)\n\n(setv from-hy-again 2)\n"
+    assert sorted(p.name for p in (root / "out").iterdir()) == ["mixed.hy"]
+
+
+def test_several_org_files_and_folders(tmp_path):
+    root = project(tmp_path, "multi-file")
+    written = tangle(root)
+    assert [p.relative_to(root.resolve()).as_posix() for p in written] == [
+        "out/alpha.hy",
+        "pkg/beta.hy",
+        "pkg/gamma.hy",
+    ]
+    assert tree(root) == expected_tree("multi-file")
+
+
+# * The functions under tangle
+
+
+def test_org_blocks_returns_targets_and_bodies_in_document_order(tmp_path):
+    root = project(tmp_path, "file-property")
+    out = (root / "out").resolve()
+    blocks = org_blocks(root / "org" / "module.org")
+    assert [(t, b) for t, b in blocks] == [
+        (out / "module.hy", "(import os)"),
+        (out / "elsewhere.hy", "(setv elsewhere 1)"),
+        (out / "module.hy", "(defn one [] 1)"),
+        (out / "module.hy", "(defn two [] 2)\n\n(defn three [] 3)"),
+        (out / "module.hy", "(defn four [] 4)"),
+    ]
+    assert all(t.is_absolute() for t, _ in blocks)
+
+
+def test_org_blocks_of_a_file_without_hy_blocks_is_empty(tmp_path):
+    org = tmp_path / "plain.org"
+    org.write_text("* Only prose\n#+begin_src python :tangle x.py\npass\n#+end_src\n")
+    assert org_blocks(org) == []
+
+
+def test_tangle_files_writes_nothing(tmp_path):
+    root = project(tmp_path, "multi-file")
+    before = tree(root)
+    texts = tangle_files(sorted((root / "org").glob("*.org")))
+    assert tree(root) == before == {}
+    assert {p.relative_to(root.resolve()).as_posix(): t for p, t in texts.items()} == {
+        k: v.decode() for k, v in expected_tree("multi-file").items()
+    }
+
+
+def test_missing_end_src_is_an_error_naming_the_line(tmp_path):
+    root = project(tmp_path, "unterminated")
+    org = root / "org" / "broken.org"
+    with pytest.raises(ValueError) as err:
+        org_blocks(org)
+    assert f"{org}:8:" in str(err.value)
+    assert "#+end_src" in str(err.value)
+    with pytest.raises(ValueError):
+        tangle(root)
+    assert not (root / "out").exists()
+
+
+def test_two_org_files_claiming_one_target_is_an_error(tmp_path):
+    root = project(tmp_path, "two-owners")
+    with pytest.raises(ValueError) as err:
+        tangle(root)
+    message = str(err.value)
+    assert "shared.hy" in message
+    assert "a.org" in message and "b.org" in message
+    assert not (root / "out").exists()
+    with pytest.raises(ValueError):
+        tangle(root, check=True)
+
+
+# * --check
+
+
+def test_tangling_twice_writes_nothing_the_second_time(tmp_path):
+    root = project(tmp_path, "file-property")
+    assert len(tangle(root)) == 2
+    stamps = {p: p.stat().st_mtime_ns for p in (root / "out").iterdir()}
+    assert tangle(root) == []
+    assert tangle(root, check=True) == []
+    assert {p: p.stat().st_mtime_ns for p in (root / "out").iterdir()} == stamps
+
+
+def test_check_lists_missing_targets_and_writes_nothing(tmp_path):
+    root = project(tmp_path, "multi-file")
+    out = root.resolve()
+    assert tangle(root, check=True) == [out / "out/alpha.hy", out / "pkg/beta.hy", out / "pkg/gamma.hy"]
+    assert tree(root) == {}
+    assert not (root / "out").exists() and not (root / "pkg").exists()
+
+
+def test_check_lists_only_the_targets_that_differ(tmp_path):
+    root = project(tmp_path, "multi-file")
+    tangle(root)
+    beta = root / "pkg" / "beta.hy"
+    beta.write_text(beta.read_text() + "(setv edited-by-hand True)\n")
+    (root / "out" / "alpha.hy").unlink()
+    before = tree(root)
+    assert tangle(root, check=True) == [(root / "out" / "alpha.hy").resolve(), beta.resolve()]
+    assert tree(root) == before
+    assert tangle(root) == [(root / "out" / "alpha.hy").resolve(), beta.resolve()]
+    assert tree(root) == expected_tree("multi-file")
+
+
+def test_check_notices_a_lost_final_newline(tmp_path):
+    root = project(tmp_path, "tangle-yes")
+    tangle(root)
+    target = root / "org" / "yes.hy"
+    target.write_text(target.read_text().rstrip("\n"))
+    assert tangle(root, check=True) == [target.resolve()]
+
+
+def test_org_sources_are_the_org_files_of_the_org_folder(tmp_path):
+    root = project(tmp_path, "multi-file")
+    (root / "org" / "notes.txt").write_text("not org")
+    assert [p.name for p in tangle_mod.org_sources(root)] == ["alpha.org", "beta.org"]
+
+
+# * Agreement with Emacs
+
+
+def emacs_tangle(roots, home):
+    """Tangle every org file under each of ROOTS with one Emacs, which creates
+    the target folders itself (so it does not depend on our reading of them)."""
+    files = " ".join(f'"{p}"' for root in roots for p in sorted((root / "org").glob("*.org")))
+    subprocess.run(
+        [
+            "emacs", "-Q", "--batch",
+            "--eval", "(require 'ob-tangle)",
+            "--eval", "(push '(:mkdirp . \"yes\") org-babel-default-header-args)",
+            "--eval", f"(dolist (f (list {files})) (org-babel-tangle-file f))",
+        ],
+        check=True, capture_output=True, timeout=120,
+        env={**os.environ, "HOME": str(home)},
+    )
+
+
+def test_output_agrees_byte_for_byte_with_emacs(tmp_path):
+    """With Emacs installed, tangle each clean fixture with Emacs and with us and
+    compare the trees, and check that the recorded expected files are still what
+    Emacs writes. Without Emacs, compare with those recorded files."""
+    ours = {name: project(tmp_path / "ours", name) for name in CLEAN}
+    for root in ours.values():
+        tangle(root)
+    if shutil.which("emacs"):
+        theirs = {name: project(tmp_path / "emacs", name) for name in CLEAN}
+        emacs_tangle(theirs.values(), tmp_path)
+        reference = {name: tree(root) for name, root in theirs.items()}
+        for name in CLEAN:
+            assert reference[name] == expected_tree(name), (
+                f"{name}: Emacs no longer writes what expected/{name} holds"
+            )
+    else:
+        reference = {name: expected_tree(name) for name in CLEAN}
+    for name in CLEAN:
+        got = tree(ours[name])
+        assert reference[name], f"{name}: nothing tangled"
+        assert got == reference[name], f"{name}:" + show(got, reference[name])
+
+
+# * The project's own sources
+
+
+def test_the_committed_modules_agree_with_their_org_sources():
+    assert tangle(REPO, check=True) == []
