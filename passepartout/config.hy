@@ -172,6 +172,7 @@
   (| cfg {"data_dir" data-dir
           "workspace" workspace
           "runtime_dir" runtime-dir
+          "config_path" file
           "config_file" (if (os.path.isfile file) file None)}))
 
 (setv _gateway-secret-vars {"telegram" ["TELEGRAM_BOT_TOKEN"]}

@@ -1,12 +1,18 @@
 (import logging os time
         pathlib [Path]
-        passepartout.config [load-config ensure-dirs config-secrets]
+        passepartout.config [ConfigError load-config ensure-dirs config-secrets]
         passepartout.store [store-open store-path-for store-close]
         passepartout.proto [proto-get]
         passepartout.skills [load-skills]
         passepartout.cascade [make-cascade providers-from-config cascade-complete])
 
 (setv log (logging.getLogger "passepartout.daemon"))
+
+(defn _providers [config environ]
+  (try
+    (providers-from-config config environ)
+    (except [e ValueError]
+      (raise (ConfigError f"providers: {e}")))))
 
 (defn boot [[config-path None] [workspace None] [environ None] [providers None]]
   "The env of a running daemon. PROVIDERS, when given, replaces the configured cascade."
@@ -19,7 +25,7 @@
         skills (.get config "skills" {})
         report (load-skills :folders (.get skills "dirs" []) :disabled (.get skills "disabled" []))
         cascade-cfg (.get config "cascade" {})
-        cascade (make-cascade (if (is providers None) (providers-from-config config environ) providers)
+        cascade (make-cascade (if (is providers None) (_providers config environ) providers)
                               :cooldown (.get cascade-cfg "cooldown" 60.0)
                               :failure-threshold (.get cascade-cfg "failure_threshold" 3)))
   (for [r report]

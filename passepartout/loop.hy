@@ -13,7 +13,7 @@
 (defn session-history [store session]
   "The recent turns of SESSION as chat messages, oldest first."
   (setv out [])
-  (for [e (events store :session session :limit 1000000)]
+  (for [e (events store :session session :limit (* 4 HISTORY-TURNS) :latest True)]
     (setv data (proto-get e ':data [])
           kind (proto-get e ':kind))
     (cond

@@ -196,10 +196,10 @@
             (if (is session None) None (_name session "a session"))
             (_print data))))
 
-(defn events [store [kind None] [session None] [since-id 0] [limit 100]]
+(defn events [store [kind None] [session None] [since-id 0] [limit 100] [latest False]]
   "The events after SINCE-ID, oldest first, as plists
    (:id N :ts T :kind K :session S :data PLIST); KIND and SESSION filter,
-   LIMIT None means all."
+   LIMIT None means all. With LATEST, the last LIMIT events (still oldest first)."
   (setv where ["id > ?"]
         params [since-id])
   (when (is-not kind None)
@@ -209,9 +209,11 @@
     (.append where "session = ?")
     (.append params (_name session "a session")))
   (.append params (if (is limit None) -1 limit))
-  (lfor [i ts k s data] (.query store (+ "SELECT id, ts, kind, session, data FROM events WHERE "
-                                         (.join " AND " where) " ORDER BY id LIMIT ?")
-                                params)
+  (setv rows (.query store (+ "SELECT id, ts, kind, session, data FROM events WHERE "
+                              (.join " AND " where)
+                              (if latest " ORDER BY id DESC LIMIT ?" " ORDER BY id LIMIT ?"))
+                     params))
+  (lfor [i ts k s data] (if latest (reversed rows) rows)
         [:id i :ts ts :kind k :session s :data (_read data)]))
 
 (defn kv-get [store key [default None]]
