@@ -127,7 +127,9 @@
 
 (defn bench-chat-memory []
   (setv data (tempfile.mkdtemp :prefix "passepartout-bench-")
-        env (| (dict os.environ) {"PASSEPARTOUT_DATA_DIR" data "PASSEPARTOUT_CONFIG" (os.path.join data "none.toml")})
+        config (os.path.join data "config.toml"))
+  (.write-text (Path config) "")
+  (setv env (| (dict os.environ) {"PASSEPARTOUT_DATA_DIR" data "PASSEPARTOUT_CONFIG" config})
         proc (subprocess.Popen (+ (_command) ["chat"]) :stdin subprocess.PIPE
                                :stdout subprocess.PIPE :stderr subprocess.DEVNULL :env env)
         seen b"")
@@ -143,7 +145,9 @@
       (.close proc.stdin)
       (try (.wait proc :timeout 10)
            (except [subprocess.TimeoutExpired] (.kill proc)))))
-  [#("idle chat resident memory" (/ (or rss 0) 1024) "MiB" "")])
+  (if rss
+      [#("idle chat resident memory" (/ rss 1024) "MiB" "")]
+      [#("idle chat resident memory" "not measured: the chat did not reach its prompt" "" "")]))
 
 (defn _print-row [row]
   (setv [name value unit goal] row)

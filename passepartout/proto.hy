@@ -32,6 +32,22 @@
 
 (setv _keyword ((lru-cache :maxsize 4096) Keyword))
 
+(import inspect)
+
+(setv _checked-init Keyword.__init__
+      _legal-names (set))
+
+(defn _remembering-init [self value [from-parser False]]
+  (if (or from-parser (and (is (type value) str) (in value _legal-names)))
+      (setv self.name (str value))
+      (do (_checked-init self value from-parser)
+          (when (< (len _legal-names) 4096)
+            (.add _legal-names self.name)))))
+
+(when (= (list (. (inspect.signature _checked-init) parameters))
+         ["self" "value" "from_parser"])
+  (setv Keyword.__init__ _remembering-init))
+
 (defn _unescape [body pos]
   "The string BODY with its backslash escapes decoded."
   (defn decode [m]
@@ -201,11 +217,18 @@
   "The value after KEY in PLIST, or DEFAULT.
 
    (proto-get [:a 1 :b 2] ':b) ⇒ 2"
+  ;; list.index does the scan in C; a match at an odd position is a value, not a key.
   (when (isinstance plist list)
-    (setv key (kw key))
-    (for [i (range 0 (- (len plist) 1) 2)]
-      (when (= (get plist i) key)
-        (return (get plist (+ i 1))))))
+    (setv key (kw key)
+          start 0
+          end (- (len plist) 1))
+    (while (< start end)
+      (try
+        (setv i (.index plist key start end))
+        (except [ValueError] (return default)))
+      (when (= (% i 2) 0)
+        (return (get plist (+ i 1))))
+      (setv start (+ i 1))))
   default)
 
 (defn proto-has [plist key]

@@ -32,7 +32,7 @@
   #(kind reason new rule))
 
 (setv AUTHORITY-FIELDS
-      (lfor n ["approved" "approval" "approved-by" "approver" "hitl-token" "hitl-approved"
+      (sfor n ["approved" "approval" "approved-by" "approver" "hitl-token" "hitl-approved"
                "hitl" "authorized" "authorization" "pre-approved" "auto-approve"
                "skip-gates" "bypass-gates" "trusted" "verdict"]
             (kw n)))
