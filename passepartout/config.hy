@@ -123,6 +123,10 @@
              "model_concurrency" 4}
    "cascade" {"cooldown" 60
               "failure_threshold" 3}
+   "budget" {"task_tokens" 200000
+             "task_cost" 1.0
+             "day_tokens" 2000000
+             "day_cost" 10.0}
    "providers" []
    "skills" {"dirs" [(os.path.join data-dir "skills")]
              "disabled" []}

@@ -4,6 +4,7 @@
         passepartout.perceive [perceive normalize-signal reply-signal sensor-of]
         passepartout.reason [reason refusal-text]
         passepartout.act [act]
+        passepartout.budget [ZERO usage-add over-budget budget-limits day-usage day-record]
         passepartout.store [event-append events])
 
 (setv log (logging.getLogger "passepartout.loop"))
@@ -30,8 +31,15 @@
 (defn _record [env kind session data]
   (event-append (get env "store") kind session data))
 
-(defn _fingerprint [action result]
-  (cut (.hexdigest (hashlib.sha256 (.encode (+ (proto-print action) "\n" (proto-print result)) "utf-8"))) 16))
+(defn _mark [#* values]
+  (cut (.hexdigest (hashlib.sha256 (.encode (.join "\n" (map proto-print values)) "utf-8"))) 16))
+
+(defn _task-state [payload]
+  [:task (or (proto-get payload ':task) (cut (. (uuid.uuid4) hex) 12))
+   :step (or (proto-get payload ':step) 0)
+   :seen (list (or (proto-get payload ':seen) []))
+   :usage (or (proto-get payload ':usage) ZERO)
+   :refused (list (or (proto-get payload ':refused) []))])
 
 (defn _not-approvable [signal action outcome ctx env]
   [(reply-signal signal
@@ -49,6 +57,31 @@
                 :secrets (.get env "secrets" [])
                 :now ((.get env "clock" time.time))))
 
+(setv REFUSALS-TO-STOP 3)
+
+(defn _refused-again [refused outcome]
+  "REFUSED with the actions OUTCOME's attempts were refused for, and the action
+   now refused REFUSALS-TO-STOP times, if any."
+  (setv refused (list refused)
+        repeated None)
+  (for [attempt (proto-get outcome ':attempts [])]
+    (when (= (proto-get attempt ':verdict) (kw "reject"))
+      (setv action (proto-get attempt ':action)
+            mark (_mark action))
+      (.append refused mark)
+      (when (>= (.count refused mark) REFUSALS-TO-STOP)
+        (setv repeated #(action (proto-get attempt ':gate) (proto-get attempt ':reason))))))
+  #(refused repeated))
+
+(defn _budget-check [env ctx usage]
+  "None while USAGE (the task's) and the day's usage are within budget, else why not."
+  (over-budget usage (day-usage (get env "store") (proto-get ctx ':now))
+               (budget-limits (get env "config"))))
+
+(defn _stop [signal env task text]
+  (_record env "answer" (proto-get signal ':session) [:text text :task task])
+  [(reply-signal signal text "notice")])
+
 (defn step [signal env]
   "The signals that SIGNAL leads to: replies for the person, tool results for the loop."
   (setv signal (normalize-signal signal)
@@ -60,48 +93,67 @@
     (proto-get seen ':ignored) (return []))
   (setv payload (proto-get signal ':payload)
         tool-result (= (sensor-of signal) "tool-result")
-        task (or (proto-get payload ':task) (cut (. (uuid.uuid4) hex) 12))
-        n (or (proto-get payload ':step) 0)
-        fingerprints (list (or (proto-get payload ':seen) []))
+        state (_task-state payload)
+        task (proto-get state ':task)
         history (session-history (get env "store") session))
   ;; A tool result is already the last turn of the history; the signal presents it.
   (if tool-result
       (setv history (cut history 0 -1))
       (_record env "input" session [:text (proto-get payload ':text) :task task]))
+  (setv spent-before (proto-get state ':usage)
+        why (_budget-check env ctx spent-before))
+  (when why
+    (return (_stop signal env task (+ "Stopped: " why "."))))
   (setv outcome (reason signal ctx (get env "complete") history
-                        :attempts (context-limit ctx "attempts" 3))
-        v (. (proto-get outcome ':verdict) name))
+                        :attempts (context-limit ctx "attempts" 3)
+                        :guard (fn [spent] (_budget-check env ctx (usage-add spent-before spent))))
+        v (. (proto-get outcome ':verdict) name)
+        spent (or (proto-get outcome ':usage) ZERO))
+  (day-record (get env "store") (proto-get ctx ':now) spent)
+  (setv [refused repeated] (_refused-again (proto-get state ':refused) outcome)
+        state (proto-merge state [:usage (usage-add spent-before spent) :refused refused]))
   (_record env "outcome" session (proto-put outcome ':task task))
   (cond
-    (= v "failed")
-    [(reply-signal signal (+ "No model could answer: " (str (proto-get outcome ':reason))) "error")]
     (= v "refused")
     (do (setv text (refusal-text outcome))
         (_record env "answer" session [:text text :task task])
         [(reply-signal signal text "refusal")])
+    repeated
+    (_stop signal env task
+           (+ f"Stopped: the gates refused the same action {REFUSALS-TO-STOP} times in this task: "
+              (proto-print (get repeated 0)) " — " (str (get repeated 1)) ": " (str (get repeated 2))))
+    (= v "stopped")
+    (_stop signal env task (+ "Stopped: " (str (proto-get outcome ':reason)) "."))
+    (= v "failed")
+    [(reply-signal signal (+ "No model could answer: " (str (proto-get outcome ':reason))) "error")]
     (= v "escalate")
     ((.get env "escalate" _not-approvable) signal (proto-get outcome ':action) outcome ctx env)
     True
-    (_carry-out signal env ctx outcome task n fingerprints)))
+    (_carry-out signal env ctx outcome state)))
 
-(defn _carry-out [signal env ctx outcome task n fingerprints]
+(defn _carry-out [signal env ctx outcome state]
   "Act on an allowed OUTCOME, and decide whether the task goes on."
   (setv session (proto-get signal ':session)
+        task (proto-get state ':task)
+        n (proto-get state ':step)
         action (proto-get outcome ':action)
-        result (act action ctx)
+        why (_budget-check env ctx (proto-get state ':usage)))
+  (when why
+    (return (_stop signal env task (+ "Stopped before " (proto-print action) ": " why "."))))
+  (setv result (act action ctx)
         name (. (proto-get action ':action) name))
   (when (= name "message")
     (setv text (or (proto-get result ':reply) (proto-get result ':error) ""))
     (_record env "answer" session [:text text :task task])
     (return [(reply-signal signal text)]))
   (_record env "result" session [:action action :result result :task task :step n])
-  (setv mark (_fingerprint action result)
+  (setv mark (_mark action result)
         budget (context-limit ctx "step-budget" 8)
         trace (reply-signal signal (+ "ran " (proto-print action) " → "
                                       (. (or (proto-get result ':status) (kw "error")) name))
                             "trace"))
   (cond
-    (in mark fingerprints)
+    (in mark (proto-get state ':seen))
     [trace (reply-signal signal (+ "Stopped: the same action gave the same result twice, so the task was going round in circles. Last result: "
                                    (proto-print result))
                          "notice")]
@@ -113,8 +165,12 @@
     [trace [:type :event
             :source (proto-get signal ':source)
             :session session
-            :payload [:sensor :tool-result :action action :result result
-                      :task task :step (+ n 1) :seen (+ fingerprints [mark])]]]))
+            :payload (+ [:sensor :tool-result :action action :result result]
+                        (proto-merge state [:step (+ n 1) :seen (+ (proto-get state ':seen) [mark])]))]]))
+
+(defn _is-stop [signal]
+  (and (= (sensor-of signal) "user-input")
+       (= (.strip (str (or (proto-get (proto-get signal ':payload) ':text) ""))) "/stop")))
 
 (defclass Runner []
   "Feeds signals to step: in order within a session, sessions concurrently."
@@ -124,17 +180,29 @@
           self.deliver deliver
           self.queues {}
           self.workers {}
+          self.busy (set)
+          self.stopped (set)
           self.limit (asyncio.Semaphore concurrency)))
 
   (defn :async submit [self signal]
-    "Queue SIGNAL on its session."
+    "Queue SIGNAL on its session (or, for /stop, end the session's task now)."
     (setv signal (normalize-signal signal)
           session (proto-get signal ':session))
     (when (not (in session self.queues))
       (setv (get self.queues session) (asyncio.Queue)
             (get self.workers session) (asyncio.create-task (self._work session))))
-    (.put-nowait (get self.queues session) signal)
+    (if (_is-stop signal)
+        (await (self._stop session signal))
+        (.put-nowait (get self.queues session) signal))
     session)
+
+  (defn :async _stop [self session signal]
+    (setv running (or (in session self.busy) (not (.empty (get self.queues session)))))
+    (when running (.add self.stopped session))
+    (await (self._emit (reply-signal signal (if running
+                                                "Stopped the current task."
+                                                "There is no task running.")
+                                     "notice"))))
 
   (defn :async idle [self session]
     "Wait until SESSION has nothing left to do."
@@ -142,16 +210,23 @@
       (await (.join (get self.queues session)))))
 
   (defn :async _emit [self signal]
-    (if (= (proto-get signal ':type) (kw "reply"))
-        (do (setv r (self.deliver signal))
-            (when (asyncio.iscoroutine r) (await r)))
-        (.put-nowait (get self.queues (proto-get signal ':session)) signal)))
+    (setv session (proto-get signal ':session))
+    (cond
+      (= (proto-get signal ':type) (kw "reply"))
+      (do (setv r (self.deliver signal))
+          (when (asyncio.iscoroutine r) (await r)))
+      (not (in session self.stopped))
+      (.put-nowait (get self.queues session) signal)))
 
   (defn :async _work [self session]
     (setv queue (get self.queues session))
     (while True
       (setv signal (await (.get queue)))
       (try
+        (if (= (sensor-of signal) "tool-result")
+            (when (in session self.stopped) (continue))
+            (.discard self.stopped session))
+        (.add self.busy session)
         (setv emitted (with [:async self.limit]
                         (await (asyncio.to-thread step signal self.env))))
         (for [e emitted] (await (self._emit e)))
@@ -159,7 +234,9 @@
         (except [e Exception]
           (.exception log "step failed on session %s" session)
           (await (self._emit (reply-signal signal f"Internal error: {(. (type e) __name__)}: {e}" "error"))))
-        (finally (.task-done queue)))))
+        (finally
+          (.discard self.busy session)
+          (.task-done queue)))))
 
   (defn :async close [self]
     "Stop every session worker."

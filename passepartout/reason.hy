@@ -316,12 +316,17 @@
             x [k (+ v (or (proto-get usage k) 0))] x)
       total))
 
-(defn reason [signal ctx complete [history None] [attempts 3]]
-  "Think and verify until a proposal passes or ATTEMPTS are used."
+(defn reason [signal ctx complete [history None] [attempts 3] [guard None]]
+  "Think and verify until a proposal passes or ATTEMPTS are used. GUARD, when
+   given, is asked before every model call with the usage so far; a reason it
+   returns stops the loop (the budget)."
   (setv rejections []
         tries []
         usage [:prompt-tokens 0 :completion-tokens 0 :cost 0.0])
   (for [n (range 1 (+ attempts 1))]
+    (setv why (when guard (guard usage)))
+    (when why
+      (return [:verdict :stopped :reason why :attempts tries :usage usage :rejections rejections]))
     (setv thought (think signal ctx complete history rejections)
           status (proto-get thought ':status)
           usage (_usage-add usage (proto-get thought ':usage)))

@@ -158,3 +158,75 @@
                         :if (and (= (proto-get r ':session) f"test:{chat}") (= (kind-of r) "answer"))
                         (get (.split (.strip (text-of r)) "\n") -1)))
     (expect answers (lfor i (range 5) f"{chat}{i}") f"answers of chat {chat}")))
+
+;; * Budget, loop detector, /stop
+
+(defn costly [env cost]
+  "Make every model call of ENV answer a new shell action and cost COST."
+  (setv n [0])
+  (defn complete [request]
+    (+= (get n 0) 1)
+    [:status :ok :provider "script"
+     :text f"(:action :shell :cmd \"echo {(get n 0)}\" :explanation \"count\")"
+     :usage [:prompt-tokens 100 :completion-tokens 50 :cost cost]])
+  (setv (get env "complete") complete)
+  n)
+
+(defn test-the-task-budget-stops-before-the-next-model-call [env]
+  (setv (get env "config" "budget") {"task_tokens" 400 "task_cost" 0 "day_tokens" 0 "day_cost" 0})
+  (setv calls (costly env 0.0)
+        replies (run-task env (user-says "spend")))
+  (expect (get calls 0) 3 "model calls (150 tokens each, limit 400)")
+  (expect (kind-of (get replies -1)) "notice" "last reply kind")
+  (assert (in "token budget is spent: 450 of 400" (text-of (get replies -1))) (text-of (get replies -1))))
+
+(defn test-the-day-budget-survives-across-tasks [env]
+  (setv (get env "config" "budget") {"task_tokens" 0 "task_cost" 0 "day_tokens" 0 "day_cost" 0.25})
+  (setv calls (costly env 0.1))
+  (run-task env (user-says "first"))
+  (setv before (get calls 0)
+        replies (run-task env (user-says "second")))
+  (expect before 3 "model calls of the first task ($0.30 passes $0.25)")
+  (expect (get calls 0) 3 "model calls of the second task")
+  (assert (in "day's cost budget is spent" (text-of (get replies -1))) (text-of (get replies -1))))
+
+(defn test-the-same-refused-action-three-times-in-a-task-stops-it [env]
+  (setv n [0])
+  (defn complete [request]
+    "Alternate a refused write with a new harmless command."
+    (+= (get n 0) 1)
+    [:status :ok :text (if (% (get n 0) 2)
+                           "(:action :write-file :path \"/etc/hosts\" :content \"x\" :explanation \"x\")"
+                           f"(:action :shell :cmd \"echo {(get n 0)}\" :explanation \"x\")")])
+  (setv (get env "complete") complete)
+  (setv replies (run-task env (user-says "go")))
+  (setv last (text-of (get replies -1)))
+  (assert (in "refused the same action 3 times" last) last)
+  (assert (in "/etc/hosts" last) last)
+  (expect (get n 0) 6 "model calls: the third refusal ends the task once its step is over"))
+
+(defn test-stop-ends-the-running-task [env]
+  (setv delivered []
+        started (hy.I.threading.Event)
+        release (hy.I.threading.Event)
+        calls [0])
+  (defn complete [request]
+    (+= (get calls 0) 1)
+    (.set started)
+    (.wait release 10)
+    [:status :ok :text f"(:action :shell :cmd \"echo {(get calls 0)}\" :explanation \"x\")"])
+  (setv (get env "complete") complete)
+  (defn :async main []
+    (setv runner (Runner env (fn [r] (.append delivered r))))
+    (await (.submit runner (user-says "work" "s")))
+    (await (asyncio.to-thread started.wait 10))
+    (await (.submit runner (user-says "/stop" "s")))
+    (.set release)
+    (await (.idle runner "test:s"))
+    (await (.submit runner (user-says "/stop" "s")))
+    (await (.close runner)))
+  (asyncio.run (main))
+  (expect (get calls 0) 1 "model calls after /stop")
+  (setv texts (lfor r delivered (text-of r)))
+  (assert (in "Stopped the current task." texts) texts)
+  (assert (in "There is no task running." texts) texts))

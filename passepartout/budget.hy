@@ -1,0 +1,46 @@
+(import time
+        passepartout.proto [proto-get]
+        passepartout.store [kv-get kv-put])
+
+(setv DEFAULTS {"task_tokens" 200000 "task_cost" 1.0 "day_tokens" 2000000 "day_cost" 10.0}
+      ZERO [:prompt-tokens 0 :completion-tokens 0 :cost 0.0])
+
+(defn usage-add [a b]
+  "The sum of two usage plists (:prompt-tokens N :completion-tokens N :cost X)."
+  (setv a (or a ZERO) b (or b ZERO))
+  [:prompt-tokens (+ (or (proto-get a ':prompt-tokens) 0) (or (proto-get b ':prompt-tokens) 0))
+   :completion-tokens (+ (or (proto-get a ':completion-tokens) 0) (or (proto-get b ':completion-tokens) 0))
+   :cost (+ (or (proto-get a ':cost) 0.0) (or (proto-get b ':cost) 0.0))])
+
+(defn usage-tokens [u]
+  (+ (or (proto-get u ':prompt-tokens) 0) (or (proto-get u ':completion-tokens) 0)))
+
+(defn _day-key [now]
+  (+ "usage-day:" (time.strftime "%Y-%m-%d" (time.localtime now))))
+
+(defn day-usage [store now]
+  "The usage recorded for the day of NOW."
+  (or (kv-get store (_day-key now)) ZERO))
+
+(defn day-record [store now usage]
+  "Add USAGE to the day of NOW (read and write in one transaction, so two
+   sessions adding at once lose nothing)."
+  (with [_ (.transaction store)]
+    (kv-put store (_day-key now) (usage-add (day-usage store now) usage))))
+
+(defn budget-limits [config]
+  "The budget limits of CONFIG, defaults filled in."
+  (| DEFAULTS (.get config "budget" {})))
+
+(defn over-budget [task-usage day-usage limits]
+  "None while within LIMITS, else the sentence that tells the person which limit was reached."
+  (setv checks [#("task" "tokens" (usage-tokens task-usage) (get limits "task_tokens"))
+                #("task" "cost" (or (proto-get task-usage ':cost) 0.0) (get limits "task_cost"))
+                #("day" "tokens" (usage-tokens day-usage) (get limits "day_tokens"))
+                #("day" "cost" (or (proto-get day-usage ':cost) 0.0) (get limits "day_cost"))])
+  (for [[scope what used limit] checks]
+    (when (and limit (>= used limit))
+      (return (if (= what "cost")
+                  f"the {scope}'s cost budget is spent: ${used :.4f} of ${limit :.2f}"
+                  f"the {scope}'s token budget is spent: {used} of {limit} tokens"))))
+  None)
