@@ -1,0 +1,106 @@
+;; Tests of passepartout/skills.hy and the defskill macro.
+
+(require passepartout.macros [defskill])
+(import pytest
+        pathlib [Path]
+        passepartout.proto [proto-get]
+        passepartout.skills [make-skill register-skill unregister-skill get-skill all-skills
+                             skill-functions actuator-for actuator-table pre-reason-handlers
+                             load-skill-file load-skills registry-snapshot registry-restore
+                             registry-version SkillError])
+
+(defn expect [got want [what "value"]]
+  (assert (= got want) f"{what}: expected {want !r}, got {got !r}"))
+
+(defn [(pytest.fixture :autouse True)] clean-registry []
+  (setv saved (registry-snapshot))
+  (registry-restore {})
+  (yield None)
+  (registry-restore saved))
+
+(defn test-defskill-registers-a-skill []
+  (defskill no-rm
+    "Refuses any shell command that mentions rm."
+    :priority 60
+    :gate (fn [action ctx]
+            (if (in "rm" (or (proto-get action ':cmd) ""))
+                [:verdict :reject :reason "no rm here"]
+                [:verdict :allow])))
+  (setv s (get-skill "no-rm"))
+  (expect (get s "priority") 60 "priority")
+  (expect (get s "doc") "Refuses any shell command that mentions rm." "doc")
+  (expect ((get s "gate") [:action :shell :cmd "rm x"] []) [:verdict :reject :reason "no rm here"] "gate"))
+
+(defn test-the-defskill-docstring-example-is-the-one-tested []
+  (setv doc (. (get (. (hy.I.importlib.import-module "passepartout.macros") _hy_macros) "defskill") __doc__))
+  (assert (in "(defskill no-rm" doc) doc)
+  (assert (in ":priority 60" doc) doc))
+
+(defn test-bad-definitions-are-refused []
+  (for [[kwargs words] [[{"name" "Bad Name"} "lower-case kebab"]
+                        [{"name" "x" "priority" "high"} "priority"]
+                        [{"name" "x" "priority" True} "priority"]
+                        [{"name" "x" "gate" "not a function"} ":gate must be a function"]
+                        [{"name" "x" "actuators" {"Shell" {"run" print}}} "lower-case kebab"]
+                        [{"name" "x" "actuators" {"shell" {"schema" []}}} "callable"]
+                        [{"name" "x" "actuators" {"shell" {"run" print "schema" [:cmd [:type "text"]]}}} "unknown type"]
+                        [{"name" "x" "handlers" [1]} "handler"]]]
+    (with [e (pytest.raises SkillError)]
+      (make-skill #** kwargs))
+    (assert (in words (str e.value)) f"{kwargs}: {e.value}")))
+
+(defn test-order-is-priority-then-name []
+  (for [[n p] [["b" 10] ["a" 10] ["z" 99] ["m" 0]]]
+    (register-skill (make-skill n :priority p :gate (fn [a c] [:verdict :allow]))))
+  (expect (lfor [n _] (skill-functions "gate") n) ["z" "a" "b" "m"] "gate order"))
+
+(defn test-views-follow-changes []
+  (setv v (registry-version))
+  (register-skill (make-skill "one" :gate (fn [a c] None)))
+  (assert (> (registry-version) v) "version moves")
+  (expect (len (skill-functions "gate")) 1 "gates")
+  (unregister-skill "one")
+  (expect (skill-functions "gate") [] "gates after removal"))
+
+(defn test-an-action-has-one-actuator []
+  (setv spec {"run" (fn [a c] [:status :ok]) "schema" []})
+  (register-skill (make-skill "first" :actuators {"ping" spec}))
+  (with [e (pytest.raises SkillError)]
+    (register-skill (make-skill "second" :actuators {"ping" spec})))
+  (assert (in "already provided by skill first" (str e.value)) (str e.value))
+  (register-skill (make-skill "first" :actuators {"ping" spec "pong" spec}))
+  (expect (sorted (actuator-table)) ["ping" "pong"] "a skill may redefine its own actions"))
+
+(defn write-skill [folder name text]
+  (setv p (/ folder name))
+  (.write-text p (+ "(require passepartout.macros [defskill])\n" text))
+  p)
+
+(defn test-a-file-loads-whole-or-not-at-all [tmp-path]
+  (setv good (write-skill tmp-path "good.hy" "(defskill g-one :gate (fn [a c] None))\n(defskill g-two :gate (fn [a c] None))\n")
+        bad (write-skill tmp-path "bad.hy" "(defskill b-one :gate (fn [a c] None))\n(raise (RuntimeError \"broken on purpose\"))\n")
+        r1 (load-skill-file good)
+        r2 (load-skill-file bad))
+  (expect (proto-get r1 ':skills) ["g-one" "g-two"] "skills of the good file")
+  (expect (proto-get r1 ':error) None "error of the good file")
+  (expect (proto-get r2 ':skills) [] "skills of the bad file")
+  (assert (in "broken on purpose" (proto-get r2 ':error)) (proto-get r2 ':error))
+  (expect (get-skill "b-one") None "half-registered skill")
+  (expect (get (get-skill "g-one") "source") (str good) "source"))
+
+(defn test-a-file-that-does-not-compile-is-reported [tmp-path]
+  (setv bad (write-skill tmp-path "syntax.hy" "(defskill s-one :gate (fn [a c] None)\n")
+        r (load-skill-file bad))
+  (assert (proto-get r ':error) "no error reported")
+  (expect (get-skill "s-one") None "skill from a broken file"))
+
+(defn test-load-skills-reads-the-user-folder-and-honours-disabled [tmp-path]
+  (write-skill tmp-path "mine.hy" "(defskill mine :gate (fn [a c] None))\n")
+  (write-skill tmp-path "_private.hy" "(defskill hidden :gate (fn [a c] None))\n")
+  (setv results (load-skills :folders [tmp-path (/ tmp-path "missing")] :disabled ["workspace"]))
+  (assert (get-skill "mine") "user skill not loaded")
+  (expect (get-skill "hidden") None "files starting with _ are not skills")
+  (expect (get-skill "workspace") None "disabled built-in")
+  (assert (get-skill "shell") "built-in shell actuator skill")
+  (assert (all (gfor r results (is (proto-get r ':error) None)))
+          (lfor r results :if (proto-get r ':error) r)))
