@@ -49,6 +49,20 @@
     (print (json.dumps line :ensure-ascii False)))
   0)
 
+(defn cmd-rules [args]
+  (import passepartout.proto [proto-get]
+          passepartout.shell [judge-command])
+  (setv ctx (_gate-context args)
+        v (judge-command args.cmd ctx)
+        out {"verdict" (. (proto-get v ':verdict) name)
+             "rule" (proto-get v ':rule)
+             "reason" (proto-get v ':reason)})
+  (if args.json
+      (print (json.dumps out :ensure-ascii False))
+      (print (+ (get out "verdict") " — rule " (str (get out "rule"))
+                (if (get out "reason") (+ ": " (get out "reason")) ""))))
+  0)
+
 (setv _reply-marks {"answer" "" "trace" "  · " "notice" "! " "refusal" "✗ " "error" "✗ "
                     "approval" "? "})
 
@@ -125,6 +139,14 @@
   (.add-argument v "file" :nargs "?" :default "-" :help "file of proposals, or - for stdin")
   (.add-argument v "--workspace" :help "the workspace the gates confine to")
   (.set-defaults v :func cmd-verify)
+
+  (setv r (.add-parser sub "rules" :help "try the shell rules")
+        rsub (.add-subparsers r :dest "rules_command" :metavar "COMMAND" :required True)
+        rt (.add-parser rsub "test" :help "the verdict for one shell command and the rule that decided"))
+  (.add-argument rt "cmd" :metavar "CMD" :help "the shell command, as one argument")
+  (.add-argument rt "--workspace" :help "the workspace the rules judge paths against")
+  (.add-argument rt "--json" :action "store_true" :help "print one JSON object")
+  (.set-defaults rt :func cmd-rules)
 
   (setv t (.add-parser sub "tangle" :help "tangle org/ into the code, or check that they agree"))
   (.add-argument t "--check" :action "store_true" :help "write nothing; exit 1 if any file differs")
