@@ -1,68 +1,221 @@
-(import os re
+(import re
         pathlib [Path])
 
-(setv _begin-re (re.compile r"^[ \t]*#\+begin_src[ \t]+(\S+)(.*)$" re.I)
-      _end-re (re.compile r"^[ \t]*#\+end_src\b" re.I)
-      _property-re (re.compile r"^[ \t]*#\+property:[ \t]+header-args:(\S+)[ \t]+(.*)$" re.I)
-      _escape-re (re.compile r"^([ \t]*),(,*(?:\*|#\+))"))
+(setv _quote-end-re (re.compile #[re[[^\\]"]re])
+      _argument-re (re.compile r"\s*:(\S+)(?:\s+(.*\S))?\s*$")
+      _quoted-re (re.compile #[re[^"((?:[^"\\]|\\.)*)"]re]))
+
+(defn _closing [text i]
+  "Where the double quote or bracket that opens at I in TEXT closes, or I."
+  (if (= (get text i) "\"")
+      (do (setv m (when (or (= i 0) (!= (get text (- i 1)) "\\"))
+                    (.search _quote-end-re text i)))
+          (if m (- (.end m) 1) i))
+      (do (setv opened [])
+          (for [j (range i (len text))]
+            (setv c (get text j))
+            (cond (in c "([") (.append opened c)
+                  (and opened (in (+ (get opened -1) c) ["()" "[]"])) (.pop opened))
+            (when (not opened)
+              (return j)))
+          i)))
+
+(defn _split-args [text]
+  "TEXT cut into header arguments, the way Org cuts it."
+  (setv pieces []
+        start 0
+        i 0)
+  (while (< i (len text))
+    (setv c (get text i))
+    (cond (and (= c ":") (> i 0) (in (get text (- i 1)) " \t"))
+          (do (.append pieces (cut text start i))
+              (setv start i))
+          (in c "\"([")
+          (setv i (_closing text i)))
+    (+= i 1))
+  (+ pieces [(cut text start None)]))
+
+(defn _unquote [value]
+  "VALUE, or the string it starts with when it starts with a double quote."
+  (setv m (when value (.match _quoted-re value)))
+  (if m (re.sub r"\\(.)" r"\1" (.group m 1)) value))
 
 (defn _header-args [text]
-  "The :name value pairs of a header-argument string, as a dict."
-  (setv words (.split text)
-        args {})
-  (for [[i w] (enumerate words)]
-    (when (and (.startswith w ":") (< (+ i 1) (len words))
-               (not (.startswith (get words (+ i 1)) ":")))
-      (setv (get args (cut w 1 None)) (get words (+ i 1)))))
-  args)
+  "The header arguments of TEXT as a dict; a later one wins, and a name with no
+  value maps to None."
+  (dfor piece (_split-args text)
+        :setv m (.match _argument-re piece)
+        :if m
+        (.group m 1) (_unquote (.group m 2))))
+
+(setv _heading-re (re.compile r"^\*+ ")
+      _title-re (re.compile
+                  r"^(\*+)(?: +(?:TODO|DONE))?(?: +\[#.\])?(?: +(.*?))??(?:[ \t]+(:[\w@#%:]+:))?[ \t]*$")
+      _planning-re (re.compile r"^[ \t]*(?:CLOSED|DEADLINE|SCHEDULED):" re.I)
+      _comment-re (re.compile r"^[ \t]*#(?: |$)")
+      _drawer-re (re.compile r"^[ \t]*:PROPERTIES:[ \t]*$" re.I)
+      _drawer-end-re (re.compile r"^[ \t]*:END:[ \t]*$" re.I)
+      _node-property-re (re.compile r"^[ \t]*:(\S+):(?:[ \t]*$| [ \t]*(.*?)[ \t]*$)"))
+
+(defn _drawer [lines i]
+  "The (name value) pairs of the property drawer at line I of LINES, names in
+  lower case; [] when there is none."
+  (when (and (< i (len lines)) (.match _drawer-re (get lines i)))
+    (for [j (range (+ i 1) (len lines))]
+      (when (.match _drawer-end-re (get lines j))
+        (return (lfor line (cut lines (+ i 1) j)
+                      :setv m (.match _node-property-re line)
+                      #((.lower (.group m 1)) (or (.group m 2) "")))))
+      (when (not (.match _node-property-re (get lines j)))
+        (break))))
+  [])
+
+(defn _heading [lines i]
+  "The outline entry of the heading at line I of LINES."
+  (setv [stars title tags] (.groups (.match _title-re (get lines i)))
+        j (+ i 1))
+  (when (and (< j (len lines)) (.match _planning-re (get lines j)))
+    (+= j 1))
+  {"level" (len stars)
+   "skip" (or (bool (re.match r"COMMENT(?: |$)" (or title "")))
+              (in "ARCHIVE" (.split (or tags "") ":")))
+   "drawer" (_drawer lines j)})
+
+(defn _top [lines]
+  "The outline entry of the text before the first heading: its drawer may follow
+  comment lines only."
+  (setv i 0)
+  (while (and (< i (len lines)) (.match _comment-re (get lines i)))
+    (+= i 1))
+  {"level" 0 "skip" False "drawer" (_drawer lines i)})
+
+(defn _add-property [props key value]
+  "Record the #+PROPERTY line KEY VALUE in PROPS."
+  (setv key (.lower key))
+  (if (.endswith key "+")
+      (do (setv key (cut key 0 -1))
+          (setv (get props key) (if (in key props) f"{(get props key)} {value}" value)))
+      (setv (get props key) value)))
+
+(defn _inherited [name outline props]
+  "The value of property NAME at the end of OUTLINE, or None."
+  (setv parts [])
+  (for [entry (reversed outline)]
+    (setv drawer (get entry "drawer")
+          base (lfor [k v] drawer :if (= k name) v)
+          parts (+ (cut base 1) (lfor [k v] drawer :if (= k (+ name "+")) v) parts))
+    (when base
+      (return (.join " " parts))))
+  (setv parts (+ (if (in name props) [(get props name)] []) parts))
+  (when parts
+    (.join " " parts)))
+
+(setv _keyword-re (re.compile r"^[ \t]*#\+property:[ \t]*(\S+)[ \t]+(\S.*?)[ \t]*$" re.I)
+      _begin-re (re.compile r"^[ \t]*#\+begin_(\S+)[ \t]*(\S*)(.*)$" re.I)
+      _raw-blocks #{"example" "export" "comment" "verse"})
+
+(defn _block-end [lines start name]
+  "The index of the line that closes the NAME block opened at line START, or None."
+  (setv end-re (re.compile (+ r"^[ \t]*#\+end_" (re.escape name) r"[ \t]*$") re.I))
+  (for [j (range (+ start 1) (len lines))]
+    (cond (.match _heading-re (get lines j)) (return None)
+          (.match end-re (get lines j)) (return j))))
+
+(defn _read-org [org-path]
+  "The #+PROPERTY values of ORG-PATH, and its source blocks as
+  (line language header-arguments body-lines outline)."
+  (setv lines (.split (.read-text org-path :encoding "utf-8") "\n")
+        props {}
+        blocks []
+        outline [(_top lines)]
+        i 0)
+  (while (< i (len lines))
+    (setv line (get lines i)
+          keyword (.match _keyword-re line)
+          begin (.match _begin-re line))
+    (cond
+      (.match _heading-re line)
+      (do (setv entry (_heading lines i))
+          (while (>= (get outline -1 "level") (get entry "level"))
+            (.pop outline))
+          (.append outline entry))
+      keyword
+      (_add-property props #* (.groups keyword))
+      begin
+      (do (setv [name lang args] (.groups begin)
+                name (.lower name)
+                end (_block-end lines i name))
+          (cond (and (= name "src") (is end None))
+                (raise (ValueError f"{org-path}:{(+ i 1)}: #+begin_src without #+end_src"))
+                (= name "src")
+                (do (.append blocks #(i lang args (cut lines (+ i 1) end) (list outline)))
+                    (setv i end))
+                (and end (in name _raw-blocks))
+                (setv i end))))
+    (+= i 1))
+  #(props blocks))
+
+(setv _escape-re (re.compile r"^([ \t]*),(,*(?:\*|#\+))"))
+
+(defn _indent [line]
+  "The spaces and tabs that start LINE."
+  (cut line (- (len line) (len (.lstrip line " \t")))))
+
+(defn _width [indent]
+  "The columns INDENT spans."
+  (len (.expandtabs indent 8)))
+
+(defn _dedent [line n]
+  "LINE with N columns less indentation."
+  (setv indent (_indent line)
+        keep (- (_width indent) n)
+        k (len indent))
+  (while (> (_width (cut indent k)) keep)
+    (-= k 1))
+  (+ (cut indent k) (* " " (- keep (_width (cut indent k)))) (cut line (len indent) None)))
 
 (defn _strip-indent [lines]
-  "LINES without the indentation they all share (blank lines do not count)."
-  (setv widths (lfor l lines :if (.strip l) (- (len l) (len (.lstrip l " \t")))))
-  (if widths
-      (lfor l lines (cut l (min widths) None))
+  "LINES without the indentation all their non-blank lines share."
+  (setv n (min (gfor l lines :if (.strip l " \t") (_width (_indent l))) :default 0))
+  (if n
+      (lfor l lines (if (.strip l " \t") (_dedent l n) ""))
       lines))
 
 (defn _block-body [lines]
   "The tangled text of a block's LINES, as Emacs writes it."
-  (setv unescaped (lfor l lines (_escape-re.sub r"\1\2" l)))
-  (.strip (.join "\n" (_strip-indent unescaped)) "\n \t"))
+  (setv unescaped (lfor l lines (.sub _escape-re r"\1\2" l)))
+  (.strip (.join "\n" (_strip-indent unescaped)) " \t\n\r"))
 
-(defn _target [org-path tangle]
-  "The absolute target of a block whose :tangle value is TANGLE, or None."
-  (cond (or (is tangle None) (= tangle "no")) None
-        (= tangle "yes") (.with-suffix (Path org-path) ".hy")
-        True (.resolve (/ (. (Path org-path) parent) tangle))))
+(defn _tangle-value [texts]
+  "The :tangle value that header-argument TEXTS leave, later ones winning."
+  (setv value "no")
+  (for [text texts]
+    (setv args (_header-args (or text "")))
+    (when (in "tangle" args)
+      (setv value (get args "tangle"))))
+  value)
+
+(defn _target [org-path line lang tangle]
+  "The absolute target of the LANG block at LINE of ORG-PATH whose :tangle value
+  is TANGLE, or None."
+  (cond (is tangle None)
+        (raise (ValueError f"{org-path}:{(+ line 1)}: :tangle without a value"))
+        (in tangle ["no" ""]) None
+        (= tangle "yes") (.resolve (.with-suffix org-path f".{lang}"))
+        True (.resolve (/ org-path.parent (.expanduser (Path tangle))))))
 
 (defn org-blocks [org-path]
   "The (target body) pairs of the hy blocks of ORG-PATH, in order."
-  (setv lines (.splitlines (.read-text (Path org-path) :encoding "utf-8"))
-        default None
-        blocks []
-        i 0)
-  (while (< i (len lines))
-    (setv line (get lines i)
-          prop (.match _property-re line)
-          begin (.match _begin-re line))
-    (cond
-      (and prop (= (.lower (.group prop 1)) "hy"))
-      (setv default (.get (_header-args (.group prop 2)) "tangle" default))
-      begin
-      (do
-        (setv start i
-              body [])
-        (+= i 1)
-        (while (and (< i (len lines)) (not (.match _end-re (get lines i))))
-          (.append body (get lines i))
-          (+= i 1))
-        (when (>= i (len lines))
-          (raise (ValueError f"{org-path}:{(+ start 1)}: #+begin_src without #+end_src")))
-        (when (= (.lower (.group begin 1)) "hy")
-          (setv target (_target org-path (.get (_header-args (.group begin 2)) "tangle" default)))
-          (when target
-            (.append blocks #(target (_block-body body)))))))
-    (+= i 1))
-  blocks)
+  (setv org-path (Path org-path)
+        [props blocks] (_read-org org-path))
+  (lfor [line lang args body outline] blocks
+        :if (and (= (.lower lang) "hy") (not (any (gfor e outline (get e "skip")))))
+        :setv tangle (_tangle-value [(_inherited "header-args" outline props)
+                                     (_inherited f"header-args:{(.lower lang)}" outline props)
+                                     args])
+        :setv target (_target org-path line lang tangle)
+        :if target
+        #(target (_block-body body))))
 
 (defn tangle-files [org-paths]
   "A dict from target Path to the text the ORG-PATHS say it holds."

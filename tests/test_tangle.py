@@ -52,11 +52,18 @@ def show(a, b):
 def test_the_clean_fixtures_are_the_ones_expected():
     assert CLEAN == [
         "block-tangle",
+        "commented",
         "escapes",
         "file-property",
+        "generic-header-args",
         "indented",
+        "late-property",
         "multi-file",
         "other-languages",
+        "quoted-values",
+        "raw-blocks",
+        "subtree-properties",
+        "tabs",
         "tangle-yes",
     ]
 
@@ -144,6 +151,105 @@ def test_several_org_files_and_folders(tmp_path):
     assert tree(root) == expected_tree("multi-file")
 
 
+def outputs(root):
+    """The tangled files under ROOT/out, as {name: text}."""
+    return {p.name: p.read_text() for p in sorted((root / "out").iterdir())}
+
+
+def test_a_property_line_applies_to_blocks_above_it_and_the_last_one_wins(tmp_path):
+    root = project(tmp_path, "late-property")
+    assert tangle(root) == [(root / "out" / "late.hy").resolve()]
+    assert outputs(root) == {
+        "late.hy": "(setv above-the-property 1)\n\n(setv below-the-property 2)\n"
+    }
+
+
+def test_property_drawers_apply_to_their_subtrees(tmp_path):
+    root = project(tmp_path, "subtree-properties")
+    tangle(root)
+    texts = outputs(root)
+    assert sorted(texts) == [
+        "appended.hy", "deeper.hy", "file.hy", "first-line.hy", "own.hy",
+        "planned.hy", "subtree.hy", "top-drawer.hy",
+    ]
+    assert texts["subtree.hy"] == "(setv in-the-subtree 2)\n\n(setv inherited 3)\n"
+    assert texts["deeper.hy"] == "(setv deeper 4)\n"
+    assert texts["own.hy"] == "(setv own 5)\n"
+    assert texts["appended.hy"] == "(setv appended 6)\n"
+    assert texts["planned.hy"] == "(setv planned 8)\n"
+    assert texts["file.hy"] == (
+        "(setv file-level 1)\n\n(setv file-level-again 7)\n\n(setv file-level-still 9)\n\n"
+        "(setv not-from-that-drawer 10)\n\n(setv not-from-that-drawer-either 11)\n"
+    )
+    assert texts["top-drawer.hy"] == "(setv from-the-top-drawer 1)\n\n(setv under-a-heading 2)\n"
+    assert texts["first-line.hy"] == "(setv first-line 3)\n"
+
+
+def test_commented_and_archived_subtrees_are_skipped(tmp_path):
+    root = project(tmp_path, "commented")
+    tangle(root)
+    assert outputs(root) == {
+        "commented.hy": "(setv before-any-heading 1)\n\n(setv sibling 2)\n\n"
+        "(setv commentary 3)\n\n(setv lower-case 4)\n\n(setv after-the-star 5)\n"
+    }
+
+
+def test_quoted_values_spaces_and_the_last_of_two_tangle_arguments(tmp_path):
+    root = project(tmp_path, "quoted-values")
+    tangle(root)
+    assert outputs(root) == {
+        "bare space.hy": "(setv unquoted-with-a-space 3)\n",
+        "quoted.hy": "(setv quoted 1)\n\n(setv colon-in-quotes 4)\n\n"
+        "(setv colon-in-brackets 5)\n\n(setv the-last-wins 6)\n",
+        "with space.hy": "(setv quoted-with-a-space 2)\n",
+    }
+    assert (root / "org" / "values.Hy").read_text() == "(setv capital-language 7)\n"
+
+
+def test_a_tab_counts_as_eight_columns_of_indentation(tmp_path):
+    root = project(tmp_path, "tabs")
+    tangle(root)
+    text = (root / "out" / "tabs.hy").read_text()
+    want = (
+        "(setv tab-then-spaces\n1)\n\n"
+        "(setv kept\n\t2)\n\n"
+        "(setv cut-tab\n    3)\n\n"
+        "(setv cut-second-tab\n\t      4)\n\n"
+        "(setv mixed 5\n  (inner)\n\t (deeper))\n\n"
+        "(setv emptied 6)\n\n(setv after 7)\n\n"
+        "(setv kept-blank 8)\n   \n  (setv indented 9)\n\n"
+        "(setv in-an-item\n      10)\n"
+    )
+    assert text == want, show(text, want)
+
+
+def test_a_begin_src_inside_an_example_export_comment_or_verse_is_text(tmp_path):
+    root = project(tmp_path, "raw-blocks")
+    tangle(root)
+    text = (root / "out" / "raw.hy").read_text()
+    assert '"no"' not in text
+    assert text == (
+        "(setv in-a-quote 1)\n\n(setv in-a-center 2)\n\n(setv in-a-special-block 3)\n\n"
+        "(setv in-a-drawer 4)\n\n(setv after-an-open-example 5)\n\n"
+        "(setv after-the-stray-end 6)\n\n"
+        '(setv doc "\n#+end_src is not the end\n#+end_srcx nor this")\n'
+    ), show(text, "")
+
+
+def test_header_args_without_language_and_the_plus_form(tmp_path):
+    root = project(tmp_path, "generic-header-args")
+    tangle(root)
+    assert outputs(root) == {
+        "drawer-generic.hy": "(setv drawer-generic 5)\n",
+        "drawer-hy.hy": "(setv drawer-hy 2)\n",
+        "drawer-plus.hy": "(setv drawer-plus 3)\n",
+        "file-hy.hy": "(setv file-hy 1)\n\n(setv still-file-hy 4)\n",
+        "generic.hy": "(setv generic 1)\n",
+        "plus.hy": "(setv plus 1)\n",
+        "subtree-generic.hy": "(setv subtree-generic 2)\n",
+    }
+
+
 # * The functions under tangle
 
 
@@ -187,6 +293,28 @@ def test_missing_end_src_is_an_error_naming_the_line(tmp_path):
     with pytest.raises(ValueError):
         tangle(root)
     assert not (root / "out").exists()
+
+
+def test_a_heading_before_end_src_leaves_the_block_unterminated(tmp_path):
+    org = tmp_path / "heading.org"
+    org.write_text("#+begin_src hy :tangle x.hy\n(setv a 1)\n* A heading\n#+end_src\n")
+    with pytest.raises(ValueError) as err:
+        org_blocks(org)
+    assert f"{org}:1:" in str(err.value) and "#+end_src" in str(err.value)
+
+
+def test_a_tangle_argument_without_a_value_is_an_error(tmp_path):
+    org = tmp_path / "bare.org"
+    org.write_text("#+PROPERTY: header-args:hy :tangle x.hy\n\n#+begin_src hy :tangle\n(setv a 1)\n#+end_src\n")
+    with pytest.raises(ValueError) as err:
+        org_blocks(org)
+    assert f"{org}:3: :tangle without a value" == str(err.value)
+
+
+def test_crlf_line_ends_are_read_as_line_ends(tmp_path):
+    org = tmp_path / "crlf.org"
+    org.write_bytes(b"#+PROPERTY: header-args:hy :tangle out.hy\r\n#+begin_src hy\r\n(crlf)\r\n  (two)\r\n#+end_src\r\n")
+    assert org_blocks(org) == [((tmp_path / "out.hy").resolve(), "(crlf)\n  (two)")]
 
 
 def test_two_org_files_claiming_one_target_is_an_error(tmp_path):
