@@ -63,30 +63,17 @@
                 (if (get out "reason") (+ ": " (get out "reason")) ""))))
   0)
 
-(setv _reply-marks {"answer" "" "trace" "  · " "notice" "! " "refusal" "✗ " "error" "✗ "
-                    "approval" "? "})
-
-(defn _print-reply [signal]
-  (import passepartout.proto [proto-get])
-  (setv payload (proto-get signal ':payload [])
-        kind (. (proto-get payload ':kind) name)
-        mark (.get _reply-marks kind ""))
-  (print (+ mark (str (proto-get payload ':text ""))) :flush True))
-
-(defn :async _chat [env]
+(defn :async _chat [env interactive]
   (import asyncio
-          passepartout.loop [Runner])
-  (setv runner (Runner env _print-reply))
+          pathlib [Path]
+          passepartout.loop [Runner]
+          passepartout.gateways.terminal [chat-terminal chat-lines format-reply])
+  (setv runner (Runner env (fn [r] (print (format-reply r) :flush True))
+                       :concurrency (get env "config" "limits" "model_concurrency")))
   (try
-    (while True
-      (try
-        (setv line (await (asyncio.to-thread input "you> ")))
-        (except [EOFError] (print) (break)))
-      (when (not (.strip line)) (continue))
-      (setv session (await (.submit runner
-                                    [:type :event :source [:gateway :terminal :chat "local"]
-                                     :payload [:sensor :user-input :text line]])))
-      (await (.idle runner session)))
+    (if interactive
+        (await (chat-terminal runner :history-path (/ (Path (get env "config" "data_dir")) "chat_history")))
+        (await (chat-lines runner)))
     (finally (await (.close runner)))))
 
 (defn cmd-chat [args]
@@ -96,7 +83,7 @@
   (for [line (skill-failures env)] (print "passepartout:" line :file sys.stderr))
   (print (+ "Passepartout — workspace " (get env "config" "workspace") ". Type help, or Ctrl-D to leave."))
   (try
-    (asyncio.run (_chat env))
+    (asyncio.run (_chat env (and (.isatty sys.stdin) (.isatty sys.stdout))))
     (except [KeyboardInterrupt] (print)))
   (shutdown env)
   0)

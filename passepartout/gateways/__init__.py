@@ -1,0 +1,1 @@
+"""Gateways: where people talk to Passepartout (terminal, Telegram, Signal)."""
