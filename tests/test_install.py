@@ -18,8 +18,9 @@ def test_the_wheel_carries_every_module_and_works_from_elsewhere(tmp_path):
     assert build.returncode == 0, build.stderr
     (wheel,) = wheels.glob("passepartout-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    for module in (ROOT / "passepartout").glob("*.hy"):
-        assert f"passepartout/{module.name}" in names, f"{module.name} is not in the wheel"
+    for module in (ROOT / "passepartout").rglob("*.hy"):
+        name = module.relative_to(ROOT).as_posix()
+        assert name in names, f"{name} is not in the wheel"
     for skill in (ROOT / "skills").glob("*.hy"):
         assert f"passepartout_skills/{skill.name}" in names, f"skill {skill.name} is not in the wheel"
 
