@@ -113,6 +113,23 @@
   (setv [refused repeated] (_refused-again (proto-get state ':refused) outcome)
         state (proto-merge state [:usage (usage-add spent-before spent) :refused refused]))
   (_record env "outcome" session (proto-put outcome ':task task))
+  (+ (_decisions signal outcome v) (_next signal env ctx outcome v state repeated)))
+
+(defn _decisions [signal outcome v]
+  "One line per proposal a gate refused on the way to OUTCOME (a refusal lists them itself)."
+  (if (= v "refused")
+      []
+      (lfor a (proto-get outcome ':attempts [])
+            :if (= (proto-get a ':verdict) (kw "reject"))
+            (reply-signal signal (+ "gate " (str (proto-get a ':gate)) " refused "
+                                    (proto-print (or (proto-get a ':action) [])) ": "
+                                    (str (proto-get a ':reason)))
+                          "decision"))))
+
+(defn _next [signal env ctx outcome v state repeated]
+  "What follows OUTCOME: a reply, an approval request, or the action and the task going on."
+  (setv session (proto-get signal ':session)
+        task (proto-get state ':task))
   (cond
     (= v "refused")
     (do (setv text (refusal-text outcome))

@@ -110,7 +110,7 @@
   (assert (in "41+1" last) last))
 
 (defn test-three-refusals-tell-the-person-why [env]
-  (setv requests (scripted env ["(:action :write-file :path \"/etc/passwd\" :content \"x\" :explanation \"x\")"]))
+  (setv requests (scripted env ["(:action :write-file :path \"/etc/passwd\" :content \"x\" :explanation \"testing\")"]))
   (setv replies (run-task env (user-says "break things")))
   (expect (len requests) 3 "attempts")
   (expect (kind-of (get replies -1)) "refusal" "reply kind")
@@ -196,8 +196,8 @@
     "Alternate a refused write with a new harmless command."
     (+= (get n 0) 1)
     [:status :ok :text (if (% (get n 0) 2)
-                           "(:action :write-file :path \"/etc/hosts\" :content \"x\" :explanation \"x\")"
-                           f"(:action :shell :cmd \"echo {(get n 0)}\" :explanation \"x\")")])
+                           "(:action :write-file :path \"/etc/hosts\" :content \"x\" :explanation \"testing\")"
+                           f"(:action :shell :cmd \"echo {(get n 0)}\" :explanation \"testing\")")])
   (setv (get env "complete") complete)
   (setv replies (run-task env (user-says "go")))
   (setv last (text-of (get replies -1)))
@@ -214,7 +214,7 @@
     (+= (get calls 0) 1)
     (.set started)
     (.wait release 10)
-    [:status :ok :text f"(:action :shell :cmd \"echo {(get calls 0)}\" :explanation \"x\")"])
+    [:status :ok :text f"(:action :shell :cmd \"echo {(get calls 0)}\" :explanation \"testing\")"])
   (setv (get env "complete") complete)
   (defn :async main []
     (setv runner (Runner env (fn [r] (.append delivered r))))
