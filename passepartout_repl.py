@@ -5,26 +5,23 @@
     repl --socket /run/user/1000/passepartout/repl.sock --timeout 5 '(slow-thing)'
 
 Standard library only, and outside the passepartout package (whose front door
-imports Hy), so that it starts in a few tens of milliseconds.
+imports Hy), so that it starts in a few tens of milliseconds. For the same
+reason it imports as little as it can: no argparse (it costs more than the
+rest of the client together), and tomllib only when a config file has to be
+read to find the socket. bin/repl runs it with `python -S`, skipping site.
 
 The daemon listens on a Unix socket. One request per connection: a JSON object
 {"forms": TEXT, "timeout": SECONDS} on one line; one JSON object back:
 {"ok": true, "value": TEXT, "output": TEXT} or
 {"ok": false, "error": TEXT, "traceback": TEXT, "output": TEXT}.
 
-Exit status: 0 on a value, 1 on an error in the forms, 2 when no daemon answers.
+Exit status: 0 on a value, 1 on an error in the forms (or a refusal), 2 when no
+daemon answers or the command line is wrong.
 """
-import argparse
 import json
 import os
 import socket
 import sys
-from pathlib import Path
-
-try:
-    import tomllib
-except ImportError:  # pragma: no cover - Python < 3.11 is not supported
-    tomllib = None
 
 SOCKET_NAME = "repl.sock"
 MAX_ANSWER = 64 * 1024 * 1024
@@ -35,12 +32,20 @@ def _env(name):
     return value if value else None
 
 
+def _absolute_env(name):
+    """NAME from the environment when it is an absolute path (the XDG rule)."""
+    value = _env(name)
+    return value if value and os.path.isabs(value) else None
+
+
 def _config_dirs():
     """(data_dir, runtime_dir) as the config file names them, if it does."""
     path = _env("PASSEPARTOUT_CONFIG") or os.path.join(
-        _env("XDG_CONFIG_HOME") or os.path.expanduser("~/.config"), "passepartout", "config.toml")
-    if tomllib is None or not os.path.isfile(path):
+        _absolute_env("XDG_CONFIG_HOME") or os.path.expanduser("~/.config"), "passepartout", "config.toml")
+    if not os.path.isfile(path):
         return None, None
+    import tomllib
+
     try:
         with open(path, "rb") as f:
             data = tomllib.load(f)
@@ -66,7 +71,7 @@ def default_socket():
             runtime = os.path.join(xdg, "passepartout")
         else:
             data = _env("PASSEPARTOUT_DATA_DIR") or data_dir or os.path.join(
-                _env("XDG_DATA_HOME") or os.path.expanduser("~/.local/share"), "passepartout")
+                _absolute_env("XDG_DATA_HOME") or os.path.expanduser("~/.local/share"), "passepartout")
             runtime = os.path.join(data, "run")
     return os.path.join(os.path.abspath(os.path.expanduser(runtime)), SOCKET_NAME)
 
@@ -94,22 +99,82 @@ def evaluate(forms, socket_path, timeout):
     return json.loads(answer)
 
 
+USAGE = """usage: repl [--socket PATH] [--timeout SECONDS] [FORMS]
+
+Evaluate Hy forms in the running Passepartout daemon and print the value of
+the last one (and anything the forms printed). With no FORMS, read them from
+standard input.
+
+  --socket PATH      the daemon's REPL socket (default: from the config)
+  --timeout SECONDS  abandon the evaluation after this long (default 30)
+"""
+
+
+class UsageError(Exception):
+    pass
+
+
+def parse_args(argv):
+    """(forms or None, socket or None, timeout) from the command line ARGV."""
+    forms, path, timeout = None, None, 30.0
+    args = list(argv)
+    while args:
+        arg = args.pop(0)
+        if arg in ("-h", "--help"):
+            sys.stdout.write(USAGE)
+            sys.exit(0)
+        if arg == "--":
+            rest = args
+            args = []
+        elif arg.startswith("--socket") or arg.startswith("--timeout"):
+            name, eq, value = arg.partition("=")
+            if name not in ("--socket", "--timeout"):
+                raise UsageError(f"unknown option {arg}")
+            if not eq:
+                if not args:
+                    raise UsageError(f"{name} needs a value")
+                value = args.pop(0)
+            if name == "--socket":
+                path = value
+            else:
+                try:
+                    timeout = float(value)
+                except ValueError:
+                    raise UsageError(f"--timeout needs a number of seconds, not {value!r}") from None
+                if not 0 < timeout < float("inf"):
+                    raise UsageError("--timeout must be a positive number of seconds")
+            continue
+        elif arg.startswith("-") and arg != "-":
+            raise UsageError(f"unknown option {arg}")
+        else:
+            rest = [arg]
+        for a in rest:
+            if forms is not None:
+                raise UsageError("give the forms as one argument (quote them), or on standard input")
+            forms = a
+    return forms, path, timeout
+
+
 def main(argv=None):
-    p = argparse.ArgumentParser(prog="repl", description="Evaluate Hy forms in the running Passepartout daemon.")
-    p.add_argument("forms", nargs="?", help="the forms to evaluate (default: read standard input)")
-    p.add_argument("--socket", help="the daemon's REPL socket (default: from the config)")
-    p.add_argument("--timeout", type=float, default=30.0, help="seconds before the evaluation is abandoned")
-    args = p.parse_args(argv)
-    forms = args.forms if args.forms is not None else sys.stdin.read()
+    try:
+        forms, path, timeout = parse_args(sys.argv[1:] if argv is None else argv)
+    except UsageError as e:
+        sys.stderr.write(f"repl: {e}\n{USAGE}")
+        return 2
+    if forms is None or forms == "-":
+        forms = sys.stdin.read()
     if not forms.strip():
         print("repl: no forms given", file=sys.stderr)
         return 2
-    path = args.socket or default_socket()
+    path = path or default_socket()
     try:
-        answer = evaluate(forms, path, args.timeout)
+        answer = evaluate(forms, path, timeout)
     except (OSError, ValueError) as e:
         print(f"repl: no daemon answers at {path} ({e}).", file=sys.stderr)
         print("Start one with `passepartout daemon` (or `passepartout chat`).", file=sys.stderr)
+        return 2
+    if not isinstance(answer, dict):
+        print(f"repl: the daemon at {path} answered something that is not an answer.", file=sys.stderr)
         return 2
     if answer.get("output"):
         sys.stdout.write(answer["output"])
@@ -120,6 +185,8 @@ def main(argv=None):
         return 0
     if answer.get("traceback"):
         sys.stderr.write(answer["traceback"])
+        if not answer["traceback"].endswith("\n"):
+            sys.stderr.write("\n")
     print(answer.get("error", "error"), file=sys.stderr)
     return 1
 

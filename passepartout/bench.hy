@@ -164,6 +164,7 @@
                (fn [] (bench-verify n))
                bench-corpora
                (fn [] (bench-cold-start (if quick 3 7)))
-               bench-chat-memory]]
+               bench-chat-memory
+               (fn [] (hy.I.passepartout/repl.bench-repl (if quick 10 40)))]]
     (for [row (bench)] (_print-row row)))
   0)

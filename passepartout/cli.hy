@@ -67,14 +67,20 @@
   (import asyncio
           pathlib [Path]
           passepartout.loop [Runner]
+          passepartout.repl [serve-repl watch-skills]
           passepartout.gateways.terminal [chat-terminal chat-lines format-reply])
   (setv runner (Runner env (fn [r] (print (format-reply r) :flush True))
-                       :concurrency (get env "config" "limits" "model_concurrency")))
+                       :concurrency (get env "config" "limits" "model_concurrency"))
+        background [(asyncio.create-task (serve-repl env runner))
+                    (asyncio.create-task (watch-skills env))])
   (try
     (if interactive
         (await (chat-terminal runner :history-path (/ (Path (get env "config" "data_dir")) "chat_history")))
         (await (chat-lines runner)))
-    (finally (await (.close runner)))))
+    (finally
+      (for [t background] (.cancel t))
+      (await (asyncio.gather #* background :return-exceptions True))
+      (await (.close runner)))))
 
 (defn cmd-chat [args]
   (import asyncio

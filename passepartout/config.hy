@@ -129,7 +129,8 @@
              "day_cost" 10.0}
    "providers" []
    "skills" {"dirs" [(os.path.join data-dir "skills")]
-             "disabled" []}
+             "disabled" []
+             "immutable" []}
    "gateways" {"terminal" {"enabled" True}}})
 
 (defn _file-path [raw key file env]

@@ -3,7 +3,7 @@
         passepartout.config [ConfigError load-config ensure-dirs config-secrets]
         passepartout.store [store-open store-path-for store-close]
         passepartout.proto [proto-get]
-        passepartout.skills [load-skills]
+        passepartout.skills [load-skills set-immutable-skills]
         passepartout.cascade [make-cascade providers-from-config cascade-complete])
 
 (setv log (logging.getLogger "passepartout.daemon"))
@@ -24,6 +24,7 @@
   (setv store (store-open (store-path-for (get config "data_dir")))
         skills (.get config "skills" {})
         report (load-skills :folders (.get skills "dirs" []) :disabled (.get skills "disabled" []))
+        _ (set-immutable-skills (.get skills "immutable" []))
         cascade-cfg (.get config "cascade" {})
         cascade (make-cascade (if (is providers None) (_providers config environ) providers)
                               :cooldown (.get cascade-cfg "cooldown" 60.0)

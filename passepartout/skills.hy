@@ -190,3 +190,120 @@
   (for [name disabled]
     (unregister-skill name))
   results)
+
+(setv _immutable (set))
+
+(defn set-immutable-skills [names]
+  "Make the skills called NAMES (the config's [skills] immutable) refuse replacement."
+  (with [_lock]
+    (.clear _immutable)
+    (.update _immutable names)))
+
+(defn immutable-skills []
+  "The names given to set-immutable-skills."
+  (with [_lock] (frozenset _immutable)))
+
+(defn _immutable-problem [name]
+  "Why the registered skill NAME may not be replaced, or None."
+  (setv old (.get _registry name))
+  (when (and old (or (get old "immutable") (in name _immutable)))
+    f"skill {name} is immutable: it keeps the definition it booted with"))
+
+(setv _smoke-actions
+      [[:action :message :text "smoke check"]
+       [:action :shell :cmd "ls" :explanation "smoke check"]
+       [:action :read-file :path "smoke-check.txt" :explanation "smoke check"]]
+      _verdict-names #{"allow" "modify" "reject" "escalate"})
+
+(defn _is-verdict [v]
+  (and (hy.I.passepartout/proto.is-plist v)
+       (isinstance (hy.I.passepartout/proto.proto-get v ':verdict) hy.models.Keyword)
+       (in (. (hy.I.passepartout/proto.proto-get v ':verdict) name) _verdict-names)))
+
+(defn smoke-check [skill [ctx None]]
+  "None when SKILL's pure functions answer harmless input as their contracts
+   say, else what went wrong. CTX is the context they get (a neutral one by default)."
+  (setv name (get skill "name")
+        ctx (if (is ctx None) (hy.I.passepartout/context.make-context :session "smoke-check") ctx)
+        probes (+ (lfor a _smoke-actions #("gate" [a ctx]))
+                  [#("filter" [(get _smoke-actions 0) [:status :ok :output "smoke check"] ctx])
+                   #("validator" ["smoke check" ctx])
+                   #("trigger" [ctx])
+                   #("augment" [ctx])]))
+  (for [[key args] probes]
+    (setv f (get skill key))
+    (when (is f None) (continue))
+    (try
+      (setv answer (f #* args))
+      (except [e Exception]
+        (return f"skill {name}: its {key} raised on a smoke check: {(. (type e) __name__)}: {e}")))
+    (when (and (= key "gate") (not (_is-verdict answer)))
+      (return (+ f"skill {name}: its gate answered {(hy.repr answer)} to "
+                 (hy.I.passepartout/proto.proto-print (get args 0)) ", not a verdict"))))
+  None)
+
+(defn replace-skill [skill [ctx None]]
+  "Install SKILL (from make-skill) in place of the skill of its name, with the
+   fail-safe swap: when the old skill is immutable, a new function fails the
+   smoke check or an action belongs to another skill, raise SkillError and
+   leave the registry as it was. Returns SKILL."
+  (setv name (get skill "name")
+        problem (or (with [_lock] (_immutable-problem name)) (smoke-check skill ctx)))
+  (when problem
+    (raise (SkillError problem)))
+  (with [_lock]
+    (setv problem (_immutable-problem name))
+    (when problem
+      (raise (SkillError problem)))
+    (_install [skill]))
+  skill)
+
+(defn _compile-staged [path name]
+  "The module of the skill file PATH (named NAME) and the skills it registered."
+  (setv spec (importlib.util.spec-from-file-location name path)
+        module (importlib.util.module-from-spec spec)
+        code (.source-to-code spec.loader (.get-data spec.loader (str path)) (str path)))
+  (with [_lock]
+    (setv (get _staging 0) [])
+    (try
+      (exec code (. module __dict__))
+      #(module (get _staging 0))
+      (finally
+        (setv (get _staging 0) None)))))
+
+(defn reload-skill-file [path [builtin False] [disabled #()] [ctx None]]
+  "Load the skill file PATH again, with the fail-safe swap. A result plist
+   (:file P :skills [names] :removed [names] :error nil-or-text); on an error the
+   registry is as it was."
+  (setv path (Path path)
+        name (_module-name path builtin))
+  (defn failed [why]
+    [:file (str path) :skills [] :removed [] :error why])
+  (try
+    (setv [module staged] (_compile-staged path name))
+    (except [e Exception]
+      (return (failed f"{(. (type e) __name__)}: {e}"))))
+  (setv staged (lfor s staged :if (not (in (get s "name") disabled)) s)
+        names (lfor s staged (get s "name")))
+  (for [s staged]
+    (setv (get s "source") (str path))
+    (setv problem (or (with [_lock] (_immutable-problem (get s "name"))) (smoke-check s ctx)))
+    (when problem
+      (return (failed problem))))
+  (with [_lock]
+    (setv gone (lfor s (.values _registry)
+                     :if (and (= (get s "source") (str path)) (not (in (get s "name") names)))
+                     (get s "name")))
+    (for [n (+ names gone)]
+      (setv problem (_immutable-problem n))
+      (when problem
+        (return (failed problem))))
+    (try
+      (_install staged)
+      (except [e SkillError]
+        (return (failed (str e)))))
+    (for [n gone]
+      (.pop _registry n))
+    (_changed))
+  (setv (get sys.modules name) module)
+  [:file (str path) :skills names :removed gone :error None])

@@ -30,7 +30,7 @@
                              "output_limit" 16000 "model_concurrency" 4} "limits")
   (check (get cfg "cascade") {"cooldown" 60 "failure_threshold" 3} "cascade")
   (check (get cfg "providers") [] "providers")
-  (check (get cfg "skills") {"dirs" [(os.path.join data "skills")] "disabled" []} "skills")
+  (check (get cfg "skills") {"dirs" [(os.path.join data "skills")] "disabled" [] "immutable" []} "skills")
   (check (get cfg "gateways") {"terminal" {"enabled" True}} "gateways")
   (check (get cfg "config_file") None "no file read"))
 

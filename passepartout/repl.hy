@@ -1,0 +1,631 @@
+(import asyncio ctypes json logging os secrets socket stat struct sys tempfile
+        threading time traceback types
+        concurrent.futures [ThreadPoolExecutor]
+        importlib importlib.util
+        pathlib [Path]
+        hy.errors [HyLanguageError]
+        passepartout.config [ConfigError]
+        passepartout.proto [proto-get proto-put]
+        passepartout.perceive [reply-signal sensor-of]
+        passepartout.context [context-runtime]
+        passepartout.store [event-append]
+        passepartout.skills [all-skills builtin-skills-dir skill-files reload-skill-file
+                             set-immutable-skills])
+
+(setv log (logging.getLogger "passepartout.repl"))
+
+(setv SOCKET-NAME "repl.sock"
+      MAX-REQUEST (* 1024 1024)
+      MAX-VALUE 100000
+      MAX-OUTPUT 100000
+      RECORD-CHARS 4000
+      DEFAULT-TIMEOUT 30.0
+      READ-TIMEOUT 10.0)
+
+(defclass ReplError [Exception]
+  "A REPL socket that cannot be served.")
+
+(defn truncate [text limit]
+  "TEXT cut to LIMIT characters, with a marker saying how long it was."
+  (if (<= (len text) limit)
+      text
+      (+ (cut text limit) f"\n… [truncated: {(len text)} characters in all]")))
+
+(setv _capture (threading.local))
+
+(defclass _Capture []
+  "What one evaluation printed, up to LIMIT characters."
+
+  (defn __init__ [self [limit MAX-OUTPUT]]
+    (setv self.parts []
+          self.size 0
+          self.dropped 0
+          self.limit limit))
+
+  (defn write [self text]
+    (setv room (max 0 (- self.limit self.size)))
+    (when room
+      (.append self.parts (cut text room))
+      (+= self.size (min room (len text))))
+    (+= self.dropped (max 0 (- (len text) room))))
+
+  (defn text [self]
+    (+ (.join "" self.parts)
+       (if self.dropped f"\n… [truncated: {self.dropped} more characters]" ""))))
+
+(defclass _ThreadOutput []
+  "Stands in for sys.stdout or sys.stderr: a thread's writes go to its capture when it has one."
+
+  (defn __init__ [self stream]
+    (setv self._stream stream))
+
+  (defn write [self text]
+    (setv c (getattr _capture "current" None))
+    (cond (is-not c None) (do (.write c (str text)) (len text))
+          (is-not self._stream None) (.write self._stream text)
+          True (len text)))
+
+  (defn writelines [self lines]
+    (for [line lines] (.write self line)))
+
+  (defn flush [self]
+    (when (and (is (getattr _capture "current" None) None) (is-not self._stream None))
+      (.flush self._stream)))
+
+  (defn __getattr__ [self name]
+    (getattr self._stream name)))
+
+(defn _capture-output []
+  "Route sys.stdout and sys.stderr through the per-thread capture."
+  (for [name ["stdout" "stderr"]]
+    (when (not (isinstance (getattr sys name) _ThreadOutput))
+      (setattr sys name (_ThreadOutput (getattr sys name))))))
+
+(setv _register-head (hy.read "hy.I.passepartout/skills.register-skill")
+      _replace-head (hy.read "hy.I.passepartout/skills.replace-skill"))
+
+(defn _repl-defskill [name #* body]
+  "defskill as the REPL reads it: the same form, installed by replace-skill."
+  (setv macro (get (. (importlib.import-module "passepartout.macros") _hy_macros) "defskill")
+        form (macro name #* body))
+  (when (!= (get form 0) _register-head)
+    (raise (ReplError "defskill no longer expands to register-skill; the REPL cannot swap it safely")))
+  (hy.models.Expression [_replace-head #* (cut form 1 None)]))
+
+(setv _prelude "(import passepartout.proto [kw proto-read proto-print proto-get proto-put proto-merge]
+                        passepartout.skills [get-skill all-skills register-skill replace-skill
+                                             unregister-skill make-skill])"
+      _namespaces (iter (range 1 (** 2 62))))
+
+(defn make-namespace [[bindings None]]
+  "A fresh module for REPL forms, holding BINDINGS (a dict of Hy names) besides the usual ones."
+  (setv name f"passepartout_repl_ns{(next _namespaces)}"
+        ns (types.ModuleType name "Forms evaluated at the REPL."))
+  (setv (. ns hy) hy
+        (. ns _hy_macros) {"defskill" _repl-defskill}
+        (get sys.modules name) ns)
+  (hy.eval (hy.read _prelude) :globals (. ns __dict__) :module ns)
+  (for [[k v] (.items (| {"skills" (fn [] (lfor s (all-skills) (get s "name")))
+                           "skill" (fn [name] (hy.I.passepartout/skills.get-skill name))}
+                          (or bindings {})))]
+    (setv (get (. ns __dict__) (hy.mangle k)) v))
+  ns)
+
+(defclass EvaluationTimeout [BaseException]
+  "Raised inside a form's thread when its time is up.")
+
+(defn _interrupt [thread]
+  (ctypes.pythonapi.PyThreadState_SetAsyncExc (ctypes.c-ulong thread.ident)
+                                              (ctypes.py-object EvaluationTimeout)))
+
+(setv _own-files #{(os.path.realpath __file__)
+                   (os.path.realpath (. (importlib.import-module "hy.compiler") __file__))})
+
+(defn _traceback [e]
+  "The traceback of E from the first frame of the forms on; for a form that is
+   not valid Hy, only Hy's message (which points into the form)."
+  (when (isinstance e HyLanguageError)
+    (return (.join "" (traceback.format-exception-only (type e) e))))
+  (setv tb e.__traceback__)
+  (while (and tb (in (os.path.realpath tb.tb-frame.f-code.co-filename) _own-files))
+    (setv tb tb.tb-next))
+  (.join "" (traceback.format-exception (type e) e tb)))
+
+(defn _error-answer [e]
+  {"ok" False
+   "error" (truncate f"{(. (type e) __name__)}: {e}" MAX-VALUE)
+   "traceback" (truncate (_traceback e) MAX-VALUE)})
+
+(defn _run-forms [ns text]
+  (setv forms (list (hy.read-many text :filename "<repl>"))
+        value None)
+  (for [form forms]
+    (setv value (hy.eval form :globals (. ns __dict__) :module ns)))
+  (try
+    (hy.repr value)
+    (except [Exception]
+      (repr value))))
+
+(defn evaluate [ns text [timeout DEFAULT-TIMEOUT]]
+  "Evaluate the forms TEXT in the namespace NS for at most TIMEOUT seconds.
+   A dict: {ok: true, value, output} or {ok: false, error, traceback, output}."
+  (_capture-output)
+  (setv capture (_Capture)
+        state {"done" False "answer" None}
+        lock (threading.Lock)
+        finished (threading.Event))
+  (defn work []
+    (setv (. _capture current) capture)
+    (try
+      (try
+        (setv answer {"ok" True "value" (truncate (_run-forms ns text) MAX-VALUE)})
+        (except [e BaseException]
+          (setv answer (_error-answer e))))
+      (with [lock]
+        (setv (get state "done") True
+              (get state "answer") answer))
+      (.set finished)
+      (except [BaseException]
+        ;; an interruption that landed after the forms had ended
+        None)))
+  (setv thread (threading.Thread :target work :name "repl-eval" :daemon True))
+  (.start thread)
+  (.wait finished (min timeout threading.TIMEOUT-MAX))
+  (with [lock]
+    (setv answer (get state "answer"))
+    (when (not (get state "done"))
+      (_interrupt thread)
+      (setv answer {"ok" False
+                    "error" f"Timeout: the forms did not finish within {timeout :g} s; they were interrupted"
+                    "traceback" ""})))
+  (| answer {"output" (.text capture)}))
+
+(setv _pending {})
+
+(defn record-evaluation [store session uid forms answer [seconds None] [refused None]]
+  "Append the kind \"repl\" event of one evaluation (or refusal) to STORE."
+  (when (is store None)
+    (return None))
+  (setv data [:uid uid])
+  (when refused
+    (+= data [:refused refused]))
+  (when (is-not forms None)
+    (+= data [:forms (truncate forms RECORD-CHARS)]))
+  (when answer
+    (+= data [:ok (get answer "ok")])
+    (+= data (if (get answer "ok")
+                 [:value (truncate (get answer "value") RECORD-CHARS)]
+                 [:error (truncate (get answer "error") RECORD-CHARS)]))
+    (when (.get answer "output")
+      (+= data [:output (truncate (get answer "output") RECORD-CHARS)])))
+  (when (is-not seconds None)
+    (+= data [:seconds (round seconds 6)]))
+  (try
+    (event-append store "repl" session data)
+    (except [e Exception]
+      (.exception log "could not record a REPL evaluation"))))
+
+(defn answer-signal [signal answer]
+  "The reply to SIGNAL carrying ANSWER (a wire answer dict)."
+  (setv ok (get answer "ok")
+        reply (reply-signal signal (if ok (get answer "value") (get answer "error"))
+                            (if ok "repl" "error")))
+  (proto-put reply ':payload
+             (+ (proto-get reply ':payload)
+                [:repl True :ok ok :output (.get answer "output" "")]
+                (if ok
+                    [:value (get answer "value")]
+                    [:error (get answer "error") :traceback (.get answer "traceback" "")]))))
+
+(defn handle-repl-eval [signal ctx]
+  "Evaluate a :repl-eval SIGNAL that the socket registered; None for other signals."
+  (when (!= (sensor-of signal) "repl-eval")
+    (return None))
+  (setv payload (proto-get signal ':payload)
+        rid (proto-get payload ':request)
+        repl (if (isinstance rid str) (.pop _pending rid None) None)
+        store (context-runtime ctx "store")
+        forms (proto-get payload ':forms)
+        uid (proto-get payload ':uid))
+  (when (is repl None)
+    (record-evaluation store (proto-get signal ':session) uid None None
+                       :refused "a :repl-eval signal that did not come from the socket")
+    (return [(reply-signal signal "refused: only forms that come through the REPL socket are evaluated" "error")]))
+  (setv started (time.monotonic)
+        answer (evaluate repl.namespace forms (proto-get payload ':timeout DEFAULT-TIMEOUT)))
+  (record-evaluation store (proto-get signal ':session) uid forms answer
+                     :seconds (- (time.monotonic) started))
+  [(answer-signal signal answer)])
+
+(defn _answer-of [emitted]
+  "The wire answer in what step emitted for a :repl-eval signal."
+  (for [s emitted]
+    (setv p (or (proto-get s ':payload) []))
+    (when (proto-get p ':repl)
+      (return (if (proto-get p ':ok)
+                  {"ok" True "value" (proto-get p ':value) "output" (proto-get p ':output "")}
+                  {"ok" False "error" (proto-get p ':error) "traceback" (proto-get p ':traceback "")
+                   "output" (proto-get p ':output "")}))))
+  (setv texts (lfor s emitted (str (proto-get (or (proto-get s ':payload) []) ':text ""))))
+  {"ok" False
+   "error" (if texts
+               (.join "\n" texts)
+               "nothing evaluated the forms: the repl skill is not loaded (is it disabled in the config?)")
+   "traceback" ""
+   "output" ""})
+
+(setv _stamps {}
+      _reload-lock (threading.Lock))
+
+(defn config-immutable [config]
+  "The skill names the config's [skills] immutable lists."
+  (setv names (.get (.get config "skills" {}) "immutable" []))
+  (when (not (and (isinstance names list) (all (gfor n names (isinstance n str)))))
+    (raise (ConfigError "skills.immutable should be an array of skill names")))
+  names)
+
+(defn skill-paths [config]
+  "Every skill file the daemon loads, as (path builtin) pairs, in load order."
+  (+ (lfor p (skill-files (builtin-skills-dir)) #(p True))
+     (lfor d (.get (.get config "skills" {}) "dirs" []) p (skill-files d) #(p False))))
+
+(defn _stamp [path]
+  (try
+    (setv st (os.stat path))
+    #(st.st-mtime-ns st.st-size)
+    (except [OSError]
+      None)))
+
+(defn note-skill-files [config]
+  "Take the skill files as they are now as the ones loaded."
+  (with [_reload-lock]
+    (for [[p _] (skill-paths config)]
+      (setv (get _stamps (str p)) (_stamp p)))))
+
+(defn changed-skill-files [config]
+  "The (path builtin) pairs of the skill files new or changed since they were loaded."
+  (lfor [p builtin] (skill-paths config)
+        :if (!= (.get _stamps (str p)) (_stamp p))
+        #(p builtin)))
+
+(defn reload-skills [config [force False]]
+  "Reload the skill files that changed (every one with FORCE), each with the
+   fail-safe swap; the result plist of each file reloaded."
+  (with [_reload-lock]
+    (set-immutable-skills (config-immutable config))
+    (setv disabled (.get (.get config "skills" {}) "disabled" [])
+          results [])
+    (for [[p builtin] (if force (skill-paths config) (changed-skill-files config))]
+      (setv stamp (_stamp p))
+      (.append results (reload-skill-file p :builtin builtin :disabled disabled))
+      (setv (get _stamps (str p)) stamp))
+    results))
+
+(defn reload-summary [results]
+  "RESULTS (from reload-skills) in words, one line per file."
+  (if (not results)
+      "No skill file changed since it was loaded."
+      (.join "\n"
+             (gfor r results
+                   :setv name (. (Path (proto-get r ':file)) name)
+                   (if (proto-get r ':error)
+                       f"{name}: not reloaded, its skills stay as they were: {(proto-get r ':error)}"
+                       (+ f"{name}: reloaded ({(.join ", " (proto-get r ':skills))})"
+                          (if (proto-get r ':removed)
+                              f", removed {(.join ", " (proto-get r ':removed))}"
+                              "")))))))
+
+(defn :async watch-skills [env [interval 1.0] [report None]]
+  "Reload changed skill files every INTERVAL seconds until cancelled. REPORT,
+   when given, receives the results of each reload."
+  (setv config (get env "config"))
+  (note-skill-files config)
+  (while True
+    (await (asyncio.sleep interval))
+    (try
+      (when (changed-skill-files config)
+        (setv results (await (asyncio.to-thread reload-skills config)))
+        (for [r results]
+          (if (proto-get r ':error)
+              (.error log "skill file %s not reloaded: %s" (proto-get r ':file) (proto-get r ':error))
+              (.info log "skill file %s reloaded" (proto-get r ':file))))
+        (when report
+          (report results)))
+      (except [asyncio.CancelledError]
+        (raise))
+      (except [e Exception]
+        (.exception log "reloading skill files failed")))))
+
+(defn handle-reload [signal ctx]
+  "The /reload command (\"/reload all\" for every file); None for other signals."
+  (when (!= (sensor-of signal) "user-input")
+    (return None))
+  (setv text (.strip (str (or (proto-get (proto-get signal ':payload) ':text) "")))
+        words (.split text))
+  (when (or (not words) (!= (get words 0) "/reload"))
+    (return None))
+  (when (not (in (cut words 1 None) [[] ["all"]]))
+    (return [(reply-signal signal "usage: /reload, or /reload all to reload every skill file" "error")]))
+  (setv results (reload-skills (or (context-runtime ctx "config") {}) :force (= words ["/reload" "all"])))
+  [(reply-signal signal (reload-summary results) "notice")])
+
+(defn peer-credentials [sock]
+  "#(pid uid gid) of the process at the other end of the Unix socket SOCK."
+  (struct.unpack "3i" (.getsockopt sock socket.SOL-SOCKET socket.SO-PEERCRED (struct.calcsize "3i"))))
+
+(defn peer-allowed [uid [own-uid None]]
+  "True when a peer running as UID may use the REPL of a daemon running as
+   OWN-UID (this process's user by default): only the same user may."
+  (= uid (if (is own-uid None) (os.getuid) own-uid)))
+
+(defn socket-path [config]
+  "The REPL socket of the daemon that CONFIG describes."
+  (os.path.join (get config "runtime_dir") SOCKET-NAME))
+
+(defn _private-dir [d]
+  (setv d (Path d))
+  (when (not (.is-dir d))
+    (.mkdir d :parents True :exist-ok True :mode 0o700)
+    (os.chmod d 0o700))
+  (setv st (os.stat d))
+  (when (!= st.st-uid (os.getuid))
+    (raise (ReplError f"{d}: belongs to uid {st.st-uid}, not to this user")))
+  (when (& st.st-mode 0o022)
+    (raise (ReplError f"{d}: others may write to it; make it private (chmod 700)"))))
+
+(defn _clear-stale [path]
+  (when (not (os.path.lexists path))
+    (return None))
+  (when (not (stat.S-ISSOCK (. (os.lstat path) st-mode)))
+    (raise (ReplError f"{path}: exists and is not a socket; not replacing it")))
+  (with [probe (socket.socket socket.AF-UNIX socket.SOCK-STREAM)]
+    (.settimeout probe 1.0)
+    (try
+      (.connect probe (str path))
+      (except [[ConnectionRefusedError FileNotFoundError]]
+        (when (os.path.lexists path) (os.unlink path))
+        (return None))))
+  (raise (ReplError f"{path}: another daemon is already listening there")))
+
+(defn _request [line]
+  "#(forms timeout) from a request LINE, or a ValueError saying what is wrong."
+  (setv data (json.loads (.decode line "utf-8")))
+  (when (not (isinstance data dict))
+    (raise (ValueError "a request is a JSON object")))
+  (setv forms (.get data "forms")
+        timeout (.get data "timeout" DEFAULT-TIMEOUT))
+  (when (not (and (isinstance forms str) (.strip forms)))
+    (raise (ValueError "the request has no forms")))
+  (when (or (isinstance timeout bool) (not (isinstance timeout #(int float)))
+            (not (< 0 timeout (float "inf"))))
+    (raise (ValueError "the timeout must be a positive number of seconds")))
+  #(forms (float timeout)))
+
+(defn _refusal [why]
+  {"ok" False "error" f"refused: {why}" "traceback" "" "output" ""})
+
+(defclass Repl []
+  "The REPL socket of one daemon."
+
+  (defn __init__ [self env [runner None] [path None] [uid None] [workers 4]]
+    (setv self.env env
+          self.runner runner
+          self.path (Path (or path (socket-path (get env "config"))))
+          self.uid (if (is uid None) (os.getuid) uid)
+          self.executor (ThreadPoolExecutor :max-workers workers :thread-name-prefix "repl")
+          self.connections (set)
+          self.server None
+          self.inode None
+          self.loop None
+          self.namespace None))
+
+  (defn _bindings [self]
+    (setv config (get self.env "config"))
+    {"env" self.env
+     "config" config
+     "store" (.get self.env "store")
+     "runner" self.runner
+     "reload-skills" (fn [[force False]] (reload-skills config :force force))
+     "submit" (fn [signal] (self.submit signal))})
+
+  (defn submit [self signal]
+    "Hand SIGNAL to the runner from any thread; the session it was queued on."
+    (when (is self.runner None)
+      (raise (ReplError "this REPL has no runner")))
+    (.result (asyncio.run-coroutine-threadsafe (.submit self.runner signal) self.loop) 30))
+
+  (defn :async start [self]
+    "Listen on the socket."
+    (set-immutable-skills (config-immutable (get self.env "config")))
+    (when (> (len (os.fsencode self.path)) 107)
+      (raise (ReplError f"{self.path}: too long for a Unix socket path")))
+    (_private-dir self.path.parent)
+    (_clear-stale self.path)
+    (setv self.loop (asyncio.get-running-loop)
+          self.namespace (make-namespace (self._bindings))
+          self.server (await (asyncio.start-unix-server self._serve :path (str self.path)
+                                                        :limit (+ MAX-REQUEST 2))))
+    (os.chmod self.path 0o600)
+    (setv self.inode (. (os.stat self.path) st-ino))
+    self)
+
+  (defn :async close [self]
+    "Stop listening, end open connections and remove the socket."
+    (when self.server
+      (.close self.server)
+      (for [t (list self.connections)] (.cancel t))
+      (await (asyncio.gather #* self.connections :return-exceptions True))
+      (await (.wait-closed self.server))
+      (setv self.server None))
+    (try
+      (when (= (. (os.stat self.path) st-ino) self.inode)
+        (os.unlink self.path))
+      (except [FileNotFoundError]))
+    (.shutdown self.executor :wait False)
+    (when self.namespace
+      (.pop sys.modules (. self.namespace __name__) None)))
+
+  (defn :async _serve [self reader writer]
+    (setv task (asyncio.current-task))
+    (.add self.connections task)
+    (try
+      (setv answer (await (self._answer reader writer)))
+      (when answer
+        (.write writer (.encode (+ (json.dumps answer) "\n") "utf-8"))
+        (await (.drain writer)))
+      (except [OSError])
+      (finally
+        (.discard self.connections task)
+        (.close writer))))
+
+  (defn :async _in-pool [self f #* args]
+    (await (.run-in-executor self.loop self.executor f #* args)))
+
+  (defn :async _answer [self reader writer]
+    (try
+      (setv [pid uid gid] (peer-credentials (.get-extra-info writer "socket")))
+      (except [e OSError]
+        (return (_refusal f"the peer's credentials cannot be read ({e})"))))
+    (when (not (peer-allowed uid self.uid))
+      (await (self._in-pool record-evaluation (.get self.env "store") "repl" uid None None
+                            None f"peer uid {uid} (pid {pid}) is not the daemon's"))
+      (return (_refusal "this REPL answers only the user the daemon runs as")))
+    (try
+      (setv line (await (asyncio.wait-for (.readline reader) READ-TIMEOUT)))
+      (except [asyncio.TimeoutError]
+        (return (_refusal f"no request within {READ-TIMEOUT :g} s")))
+      (except [ValueError]
+        (return (_refusal f"a request is at most {MAX-REQUEST} bytes"))))
+    (when (not (.strip line))
+      (return None))
+    (try
+      (setv [forms timeout] (_request line))
+      (except [e ValueError]
+        (return {"ok" False "error" f"bad request: {e}" "traceback" "" "output" ""})))
+    (await (self.evaluate-request forms timeout uid)))
+
+  (defn :async evaluate-request [self forms timeout uid]
+    "The wire answer to FORMS from user UID: a :repl-eval signal through step."
+    (import passepartout.loop [step])
+    (setv rid (secrets.token-hex 16)
+          signal [:type :event
+                  :source [:gateway :repl :user uid]
+                  :session "repl"
+                  :payload [:sensor :repl-eval :forms forms :timeout timeout :uid uid :request rid]])
+    (setv (get _pending rid) self)
+    (try
+      (_answer-of (await (self._in-pool step signal self.env)))
+      (except [e Exception]
+        (.exception log "a REPL request failed")
+        {"ok" False "error" f"Internal error: {(. (type e) __name__)}: {e}" "traceback" "" "output" ""})
+      (finally
+        (.pop _pending rid None)))))
+
+(defn :async start-repl [env [runner None] [path None] [uid None]]
+  "A Repl listening on PATH (the runtime dir's repl.sock by default)."
+  (await (.start (Repl env runner path uid))))
+
+(defn :async serve-repl [env [runner None] [path None] [uid None]]
+  "Serve the REPL socket until cancelled, then remove it."
+  (try
+    (setv repl (await (start-repl env runner path uid)))
+    (except [e [ReplError OSError ConfigError]]
+      (.error log "the REPL socket is not served: %s" e)
+      (return None)))
+  (try
+    (await (.create-future (asyncio.get-running-loop)))
+    (finally
+      (await (.close repl)))))
+
+(defclass ReplThread []
+  "A REPL server on an event loop of its own thread."
+
+  (defn __init__ [self env [path None] [uid None]]
+    (setv self.env env
+          self.want-path path
+          self.uid uid
+          self.ready (threading.Event)
+          self.error None
+          self.repl None
+          self.path None
+          self.loop None
+          self.stopping None
+          self.thread (threading.Thread :target (fn [] (asyncio.run (self._main)))
+                                        :name "repl-server" :daemon True))
+    (.start self.thread)
+    (.wait self.ready 60)
+    (when self.error
+      (raise self.error)))
+
+  (defn :async _main [self]
+    (setv self.loop (asyncio.get-running-loop)
+          self.stopping (asyncio.Event))
+    (try
+      (setv self.repl (await (start-repl self.env :path self.want-path :uid self.uid))
+            self.path (str self.repl.path))
+      (except [e Exception]
+        (setv self.error e)
+        (.set self.ready)
+        (return None)))
+    (.set self.ready)
+    (await (.wait self.stopping))
+    (await (.close self.repl)))
+
+  (defn stop [self]
+    "Close the socket and end the thread."
+    (when (and self.loop (.is-alive self.thread))
+      (.call-soon-threadsafe self.loop (. self.stopping set))
+      (.join self.thread 30))))
+
+(defn _client-command []
+  "The client as bin/repl runs it (or as a script, installed), and the console script if any."
+  (setv bin-repl (/ (. (Path __file__) parent parent) "bin" "repl")
+        origin (. (importlib.util.find-spec "passepartout_repl") origin)
+        script (/ (. (Path sys.executable) parent) "repl"))
+  #([sys.executable "-S" (str (if (.exists bin-repl) bin-repl origin))]
+    (if (.exists script) [(str script)] None)))
+
+(defn bench-repl [n]
+  "Rows #(name value unit goal) of the REPL's round trip."
+  (import statistics subprocess
+          passepartout.daemon [boot shutdown]
+          passepartout.cascade [make-provider]
+          passepartout.skills [registry-snapshot registry-restore])
+  (setv data (tempfile.mkdtemp :prefix "passepartout-bench-")
+        run (tempfile.mkdtemp :prefix "pp-run-")
+        config (os.path.join data "config.toml")
+        saved (registry-snapshot))
+  (.write-text (Path config) "")
+  (setv env (boot :config-path config
+                  :environ (| (dict os.environ) {"PASSEPARTOUT_DATA_DIR" data
+                                                 "PASSEPARTOUT_RUNTIME_DIR" run})
+                  :providers [(make-provider "symbolic")])
+        server (ReplThread env)
+        [client script] (_client-command))
+  (defn once [command forms [timeout 30]]
+    (setv t (time.perf-counter)
+          p (subprocess.run (+ command ["--socket" server.path "--timeout" (str timeout) forms])
+                            :capture-output True :text True))
+    #((- (time.perf-counter) t) p.returncode (.strip p.stdout)))
+  (try
+    (setv runs (lfor _ (range n) (once client "(+ 1 2)"))
+          wrong (lfor r runs :if (!= (cut r 1 None) #(0 "3")) r)
+          times (lfor r runs (get r 0))
+          rows [#("repl '(+ 1 2)' whole process, python -S, p50" (* 1000 (statistics.median times)) "ms" "< 60 ms")
+                #("repl '(+ 1 2)' whole process, python -S, p90"
+                  (* 1000 (get (sorted times) (min (- n 1) (int (* 0.9 n))))) "ms" "")])
+    (when wrong
+      (.append rows #("repl '(+ 1 2)' wrong answers" (len wrong) f"of {n}" "0")))
+    (when script
+      (setv times (lfor _ (range (max 3 (// n 4))) (get (once script "(+ 1 2)") 0)))
+      (.append rows #("repl '(+ 1 2)' through the console script, p50" (* 1000 (statistics.median times)) "ms" "")))
+    (setv [t code _] (once client "(while True (setv x 1))" 1)
+          [_ next-code next-out] (once client "(+ 1 2)"))
+    (+= rows [#("repl: a form looping forever, --timeout 1, answered after" t "s" "≈ 1 s")
+              #("repl: the next form after that timeout answered"
+                (if (and (= code 1) (= next-code 0) (= next-out "3")) "yes" "no") "" "yes")])
+    rows
+    (finally
+      (.stop server)
+      (shutdown env)
+      (registry-restore saved))))

@@ -1,0 +1,435 @@
+"""Tests of the REPL: the socket server of passepartout/repl.hy, the repl skill,
+and the client (bin/repl), run as a process against a real server."""
+import asyncio
+import os
+import shutil
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from passepartout.cascade import make_provider
+from passepartout.daemon import boot, shutdown
+from passepartout.loop import step
+from passepartout.proto import proto_get
+from passepartout.reason import verify
+from passepartout.context import make_context
+from passepartout.repl import (MAX_VALUE, ReplError, ReplThread, evaluate, make_namespace,
+                               peer_allowed, peer_credentials, serve_repl)
+from passepartout.skills import (get_skill, registry_restore, registry_snapshot,
+                                 set_immutable_skills)
+from passepartout.store import events
+import passepartout_repl
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN_REPL = ROOT / "bin" / "repl"
+
+
+def kw(name):
+    import hy
+    return hy.models.Keyword(name)
+
+
+@pytest.fixture
+def registry():
+    saved = registry_snapshot()
+    yield
+    registry_restore(saved)
+    set_immutable_skills([])
+
+
+@pytest.fixture
+def runtime():
+    """A short runtime dir: a Unix socket path must fit in 108 bytes."""
+    d = tempfile.mkdtemp(prefix="pp-")
+    yield Path(d)
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def make_env(tmp_path, runtime, config_text=""):
+    config = tmp_path / "config.toml"
+    config.write_text(config_text)
+    env = boot(config_path=str(config),
+               environ=dict(os.environ, PASSEPARTOUT_DATA_DIR=str(tmp_path / "data"),
+                            PASSEPARTOUT_RUNTIME_DIR=str(runtime / "run"), HOME=str(tmp_path)),
+               providers=[make_provider("symbolic")])
+    calls = []
+
+    def complete(request):
+        calls.append(request)
+        raise AssertionError("the model was asked")
+
+    env["complete"] = complete
+    env["model-calls"] = calls
+    return env
+
+
+@pytest.fixture
+def env(tmp_path, runtime, registry):
+    e = make_env(tmp_path, runtime)
+    yield e
+    shutdown(e)
+
+
+@pytest.fixture
+def server(env):
+    s = ReplThread(env)
+    yield s
+    s.stop()
+
+
+def ask(server, forms, timeout=10.0):
+    return passepartout_repl.evaluate(forms, server.path, timeout)
+
+
+def repl(*args, input=None, command=None):
+    """bin/repl as a process."""
+    command = command or [sys.executable, "-S", str(BIN_REPL)]
+    return subprocess.run(command + list(args), input=input, capture_output=True, text=True, timeout=60)
+
+
+# * Evaluation
+
+def test_a_form_is_evaluated_and_its_value_printed(server):
+    assert ask(server, "(+ 1 2)") == {"ok": True, "value": "3", "output": ""}
+
+
+def test_definitions_persist_from_one_request_to_the_next(server):
+    assert ask(server, "(defn double [x] (* 2 x))")["ok"]
+    assert ask(server, "(double 21)")["value"] == "42"
+
+
+def test_several_forms_run_in_order_and_the_last_value_is_shown(server):
+    got = ask(server, '(setv xs []) (.append xs "a") (.append xs "b") xs')
+    assert got["value"] == '["a" "b"]', got
+
+
+def test_a_form_that_prints_and_returns(server):
+    got = ask(server, '(do (print "hello") (print "world") 42)')
+    assert got == {"ok": True, "value": "42", "output": "hello\nworld\n"}, got
+
+
+def test_a_syntax_error_evaluates_nothing(server):
+    got = ask(server, "(setv seen 1) (+ 1 2")
+    assert got["ok"] is False
+    assert "PrematureEndOfInput" in got["error"], got
+    assert ask(server, "(in \"seen\" (globals))")["value"] == "False"
+
+
+def test_an_exception_is_an_error_with_its_traceback_and_harms_nothing(server):
+    got = ask(server, "(defn boom [] (/ 1 0)) (boom)")
+    assert got["ok"] is False
+    assert got["error"] == "ZeroDivisionError: division by zero", got
+    assert "in boom" in got["traceback"] and "Traceback" in got["traceback"], got["traceback"]
+    assert ask(server, "(+ 1 2)")["value"] == "3"
+
+
+def test_exiting_from_a_form_does_not_stop_the_daemon(server):
+    got = ask(server, "(import sys) (sys.exit 3)")
+    assert got["ok"] is False and got["error"].startswith("SystemExit"), got
+    assert ask(server, "(+ 1 2)")["value"] == "3"
+
+
+def test_a_form_that_loops_forever_times_out_and_the_next_is_answered(server):
+    got = ask(server, "(while True (setv x 1))", timeout=0.5)
+    assert got["ok"] is False and got["error"].startswith("Timeout"), got
+    assert ask(server, "(+ 1 2)")["value"] == "3"
+
+
+def test_a_form_blocked_outside_python_is_abandoned(server):
+    got = ask(server, "(import time) (time.sleep 3) 1", timeout=0.3)
+    assert got["ok"] is False and got["error"].startswith("Timeout"), got
+    assert ask(server, "(+ 40 2)")["value"] == "42"
+
+
+def test_what_an_abandoned_form_prints_stays_out_of_the_next_answer(server):
+    # It survives its interruption and goes on printing for a while.
+    stubborn = ('(import time) (for [i (range 40)] (try (time.sleep 0.02) (print "late")'
+                ' (except [BaseException] None)))')
+    assert ask(server, stubborn, timeout=0.2)["error"].startswith("Timeout")
+    got = ask(server, '(import time) (time.sleep 0.3) (print "mine") 1')
+    assert got == {"ok": True, "value": "1", "output": "mine\n"}, got
+
+
+def test_a_huge_result_is_truncated_with_a_marker(server):
+    got = ask(server, '(* "x" 300000)')
+    assert got["ok"]
+    assert len(got["value"]) < MAX_VALUE + 200
+    assert got["value"].startswith('"xxx')
+    assert got["value"].endswith("[truncated: 300002 characters in all]"), got["value"][-80:]
+
+
+def test_huge_output_is_truncated_too(server):
+    got = ask(server, '(for [i (range 30000)] (print "0123456789")) 7')
+    assert got["value"] == "7"
+    assert len(got["output"]) < 110000 and "[truncated:" in got["output"], got["output"][-80:]
+
+
+def test_the_package_is_importable_and_the_daemon_reachable(server, env):
+    got = ask(server, '(import passepartout.proto [proto-print]) (proto-print [:a 1])')
+    assert got["value"] == '"(:a 1)"', got
+    assert ask(server, '(get config "runtime_dir")')["value"] == repr(env["config"]["runtime_dir"]).replace("'", '"')
+    assert '"repl"' in ask(server, "(skills)")["value"]
+
+
+def test_every_evaluation_is_recorded(server, env):
+    ask(server, "(+ 1 2)")
+    ask(server, "(/ 1 0)")
+    got = [proto_get(e, kw("data")) for e in events(env["store"], kind="repl")]
+    assert len(got) == 2, got
+    first, second = got
+    assert proto_get(first, kw("uid")) == os.getuid()
+    assert proto_get(first, kw("forms")) == "(+ 1 2)"
+    assert proto_get(first, kw("ok")) is True and proto_get(first, kw("value")) == "3"
+    assert proto_get(second, kw("ok")) is False
+    assert "ZeroDivisionError" in proto_get(second, kw("error"))
+
+
+def test_forms_never_reach_the_model(server, env):
+    ask(server, "(+ 1 2)")
+    ask(server, "(/ 1 0)")
+    assert env["model-calls"] == []
+
+
+def test_a_repl_eval_signal_from_elsewhere_evaluates_nothing(env, tmp_path):
+    marker = tmp_path / "marker"
+    signal = [kw("type"), kw("event"), kw("source"), [kw("gateway"), kw("telegram"), kw("chat"), 1],
+              kw("payload"), [kw("sensor"), kw("repl-eval"),
+                              kw("forms"), f'(.write-text (hy.I.pathlib.Path "{marker}") "x")',
+                              kw("request"), "made-up"]]
+    out = step(signal, env)
+    assert not marker.exists()
+    assert len(out) == 1 and "refused" in proto_get(proto_get(out[0], kw("payload")), kw("text")), out
+    recorded = [proto_get(e, kw("data")) for e in events(env["store"], kind="repl")]
+    assert recorded and "did not come from the socket" in proto_get(recorded[0], kw("refused")), recorded
+    assert env["model-calls"] == []
+
+
+def test_evaluate_directly_in_a_namespace():
+    ns = make_namespace({"answer": 42})
+    assert evaluate(ns, "(+ answer 1)", 5) == {"ok": True, "value": "43", "output": ""}
+
+
+# * Live redefinition
+
+GOOD_GATE = ('(defskill workspace :priority 90 :gate (fn [a c] '
+             '(if (= (hy.I.passepartout/proto.proto-get a \':path) "forbidden.txt") '
+             '[:verdict :reject :reason "redefined"] [:verdict :allow])))')
+
+
+def read_action(path):
+    return [kw("action"), kw("read-file"), kw("path"), path, kw("explanation"), "look"]
+
+
+def test_a_skill_is_redefined_at_the_repl(server, env):
+    got = ask(server, GOOD_GATE)
+    assert got["ok"], got
+    ctx = make_context(workspace=env["config"]["workspace"])
+    out = verify(read_action("forbidden.txt"), ctx)
+    assert proto_get(out, kw("reason")) == "redefined", out
+
+
+@pytest.mark.parametrize("definition, words", [
+    ("(defskill workspace :priority 90 :gate (fn [a c] (/ 1 0)))", "ZeroDivisionError"),
+    ("(defskill workspace :priority 90 :gate (fn [a c] \"allow\"))", "not a verdict"),
+    ("(defskill workspace :priority \"high\" :gate (fn [a c] [:verdict :allow]))", ":priority must be an integer"),
+    ("(defskill workspace :priority 90 :gate (fn [a c] [:verdict :allow])", "PrematureEndOfInput"),
+    ("(defskill workspace :gate (fn [a c] (undefined-thing)))", "NameError"),
+])
+def test_a_broken_redefinition_keeps_the_old_skill_working(server, env, definition, words):
+    old = get_skill("workspace")
+    got = ask(server, definition)
+    assert got["ok"] is False and words in got["error"], got
+    assert get_skill("workspace") is old
+    ctx = make_context(workspace=env["config"]["workspace"])
+    out = verify(read_action("../../etc/passwd"), ctx)
+    assert proto_get(out, kw("gate")) == "workspace", out
+    assert proto_get(out, kw("verdict")) == kw("reject"), out
+
+
+def test_skills_the_config_names_immutable_refuse_redefinition(tmp_path, runtime, registry):
+    e = make_env(tmp_path, runtime, '[skills]\nimmutable = ["workspace"]\n')
+    s = ReplThread(e)
+    try:
+        old = get_skill("workspace")
+        got = ask(s, GOOD_GATE)
+        assert got["ok"] is False and "immutable" in got["error"], got
+        assert get_skill("workspace") is old
+        assert ask(s, '(defskill brand-new :gate (fn [a c] [:verdict :allow]))')["ok"]
+    finally:
+        s.stop()
+        shutdown(e)
+
+
+def test_reload_skills_is_at_hand(server):
+    got = ask(server, "(hy.I.passepartout/repl.note-skill-files config) (reload-skills)")
+    assert got == {"ok": True, "value": "[]", "output": ""}, got
+
+
+# * The socket
+
+def test_the_socket_is_private_and_removed_on_exit(env, runtime):
+    s = ReplThread(env)
+    path = Path(s.path)
+    try:
+        assert path == runtime / "run" / "repl.sock"
+        assert stat.S_ISSOCK(path.stat().st_mode)
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+        assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    finally:
+        s.stop()
+    assert not path.exists()
+
+
+def test_peer_check_admits_only_the_daemons_user():
+    assert peer_allowed(1000, 1000)
+    assert not peer_allowed(1001, 1000)
+    assert not peer_allowed(0, 1000)
+    assert peer_allowed(os.getuid())
+
+
+def test_peer_credentials_come_from_the_kernel():
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    with a, b:
+        assert peer_credentials(a) == (os.getpid(), os.getuid(), os.getgid())
+
+
+def test_another_uid_is_refused_and_recorded(env, tmp_path):
+    other = os.getuid() + 1
+    marker = tmp_path / "marker"
+    s = ReplThread(env, uid=other)
+    try:
+        got = ask(s, f'(.write-text (hy.I.pathlib.Path "{marker}") "x")')
+        assert got["ok"] is False and got["error"].startswith("refused"), got
+        assert not marker.exists()
+        out = repl("--socket", s.path, "(+ 1 2)")
+        assert out.returncode == 1 and "refused" in out.stderr, out
+    finally:
+        s.stop()
+    recorded = [proto_get(e, kw("data")) for e in events(env["store"], kind="repl")]
+    assert recorded and all(f"peer uid {os.getuid()}" in proto_get(r, kw("refused")) for r in recorded), recorded
+    assert all(proto_get(r, kw("forms")) is None for r in recorded)
+
+
+def test_a_stale_socket_is_replaced_and_a_live_one_left_alone(env, runtime):
+    path = runtime / "run" / "repl.sock"
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(str(path))
+    stale.close()
+    s = ReplThread(env)
+    try:
+        assert ask(s, "(+ 1 2)")["value"] == "3"
+        with pytest.raises(ReplError, match="already listening"):
+            ReplThread(env)
+        assert ask(s, "(+ 1 2)")["value"] == "3"
+    finally:
+        s.stop()
+
+
+def test_a_folder_others_may_write_to_is_refused(env, runtime):
+    d = runtime / "shared"
+    d.mkdir()
+    os.chmod(d, 0o777)
+    with pytest.raises(ReplError, match="others may write"):
+        ReplThread(env, path=str(d / "repl.sock"))
+
+
+def test_a_file_in_the_sockets_place_is_not_replaced(env, runtime):
+    d = runtime / "run"
+    (d / "repl.sock").write_text("precious")
+    with pytest.raises(ReplError, match="not a socket"):
+        ReplThread(env)
+    assert (d / "repl.sock").read_text() == "precious"
+
+
+def test_bad_requests_are_answered_not_crashed_on(server):
+    for raw, words in [(b"not json\n", "bad request"), (b'{"forms": 3}\n', "no forms"),
+                       (b'{"forms": "1", "timeout": -1}\n', "timeout")]:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as c:
+            c.connect(server.path)
+            c.sendall(raw)
+            c.shutdown(socket.SHUT_WR)
+            answer = c.makefile("rb").read().decode()
+        assert words in answer, (raw, answer)
+    assert ask(server, "(+ 1 2)")["value"] == "3"
+
+
+def test_serve_repl_runs_beside_a_runner_and_cleans_up(env, runtime):
+    from passepartout.loop import Runner
+    delivered = []
+
+    async def main():
+        runner = Runner(env, delivered.append)
+        task = asyncio.create_task(serve_repl(env, runner))
+        path = runtime / "run" / "repl.sock"
+        for _ in range(200):
+            if path.exists():
+                break
+            await asyncio.sleep(0.02)
+        answer = await asyncio.to_thread(passepartout_repl.evaluate, "(+ 1 2)", str(path), 10)
+        submitted = await asyncio.to_thread(
+            passepartout_repl.evaluate,
+            '(submit [:type :event :source [:gateway :test :chat "r"] :payload [:sensor :user-input :text "/stop"]])',
+            str(path), 10)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await runner.close()
+        return answer, submitted, path.exists()
+
+    answer, submitted, left = asyncio.run(main())
+    assert answer["value"] == "3"
+    assert submitted["value"] == '"test:r"', submitted
+    assert delivered and "no task running" in proto_get(proto_get(delivered[0], kw("payload")), kw("text"))
+    assert not left
+
+
+# * The client, as a process
+
+def test_client_exit_codes(server):
+    ok = repl("--socket", server.path, "(+ 1 2)")
+    assert (ok.returncode, ok.stdout) == (0, "3\n"), ok
+    err = repl("--socket", server.path, "(/ 1 0)")
+    assert err.returncode == 1, err
+    assert "ZeroDivisionError: division by zero" in err.stderr and "Traceback" in err.stderr, err.stderr
+    syntax = repl("--socket", server.path, "(+ 1")
+    assert syntax.returncode == 1 and "PrematureEndOfInput" in syntax.stderr, syntax
+
+
+def test_client_without_a_daemon_exits_2_with_a_hint(runtime):
+    out = repl("--socket", str(runtime / "nothing.sock"), "(+ 1 2)")
+    assert out.returncode == 2, out
+    assert "no daemon answers" in out.stderr and "passepartout daemon" in out.stderr, out.stderr
+
+
+def test_client_reads_forms_from_stdin_prints_output_and_honours_timeout(server):
+    out = repl("--socket", server.path, input='(print "from stdin")\n(* 6 7)\n')
+    assert (out.returncode, out.stdout) == (0, "from stdin\n42\n"), out
+    slow = repl("--socket", server.path, "--timeout", "0.3", "(while True (setv x 1))")
+    assert slow.returncode == 1 and "Timeout" in slow.stderr, slow
+    assert repl("--socket", server.path, "(+ 1 2)").stdout == "3\n"
+
+
+def test_client_usage_errors_exit_2():
+    assert repl("--timeout", "soon", "(+ 1 2)").returncode == 2
+    assert repl("--frobnicate", "(+ 1 2)").returncode == 2
+    assert repl("(+ 1 2)", "(+ 3 4)").returncode == 2
+    assert repl("--help").returncode == 0
+
+
+def test_client_finds_the_socket_the_daemon_uses(env, server, monkeypatch):
+    monkeypatch.setenv("PASSEPARTOUT_RUNTIME_DIR", env["config"]["runtime_dir"])
+    assert passepartout_repl.default_socket() == server.path
+    monkeypatch.delenv("PASSEPARTOUT_RUNTIME_DIR")
+    monkeypatch.setenv("PASSEPARTOUT_CONFIG", str(Path(env["config"]["config_path"])))
+    monkeypatch.setenv("XDG_RUNTIME_DIR", "/run/user/4242")
+    assert passepartout_repl.default_socket() == "/run/user/4242/passepartout/repl.sock"
+
+
+def test_bin_repl_runs_by_itself(server):
+    out = subprocess.run([str(BIN_REPL), "--socket", server.path, "(+ 1 2)"],
+                         capture_output=True, text=True, timeout=60)
+    assert (out.returncode, out.stdout) == (0, "3\n"), out
