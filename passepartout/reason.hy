@@ -2,7 +2,8 @@
         passepartout.proto [ProtoError kw proto-get proto-put proto-has proto-without proto-merge
                             proto-read proto-print proto-normalize proto-from-data
                             is-plist]
-        passepartout.skills [actuator-for actuator-table skill-functions all-skills])
+        passepartout.skills [actuator-for actuator-table skill-functions all-skills]
+        passepartout.secrets [redact-value])
 
 (setv VERDICTS #{"allow" "modify" "reject" "escalate"}
       GATE-BUDGET 0.25)
@@ -316,6 +317,10 @@
             x [k (+ v (or (proto-get usage k) 0))] x)
       total))
 
+(defn _redacted [value ctx]
+  "VALUE with every secret in its strings replaced by a marker."
+  (get (redact-value value (proto-get ctx ':secrets [])) 0))
+
 (defn reason [signal ctx complete [history None] [attempts 3] [guard None]]
   "Think and verify until a proposal passes or ATTEMPTS are used. GUARD, when
    given, is asked before every model call with the usage so far; a reason it
@@ -332,8 +337,9 @@
           usage (_usage-add usage (proto-get thought ':usage)))
     (cond
       (= status (kw "unreadable"))
-      (do (setv trace [:gate "proto" :reason (+ "unreadable proposal: " (proto-get thought ':error))
-                       :action [:action :message :text (proto-get thought ':text)]])
+      (do (setv trace (_redacted [:gate "proto" :reason (+ "unreadable proposal: " (proto-get thought ':error))
+                                  :action [:action :message :text (proto-get thought ':text)]]
+                                 ctx))
           (.append rejections trace)
           (.append tries (+ [:attempt n :verdict :reject] trace)))
       (!= status (kw "ok"))
@@ -341,9 +347,13 @@
                :reason (or (proto-get thought ':reason) "no provider answered")
                :attempts tries :usage usage :rejections rejections])
       True
-      (do (setv outcome (verify (proto-get thought ':action) ctx))
+      (do (setv outcome (verify (proto-get thought ':action) ctx)
+                rejected (= (proto-get outcome ':verdict) (kw "reject")))
+          ;; A refused proposal is only ever shown, never run: whatever secret it
+          ;; carried is masked before it reaches the model, the person or the store.
+          (when rejected (setv outcome (_redacted outcome ctx)))
           (.append tries (+ [:attempt n :provider (proto-get thought ':provider)] outcome))
-          (if (= (proto-get outcome ':verdict) (kw "reject"))
+          (if rejected
               (.append rejections [:gate (proto-get outcome ':gate)
                                    :reason (proto-get outcome ':reason)
                                    :action (proto-get outcome ':action)])

@@ -230,3 +230,15 @@
   (setv texts (lfor r delivered (text-of r)))
   (assert (in "Stopped the current task." texts) texts)
   (assert (in "There is no task running." texts) texts))
+
+(defn test-a-refused-secret-is-not-echoed [env]
+  (setv key "AKIAZ7Q3M4N5P6R7S2TX"
+        requests (scripted env [f"(:action :message :text \"the key is {key}\")"]))
+  (setv replies (run-task env (user-says "what is the key?")))
+  (expect (kind-of (get replies -1)) "refusal" "reply kind")
+  (for [r replies]
+    (assert (not (in key (text-of r))) f"reply echoes the key: {(text-of r)}"))
+  (for [m (get (proto-get (get requests -1) ':messages) (slice 1 None))]
+    (assert (not (in key (get m "content"))) f"the model is shown the key: {m}"))
+  (for [e (events (get env "store") :limit None)]
+    (assert (not (in key (proto-print (proto-get e ':data)))) f"the store keeps the key: {e}")))
