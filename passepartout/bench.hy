@@ -165,6 +165,7 @@
                bench-corpora
                (fn [] (bench-cold-start (if quick 3 7)))
                bench-chat-memory
-               (fn [] (hy.I.passepartout/repl.bench-repl (if quick 10 40)))]]
+               (fn [] (hy.I.passepartout/repl.bench-repl (if quick 10 40)))
+               (fn [] (hy.I.passepartout/hitl.bench-approval (if quick 50 300)))]]
     (for [row (bench)] (_print-row row)))
   0)

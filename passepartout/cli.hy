@@ -68,11 +68,15 @@
           pathlib [Path]
           passepartout.loop [Runner]
           passepartout.repl [serve-repl watch-skills]
+          passepartout.hitl [expiry-service]
           passepartout.gateways.terminal [chat-terminal chat-lines format-reply])
   (setv runner (Runner env (fn [r] (print (format-reply r) :flush True))
                        :concurrency (get env "config" "limits" "model_concurrency"))
         background [(asyncio.create-task (serve-repl env runner))
-                    (asyncio.create-task (watch-skills env))])
+                    (asyncio.create-task (watch-skills env))
+                    (asyncio.create-task (expiry-service env runner))])
+  (for [notice (.get env "boot-notices" [])]
+    (await (.emit runner notice)))
   (try
     (if interactive
         (await (chat-terminal runner :history-path (/ (Path (get env "config" "data_dir")) "chat_history")))
@@ -93,6 +97,10 @@
     (except [KeyboardInterrupt] (print)))
   (shutdown env)
   0)
+
+(defn cmd-approvals [args]
+  (import passepartout.hitl [cmd-approvals :as run])
+  (run args))
 
 (defn _project-root [start]
   "The nearest folder at or above START that holds org/ and passepartout/."
@@ -140,6 +148,12 @@
   (.add-argument rt "--workspace" :help "the workspace the rules judge paths against")
   (.add-argument rt "--json" :action "store_true" :help "print one JSON object")
   (.set-defaults rt :func cmd-rules)
+
+  (setv a (.add-parser sub "approvals" :help "pending approvals, answered from the host"))
+  (.add-argument a "action" :choices ["list" "approve" "deny"])
+  (.add-argument a "code" :nargs "?" :help "the approval's code or token")
+  (.add-argument a "--reason" :help "why it is denied")
+  (.set-defaults a :func cmd-approvals)
 
   (setv t (.add-parser sub "tangle" :help "tangle org/ into the code, or check that they agree"))
   (.add-argument t "--check" :action "store_true" :help "write nothing; exit 1 if any file differs")

@@ -4,7 +4,8 @@
         passepartout.store [store-open store-path-for store-close]
         passepartout.proto [proto-get]
         passepartout.skills [load-skills set-immutable-skills]
-        passepartout.cascade [make-cascade providers-from-config cascade-complete])
+        passepartout.cascade [make-cascade providers-from-config cascade-complete]
+        passepartout.hitl [escalate approvals-boot])
 
 (setv log (logging.getLogger "passepartout.daemon"))
 
@@ -34,13 +35,16 @@
       (.error log "skill file %s failed to load: %s"
               (proto-get r ':file)
               (proto-get r ':error))))
-  {"config" config
-   "store" store
-   "cascade" cascade
-   "complete" (fn [request] (cascade-complete cascade request))
-   "secrets" (config-secrets config environ)
-   "skill-report" report
-   "clock" time.time})
+  (setv env {"config" config
+             "store" store
+             "cascade" cascade
+             "complete" (fn [request] (cascade-complete cascade request))
+             "escalate" escalate
+             "secrets" (config-secrets config environ)
+             "skill-report" report
+             "clock" time.time})
+  (setv (get env "boot-notices") (approvals-boot env))
+  env)
 
 (defn skill-failures [env]
   "Lines describing every skill file that failed to load."

@@ -144,7 +144,8 @@
     (= v "failed")
     [(reply-signal signal (+ "No model could answer: " (str (proto-get outcome ':reason))) "error")]
     (= v "escalate")
-    ((.get env "escalate" _not-approvable) signal (proto-get outcome ':action) outcome ctx env)
+    ((.get env "escalate" _not-approvable) signal (proto-get outcome ':action)
+                                           (proto-merge outcome [:task-state state]) ctx env)
     True
     (_carry-out signal env ctx outcome state)))
 
@@ -201,13 +202,18 @@
           self.stopped (set)
           self.limit (asyncio.Semaphore concurrency)))
 
+  (defn _queue [self session]
+    "The queue of SESSION, with its worker started on first use."
+    (when (not (in session self.queues))
+      (setv (get self.queues session) (asyncio.Queue)
+            (get self.workers session) (asyncio.create-task (self._work session))))
+    (get self.queues session))
+
   (defn :async submit [self signal]
     "Queue SIGNAL on its session (or, for /stop, end the session's task now)."
     (setv signal (normalize-signal signal)
           session (proto-get signal ':session))
-    (when (not (in session self.queues))
-      (setv (get self.queues session) (asyncio.Queue)
-            (get self.workers session) (asyncio.create-task (self._work session))))
+    (self._queue session)
     (if (_is-stop signal)
         (await (self._stop session signal))
         (.put-nowait (get self.queues session) signal))
@@ -226,6 +232,10 @@
     (when (in session self.queues)
       (await (.join (get self.queues session)))))
 
+  (defn :async emit [self signal]
+    "Deliver SIGNAL if it is a reply, else queue it on its session (a service's output)."
+    (await (self._emit signal)))
+
   (defn :async _emit [self signal]
     (setv session (proto-get signal ':session))
     (cond
@@ -233,7 +243,7 @@
       (do (setv r (self.deliver signal))
           (when (asyncio.iscoroutine r) (await r)))
       (not (in session self.stopped))
-      (.put-nowait (get self.queues session) signal)))
+      (.put-nowait (self._queue session) signal)))
 
   (defn :async _work [self session]
     (setv queue (get self.queues session))

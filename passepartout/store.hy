@@ -74,7 +74,67 @@
        id INTEGER PRIMARY KEY AUTOINCREMENT,
        ts REAL NOT NULL,
        session TEXT,
-       text TEXT NOT NULL)"]])
+       text TEXT NOT NULL)"]
+   ;; 2: approvals, their answers, grants
+   ["CREATE TABLE IF NOT EXISTS approvals (
+       id INTEGER PRIMARY KEY AUTOINCREMENT,
+       code TEXT NOT NULL,
+       token_hash TEXT NOT NULL UNIQUE,
+       state TEXT NOT NULL,
+       session TEXT NOT NULL,
+       requester TEXT NOT NULL,
+       source TEXT NOT NULL,
+       action TEXT NOT NULL,
+       action_hash TEXT NOT NULL,
+       reason TEXT,
+       decisions TEXT NOT NULL,
+       binding TEXT NOT NULL,
+       task TEXT NOT NULL,
+       created REAL NOT NULL,
+       expires REAL NOT NULL,
+       decided REAL,
+       decided_by TEXT,
+       finished REAL,
+       note TEXT,
+       executor TEXT,
+       result TEXT)"
+    "CREATE UNIQUE INDEX IF NOT EXISTS approvals_pending_code ON approvals (code) WHERE state = 'pending'"
+    "CREATE INDEX IF NOT EXISTS approvals_state ON approvals (state, expires)"
+    "CREATE INDEX IF NOT EXISTS approvals_code ON approvals (code, id)"
+    "CREATE INDEX IF NOT EXISTS approvals_session ON approvals (session, state)"
+    "CREATE TABLE IF NOT EXISTS answers (
+       id INTEGER PRIMARY KEY AUTOINCREMENT,
+       approval INTEGER NOT NULL REFERENCES approvals (id),
+       ts REAL NOT NULL,
+       who TEXT NOT NULL,
+       session TEXT,
+       answer TEXT NOT NULL,
+       reason TEXT,
+       minutes REAL,
+       UNIQUE (approval, who))"
+    "CREATE TABLE IF NOT EXISTS grants (
+       id INTEGER PRIMARY KEY AUTOINCREMENT,
+       session TEXT NOT NULL,
+       scope TEXT NOT NULL,
+       policy TEXT NOT NULL,
+       created REAL NOT NULL,
+       expires REAL NOT NULL,
+       created_by TEXT NOT NULL,
+       approval INTEGER REFERENCES approvals (id),
+       revoked REAL,
+       revoked_by TEXT)"
+    "CREATE INDEX IF NOT EXISTS grants_session ON grants (session, expires)"]
+   ;; 3: the inbox of signals the gateways received (see "The inbox")
+   ["CREATE TABLE IF NOT EXISTS inbox (
+       id INTEGER PRIMARY KEY AUTOINCREMENT,
+       gateway TEXT NOT NULL,
+       key TEXT NOT NULL,
+       signal TEXT NOT NULL,
+       state TEXT NOT NULL CHECK (state IN ('pending', 'done')),
+       created REAL NOT NULL,
+       done REAL,
+       UNIQUE (gateway, key))"
+    "CREATE INDEX IF NOT EXISTS inbox_state ON inbox (state, id)"]])
 
 (setv SCHEMA-VERSION (len _schema))
 
@@ -250,3 +310,43 @@
         (.query store "SELECT name, gateway, created, last_seen FROM sessions
                        ORDER BY last_seen DESC, name")
         [:name name :gateway gateway :created created :last-seen seen]))
+
+(defn inbox-add [store gateway key signal [done False] [ts None]]
+  "Record SIGNAL (a plist) that GATEWAY received under KEY: its id, or None
+   when GATEWAY gave KEY before. With DONE, the row needs no further work."
+  (setv ts (_now ts))
+  (with [conn (.transaction store)]
+    (setv cur (.execute conn
+                        "INSERT INTO inbox (gateway, key, signal, state, created, done)
+                         VALUES (?, ?, ?, ?, ?, ?)
+                         ON CONFLICT (gateway, key) DO NOTHING"
+                        #((_name gateway "a gateway") (_name (str key) "an inbox key")
+                          (_print signal) (if done "done" "pending") ts (if done ts None))))
+    (if (= cur.rowcount 1) cur.lastrowid None)))
+
+(defn inbox-done [store id [ts None]]
+  "Mark the inbox row ID done; True when it was pending."
+  (with [conn (.transaction store)]
+    (= 1 (. (.execute conn "UPDATE inbox SET state = 'done', done = ? WHERE id = ? AND state = 'pending'"
+                      #((_now ts) id))
+            rowcount))))
+
+(defn inbox-pending [store [gateway None]]
+  "The pending rows, oldest first, as plists (:id N :gateway G :key K :signal S :created T)."
+  (lfor [i g k s c] (if (is gateway None)
+                        (.query store "SELECT id, gateway, key, signal, created FROM inbox
+                                       WHERE state = 'pending' ORDER BY id")
+                        (.query store "SELECT id, gateway, key, signal, created FROM inbox
+                                       WHERE state = 'pending' AND gateway = ? ORDER BY id"
+                                #((_name gateway "a gateway"))))
+        [:id i :gateway g :key k :signal (_read s) :created c]))
+
+(defn inbox-count [store [state "pending"]]
+  "How many inbox rows are in STATE."
+  (get (.query store "SELECT count(*) FROM inbox WHERE state = ?" #(state)) 0 0))
+
+(defn inbox-prune [store before]
+  "Forget the rows done before the time BEFORE; how many were forgotten."
+  (with [conn (.transaction store)]
+    (. (.execute conn "DELETE FROM inbox WHERE state = 'done' AND done < ?" #((float before)))
+       rowcount)))

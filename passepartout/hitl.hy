@@ -1,0 +1,946 @@
+(import asyncio hashlib os re secrets shlex socket statistics sys tempfile time uuid
+        pathlib [Path]
+        hy.models [Keyword]
+        passepartout.proto [kw proto-get proto-put proto-merge proto-print proto-normalize]
+        passepartout.config [ConfigError]
+        passepartout.context [make-context context-limit context-runtime]
+        passepartout.perceive [reply-signal]
+        passepartout.reason [verify]
+        passepartout.act [act action-name]
+        passepartout.budget [usage-add]
+        passepartout.workspace [resolve-path path-inside]
+        passepartout.skills [all-skills]
+        passepartout.store [event-append _print _read]
+        passepartout.loop [_mark])
+
+(setv DEFAULTS {"expiry_minutes" 10
+                "approvers" []
+                "separate_duties" False
+                "strategy" "any"
+                "required" []
+                "max_grant_minutes" 480}
+      STRATEGIES #("any" "all" "majority")
+      HOST-IDENTITY "terminal:local")
+
+(defn _number [v]
+  (and (isinstance v #(int float)) (not (isinstance v bool))))
+
+(defn _identities [v]
+  (and (isinstance v list) (all (gfor x v (and (isinstance x str) (in ":" x))))))
+
+(defn approvals-config [config]
+  "The [approvals] table of CONFIG with its defaults, or a ConfigError saying what is wrong."
+  (setv raw (.get (or config {}) "approvals" {}))
+  (when (not (isinstance raw dict))
+    (raise (ConfigError "approvals should be a table")))
+  (setv unknown (sorted (- (set raw) (set DEFAULTS))))
+  (when unknown
+    (raise (ConfigError (+ f"approvals: unknown key {(get unknown 0) !r}; the keys are "
+                           (.join ", " (sorted DEFAULTS))))))
+  (setv cfg (| DEFAULTS raw))
+  (for [[key ok what] [["expiry_minutes" (fn [v] (and (_number v) (> v 0))) "a number of minutes above 0"]
+                       ["max_grant_minutes" (fn [v] (and (_number v) (>= v 0))) "a number of minutes"]
+                       ["approvers" _identities "an array of \"gateway:user\" strings"]
+                       ["required" _identities "an array of \"gateway:user\" strings"]
+                       ["separate_duties" (fn [v] (isinstance v bool)) "true or false"]
+                       ["strategy" (fn [v] (in v STRATEGIES)) "\"any\", \"all\" or \"majority\""]]]
+    (when (not (ok (get cfg key)))
+      (raise (ConfigError f"approvals.{key} should be {what}, not {(get cfg key) !r}"))))
+  cfg)
+
+(defn identity-of [source]
+  "The identity (\"gateway:user\") of whoever sent a signal from SOURCE."
+  (setv gateway (proto-get source ':gateway)
+        g (if (isinstance gateway Keyword) gateway.name (str (or gateway "local")))
+        user (proto-get source ':user))
+  (cond (is-not user None) f"{g}:{user}"
+        (in g #("terminal" "local" "host")) f"{g}:local"
+        True f"{g}:unknown"))
+
+(setv CODE-ALPHABET "ACDEFHJKMNPRTUVWXY"
+      CODE-LENGTH 6
+      _code-re (re.compile f"[{CODE-ALPHABET}]{{{CODE-LENGTH}}}\\Z"))
+
+(defn new-token []
+  "A fresh unguessable token (192 bits, URL-safe)."
+  (secrets.token-urlsafe 24))
+
+(defn token-hash [token]
+  (.hexdigest (hashlib.sha256 (.encode token "utf-8"))))
+
+(defn _new-code [conn now]
+  (setv taken (sfor [c] (.fetchall (.execute conn "SELECT code FROM approvals
+                                                    WHERE state = 'pending' OR created > ?"
+                                             #((- now 86400))))
+                    c))
+  (while True
+    (setv code (.join "" (gfor _ (range CODE-LENGTH) (secrets.choice CODE-ALPHABET))))
+    (when (not (in code taken))
+      (return code))))
+
+(defn canonical-action [action]
+  "ACTION as the text its hash is taken of."
+  (setv action (proto-normalize action)
+        pairs (sorted (gfor i (range 0 (- (len action) 1) 2)
+                            #((. (get action i) name) (get action (+ i 1))))
+                      :key (fn [p] (get p 0))))
+  (proto-print (lfor [k v] pairs x [(kw k) v] x)))
+
+(defn action-hash [action]
+  (.hexdigest (hashlib.sha256 (.encode (canonical-action action) "utf-8" "surrogatepass"))))
+
+(defn _file-bytes [path]
+  (try (.read-bytes (Path path))
+       (except [OSError] b"")))
+
+(defn policy-version []
+  "A hash of the loaded skills and the rules files beside them."
+  (setv h (hashlib.sha256)
+        folders (set))
+  (for [s (all-skills)]
+    (.update h (.encode f"{(get s "name")}\x00{(get s "priority")}\x00{(or (get s "source") "")}\x00"
+                        "utf-8" "surrogatepass"))
+    (when (get s "source")
+      (setv p (Path (get s "source")))
+      (.add folders p.parent)
+      (.update h (_file-bytes p))))
+  (for [folder (sorted folders)
+        f (sorted (.glob folder "*.toml"))]
+    (.update h (.encode (str f) "utf-8" "surrogatepass"))
+    (.update h (_file-bytes f)))
+  (cut (.hexdigest h) 24))
+
+(setv INTERPRETERS #{"sh" "bash" "dash" "zsh" "ksh" "mksh" "fish" "python" "pypy" "perl"
+                     "ruby" "node" "nodejs" "deno" "bun" "php" "lua" "tclsh" "Rscript"
+                     "source" "."}
+      SHELLS #{"sh" "bash" "dash" "zsh" "ksh" "mksh"}
+      WRAPPERS #{"env" "nohup" "time" "command" "exec" "nice" "sudo" "stdbuf" "timeout" "xargs"}
+      _operator-chars "();<>|&"
+      _assignment-re (re.compile r"[A-Za-z_][A-Za-z0-9_]*=")
+      _version-re (re.compile r"([A-Za-z]+?)[0-9.]*\Z"))
+
+(defn _shell-words [cmd]
+  "The words and operators of CMD, or None when it does not split (an open quote)."
+  (try
+    (setv lex (shlex.shlex (.replace cmd "\n" " ; ") :posix True :punctuation-chars True)
+          lex.whitespace-split True)
+    (list lex)
+    (except [ValueError] None)))
+
+(defn _operator [word]
+  (and word (all (gfor c word (in c _operator-chars)))))
+
+(defn _interpreter [word]
+  "The interpreter WORD names (python3.11 is python), or None."
+  (setv base (os.path.basename word)
+        m (.match _version-re base))
+  (cond (in base INTERPRETERS) base
+        (and m (in (.group m 1) INTERPRETERS)) (.group m 1)
+        True None))
+
+(defn _run-words [cmd [depth 0]]
+  "The words of CMD that name a program or script it runs."
+  (setv words (_shell-words cmd)
+        found []
+        start True
+        interp None
+        script-seen False
+        code-next False
+        redirect None)
+  (when (is words None) (return found))
+  (for [w words]
+    (cond
+      (_operator w)
+      (if (in (get w 0) "<>")
+          (setv redirect w)
+          (setv start True interp None script-seen False code-next False))
+      redirect
+      (do (when (and (= redirect "<") interp) (.append found w))
+          (setv redirect None))
+      start
+      (when (not (or (.match _assignment-re w)
+                     (in (os.path.basename w) WRAPPERS)
+                     (.startswith w "-")
+                     (.isdigit w)))
+        (setv start False
+              interp (_interpreter w))
+        (when (in "/" w) (.append found w)))
+      code-next
+      (do (when (and (in interp SHELLS) (< depth 2))
+            (.extend found (_run-words w (+ depth 1))))
+          (setv code-next False script-seen True))
+      (and interp (not script-seen))
+      (cond (= w "-c") (setv code-next True)
+            (in w #("-m" "-e" "-E" "--eval" "--command")) (setv script-seen True)
+            (.startswith w "-") None
+            True (do (.append found w) (setv script-seen True)))))
+  found)
+
+(defn script-files [cmd workspace]
+  "The files inside WORKSPACE that the shell command CMD runs, resolved and sorted."
+  (setv out (set))
+  (when (and (isinstance cmd str) workspace)
+    (for [w (_run-words cmd)]
+      (when (not (.startswith w "~"))
+        (setv p (os.path.realpath (os.path.join workspace w)))
+        (when (and (path-inside p workspace) (os.path.isfile p))
+          (.add out p)))))
+  (sorted out))
+
+(defn _file-hash [path]
+  (.hexdigest (hashlib.sha256 (_file-bytes path))))
+
+(defn binding-of [action session ctx]
+  "The binding of ACTION asked for in SESSION, under the policy loaded now."
+  (setv ws (proto-get ctx ':workspace)
+        out [:action-hash (action-hash action) :session session :policy (policy-version) :cwd ws])
+  (when (= (action-name action) "shell")
+    (+= out [:scripts (lfor p (script-files (proto-get action ':cmd) ws) [p (_file-hash p)])]))
+  out)
+
+(defn binding-problem [approval ctx]
+  "Why APPROVAL's action may not run now in CTX, or None when its binding holds."
+  (setv was (proto-get approval ':binding [])
+        action (proto-get approval ':action)
+        now (binding-of action (proto-get approval ':session) ctx)
+        old-scripts (dict (lfor [p h] (proto-get was ':scripts []) #(p h)))
+        new-scripts (dict (lfor [p h] (proto-get now ':scripts []) #(p h))))
+  (cond
+    (!= (proto-get was ':action-hash) (proto-get now ':action-hash))
+    "the stored action no longer matches the action that was asked for"
+    (!= (proto-get was ':session) (proto-get ctx ':session))
+    f"it was asked for in {(proto-get was ':session)}, not in {(proto-get ctx ':session)}"
+    (!= (proto-get was ':policy) (proto-get now ':policy))
+    "the policy changed since it was asked for (a skill or a rules file was added, removed or edited)"
+    (!= (proto-get was ':cwd) (proto-get now ':cwd))
+    f"the working directory changed from {(proto-get was ':cwd)} to {(proto-get now ':cwd)}"
+    (!= old-scripts new-scripts)
+    (do (setv gone (lfor p old-scripts :if (not (in p new-scripts)) p)
+              added (lfor p new-scripts :if (not (in p old-scripts)) p)
+              changed (lfor p old-scripts :if (and (in p new-scripts) (!= (get old-scripts p) (get new-scripts p))) p))
+        (cond changed f"the script {(get changed 0)} changed since it was asked for"
+              gone f"the script {(get gone 0)} is gone"
+              True f"the command now runs {(get added 0)}, which it did not when it was asked for"))
+    True None))
+
+(defn _floor-problem [action ctx]
+  "Why the gates would not let ACTION through now, or None. An escalation is what
+   was approved; a rejection, or a change to the action, is not."
+  (setv outcome (verify action ctx)
+        v (. (proto-get outcome ':verdict) name))
+  (cond (= v "reject")
+        f"the gates now refuse it: {(proto-get outcome ':gate)}: {(proto-get outcome ':reason)}"
+        (and (= v "modify") (!= (action-hash (proto-get outcome ':action)) (action-hash action)))
+        f"the gates would now change it ({(proto-get outcome ':gate)}: {(proto-get outcome ':reason)}), so it is not what was approved"
+        True None))
+
+(setv _columns ["id" "code" "state" "session" "requester" "source" "action" "action_hash"
+                "reason" "decisions" "binding" "task" "created" "expires" "decided"
+                "decided_by" "finished" "note" "executor" "result"]
+      _plist-columns #{"source" "action" "decisions" "binding" "task" "result"}
+      _select (+ "SELECT " (.join ", " _columns) " FROM approvals "))
+
+(defn _approval [row]
+  (lfor [c v] (zip _columns row)
+        x [(kw (.replace c "_" "-"))
+           (if (and (in c _plist-columns) (is-not v None)) (_read v) v)]
+        x))
+
+(defn get-approval [store id]
+  "The approval with id ID, or None."
+  (setv rows (.query store (+ _select "WHERE id = ?") #(id)))
+  (when rows (_approval (get rows 0))))
+
+(defn find-approval [store key]
+  "The approval whose code (any case) or token is KEY: a pending one first, else
+   the latest with that code."
+  (setv key (.strip (str key))
+        code (.upper key)
+        rows (or (.query store (+ _select "WHERE token_hash = ?") #((token-hash key)))
+                 (.query store (+ _select "WHERE code = ? ORDER BY state = 'pending' DESC, id DESC LIMIT 1")
+                         #(code))))
+  (when rows (_approval (get rows 0))))
+
+(defn _event [store what approval who now [more None]]
+  (event-append store "approval" (proto-get approval ':session)
+                (+ [:event what :approval (proto-get approval ':id) :code (proto-get approval ':code)
+                    :who who]
+                   (or more []))
+                :ts now))
+
+(defn _when [ts [now None]]
+  (setv t (time.localtime ts)
+        day (fn [x] (time.strftime "%Y-%m-%d" (time.localtime x))))
+  (if (= (day ts) (day (if (is now None) (time.time) now)))
+      (time.strftime "%H:%M:%S" t)
+      (time.strftime "%Y-%m-%d %H:%M:%S" t)))
+
+(defn _shown [action [limit 1500]]
+  (setv text (proto-print action))
+  (if (> (len text) limit)
+      (+ (cut text limit) f"… ({(- (len text) limit)} more characters)")
+      text))
+
+(defn _origin [approval]
+  "A signal standing for the one that asked, to address replies and tool results."
+  [:type :event :source (proto-get approval ':source) :session (proto-get approval ':session)
+   :payload [:sensor :approval]])
+
+(defn task-state [signal outcome]
+  "The state of the task SIGNAL belongs to, after the step whose OUTCOME escalated."
+  (setv payload (or (proto-get signal ':payload) [])
+        given (or (proto-get outcome ':task-state) []))
+  (defn pick [key default]
+    (setv v (proto-get given key))
+    (if (is v None) (or (proto-get payload key) default) v))
+  [:task (or (proto-get given ':task) (proto-get outcome ':task) (proto-get payload ':task)
+             (cut (. (uuid.uuid4) hex) 12))
+   :step (pick ':step 0)
+   :seen (list (pick ':seen []))
+   :usage (or (proto-get given ':usage)
+              (usage-add (proto-get payload ':usage) (proto-get outcome ':usage)))
+   :refused (list (pick ':refused []))])
+
+(defn request-approval [store action outcome signal ctx config now]
+  "Store ACTION, escalated by OUTCOME for SIGNAL, as a pending approval.
+   Returns the approval plist and its token (which is not stored)."
+  (setv cfg (approvals-config config)
+        token (new-token)
+        session (proto-get signal ':session)
+        requester (identity-of (proto-get signal ':source))
+        binding (binding-of action session ctx)
+        escalations (lfor d (proto-get outcome ':decisions [])
+                          :if (= (proto-get d ':verdict) (kw "escalate")) d))
+  (with [conn (.transaction store)]
+    (setv code (_new-code conn now)
+          id (. (.execute conn "INSERT INTO approvals (code, token_hash, state, session, requester,
+                                  source, action, action_hash, reason, decisions, binding, task,
+                                  created, expires) VALUES (?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                          #(code (token-hash token) session requester
+                            (_print (proto-get signal ':source [])) (_print action)
+                            (proto-get binding ':action-hash)
+                            (proto-get outcome ':reason) (_print (proto-get outcome ':decisions []))
+                            (_print binding) (_print (task-state signal outcome))
+                            now (+ now (* 60 (get cfg "expiry_minutes")))))
+                lastrowid)
+          approval (get-approval store id))
+    (_event store "created" approval requester now
+            [:action action :reason (proto-get outcome ':reason) :escalated-by escalations
+             :stripped (proto-get outcome ':stripped [])]))
+  #(approval token))
+
+(defn _waiting-for [cfg approval]
+  (setv [voters needed _] (_voters cfg))
+  (cond (not voters)
+        (if (get cfg "separate_duties")
+            "someone else in this conversation"
+            "anyone in this conversation")
+        (= (get cfg "strategy") "any") (+ "one of " (.join ", " voters))
+        True f"{needed} of {(.join ", " voters)}"))
+
+(defn ask-signal [signal approval token outcome cfg]
+  "The reply that asks the person about APPROVAL."
+  (setv code (proto-get approval ':code)
+        gates (lfor d (proto-get outcome ':decisions [])
+                    :if (= (proto-get d ':verdict) (kw "escalate"))
+                    f"  {(proto-get d ':gate)}: {(proto-get d ':reason)}")
+        stripped (proto-get outcome ':stripped [])
+        minutes (int (min 30 (get cfg "max_grant_minutes")))
+        lines [f"Approval needed — code {code} (expires at {(_when (proto-get approval ':expires) (proto-get approval ':created))})."
+               f"Action: {(_shown (proto-get approval ':action))}"
+               "Why a person must decide:"
+               #* (or gates [f"  {(proto-get outcome ':gate)}: {(proto-get outcome ':reason)}"])])
+  (when stripped
+    (.append lines (+ "The proposal claimed its own approval (" (.join ", " (gfor s stripped (+ ":" s)))
+                      "); that was ignored.")))
+  (.append lines f"Who may answer: {(_waiting-for cfg approval)}.")
+  (.append lines f"Answer /approve {code} to run it once,")
+  (when (> minutes 0)
+    (.append lines f"  /approve {code} {minutes}m to run it and allow this kind of action here for {minutes} minutes,"))
+  (.append lines f"  or /deny {code} [reason].")
+  (setv reply (reply-signal signal (.join "\n" lines) "approval"))
+  (proto-put reply ':payload (+ (proto-get reply ':payload)
+                                [:approval [:code code :token token
+                                            :expires (proto-get approval ':expires)]])))
+
+(defn escalate [signal action outcome ctx env]
+  "The signals answering an escalated ACTION: run it under a grant, or store it
+   and ask a person. The loop calls this as env[\"escalate\"]."
+  (setv store (get env "store")
+        config (get env "config")
+        cfg (approvals-config config)
+        now (proto-get ctx ':now)
+        session (proto-get signal ':session)
+        emitted (expire-due store now)
+        grant (grant-covering store session action ctx now))
+  (when grant
+    (return (+ emitted (_run-granted signal action outcome ctx store grant now))))
+  (setv rows (.query store (+ _select "WHERE session = ? AND state = 'pending' AND action_hash = ?
+                                        ORDER BY id DESC LIMIT 1")
+                     #(session (action-hash action))))
+  (when rows
+    (setv waiting (_approval (get rows 0)))
+    (return (+ emitted
+               [(reply-signal signal
+                              (+ f"This action is already waiting for approval {(proto-get waiting ':code)} "
+                                 f"(until {(_when (proto-get waiting ':expires) now)}): "
+                                 (_shown action))
+                              "approval")])))
+  (setv [approval token] (request-approval store action outcome signal ctx config now))
+  (+ emitted [(ask-signal signal approval token outcome cfg)]))
+
+(defn _voters [cfg]
+  "(identities that count, approvals needed, denials that end it)"
+  (setv strategy (get cfg "strategy")
+        voters (list (if (and (!= strategy "any") (get cfg "required"))
+                         (get cfg "required")
+                         (get cfg "approvers")))
+        n (len voters))
+  (cond (not voters) #([] 1 1)
+        (= strategy "any") #(voters 1 1)
+        (= strategy "all") #(voters n 1)
+        True (do (setv need (+ (// n 2) 1))
+                 #(voters need (+ (- n need) 1)))))
+
+(defn _not-yours [cfg approval who session host choice]
+  "Why WHO (in SESSION, or on the host) may not give CHOICE to APPROVAL, or None."
+  (setv [voters _ _] (_voters cfg)
+        code (proto-get approval ':code))
+  (cond
+    (and voters (not (in who voters)))
+    f"You ({who}) are not one of the approvers, so your answer to {code} was not counted."
+    (and (not voters) (not host) (!= session (proto-get approval ':session)))
+    f"Approval {code} belongs to another conversation; it can be answered only there."
+    (and (= choice "approve") (get cfg "separate_duties") (= who (proto-get approval ':requester)))
+    f"You asked for this action yourself, and separation of duties is on: someone else must approve {code}."
+    True None))
+
+(defn _settled-text [approval now]
+  "What to say about an approval that is no longer pending."
+  (setv code (proto-get approval ':code)
+        state (proto-get approval ':state)
+        at (when (proto-get approval ':decided) (_when (proto-get approval ':decided) now))
+        by (proto-get approval ':decided-by)
+        note (proto-get approval ':note)
+        result (proto-get approval ':result))
+  (cond
+    (= state "expired")
+    f"Approval {code} expired at {at} with no answer; its action was not run and its task ended."
+    (= state "denied")
+    (+ f"Approval {code} was already denied at {at} by {by}" (if note f" ({note})" "") "; nothing was run.")
+    (in state #("approved" "executing"))
+    f"Approval {code} was already approved at {at} by {by}; it is running now. Nothing more will run."
+    (= state "executed")
+    (+ f"Approval {code} was already approved at {at} by {by} and ran at {(_when (proto-get approval ':finished) now)}"
+       (if result f" ({(. (or (proto-get result ':status) (kw "error")) name)})" "")
+       ". Nothing more was run.")
+    (= state "failed")
+    f"Approval {code} was approved at {at} by {by} but did not run: {note}."
+    True f"Approval {code} is {state}."))
+
+(defn _result [ok text [emit None]]
+  [:ok ok :text text :emit (or emit [])])
+
+(defn context-env [ctx]
+  "The handles answering needs, from the context CTX a pre-reason handler is given.
+   Its clock stands still at the time the command arrived."
+  (setv now (proto-get ctx ':now))
+  {"store" (context-runtime ctx "store")
+   "config" (or (context-runtime ctx "config") {})
+   "secrets" (proto-get ctx ':secrets [])
+   "clock" (fn [] now)})
+
+(setv _process-mark (cut (. (uuid.uuid4) hex) 12))
+
+(defn _executor []
+  "Who is running an approval: host, process id, and a mark of this very process
+   (a daemon in a container is often pid 1 after every restart)."
+  f"{(socket.gethostname)}:{(os.getpid)}:{_process-mark}")
+
+(defn answer-approval [env who session key choice [reason None] [minutes None] [host False]]
+  "Record WHO's answer CHOICE (\"approve\" or \"deny\") to the approval whose code
+   or token is KEY, given in SESSION (None on the host)."
+  (setv store (get env "store")
+        cfg (approvals-config (get env "config"))
+        now ((get env "clock"))
+        emitted (expire-due store now)
+        approval (find-approval store key))
+  (when (is approval None)
+    (return (_result False f"No approval has the code {(.upper (.strip (str key)))}." emitted)))
+  (setv code (proto-get approval ':code)
+        refusal (_not-yours cfg approval who session host choice))
+  (when refusal
+    (_event store "answer-refused" approval who now [:answer choice :why refusal])
+    (return (_result False refusal emitted)))
+  (when (and minutes (> minutes (get cfg "max_grant_minutes")))
+    (return (_result False (+ f"A grant may last at most {(get cfg "max_grant_minutes")} minutes; "
+                              f"{code} was not answered.")
+                     emitted)))
+  (setv [voters needed denials-end] (_voters cfg)
+        outcome None)
+  (with [conn (.transaction store)]
+    (setv approval (get-approval store (proto-get approval ':id)))
+    (when (!= (proto-get approval ':state) "pending")
+      (return (_result False (_settled-text approval now) emitted)))
+    (setv before (.fetchone (.execute conn "SELECT ts, answer FROM answers WHERE approval = ? AND who = ?"
+                                      #((proto-get approval ':id) who))))
+    (when before
+      (return (_result False (+ f"You already answered {code} ({(get before 1)}) at {(_when (get before 0) now)}; "
+                                (_tally-text conn approval voters needed))
+                       emitted)))
+    (.execute conn "INSERT INTO answers (approval, ts, who, session, answer, reason, minutes)
+                    VALUES (?, ?, ?, ?, ?, ?, ?)"
+              #((proto-get approval ':id) now who session choice reason minutes))
+    (_event store "answered" approval who now [:answer choice :reason reason :minutes minutes
+                                               :from (or session "host")])
+    (setv counted (lfor [w a m] (.fetchall (.execute conn "SELECT who, answer, minutes FROM answers
+                                                           WHERE approval = ? ORDER BY id"
+                                                     #((proto-get approval ':id))))
+                        :if (or (not voters) (in w voters))
+                        #(w a m))
+          yes (lfor c counted :if (= (get c 1) "approve") c)
+          no (lfor c counted :if (= (get c 1) "deny") c)
+          settled (cond (>= (len yes) needed) "approved"
+                        (>= (len no) denials-end) "denied"
+                        True None))
+    (when settled
+      (setv changed (. (.execute conn "UPDATE approvals SET state = ?, decided = ?, decided_by = ?,
+                                              note = ?, executor = ?
+                                       WHERE id = ? AND state = 'pending'"
+                                 #(settled now (.join ", " (gfor c (if (= settled "approved") yes no) (get c 0)))
+                                   (when (= settled "denied") reason)
+                                   (when (= settled "approved") (_executor))
+                                   (proto-get approval ':id)))
+                       rowcount))
+      (when (!= changed 1)
+        (return (_result False (_settled-text (get-approval store (proto-get approval ':id)) now) emitted)))
+      (setv approval (get-approval store (proto-get approval ':id))
+            grant-minutes (when (and yes (all (gfor c yes (get c 2)))) (min (gfor c yes (get c 2))))
+            outcome #(settled grant-minutes))
+      (_event store settled approval (proto-get approval ':decided-by) now))
+    (when (is outcome None)
+      (return (_result True (+ f"Counted your {(if (= choice "approve") "approval" "denial")} of {code}; "
+                               (_tally-text conn approval voters needed))
+                       emitted))))
+  (setv [settled grant-minutes] outcome)
+  (if (= settled "denied")
+      (_denied env approval session now emitted)
+      (_execute env approval who session now grant-minutes emitted)))
+
+(defn _tally-text [conn approval voters needed]
+  (setv yes (lfor [w] (.fetchall (.execute conn "SELECT who FROM answers WHERE approval = ? AND answer = 'approve'"
+                                           #((proto-get approval ':id))))
+                  :if (or (not voters) (in w voters)) w))
+  f"it has {(len yes)} of the {needed} approvals it needs.")
+
+(defn _denied [env approval session now emitted]
+  (setv store (get env "store")
+        origin (_origin approval)
+        code (proto-get approval ':code)
+        note (proto-get approval ':note)
+        text (+ f"Approval {code} was denied by {(proto-get approval ':decided-by)}"
+                (if note f" ({note})" "")
+                f": {(_shown (proto-get approval ':action) 300)} was not run, and its task has ended."))
+  (event-append store "answer" (proto-get approval ':session)
+                [:text text :task (proto-get (proto-get approval ':task) ':task)] :ts now)
+  (if (= session (proto-get approval ':session))
+      (_result True text emitted)
+      (_result True f"Denied {code}; the conversation that asked has been told."
+               (+ emitted [(reply-signal origin text "notice")]))))
+
+(defn _context [env session now]
+  (setv config (get env "config"))
+  (make-context :workspace (.get config "workspace" ".")
+                :session session
+                :config config
+                :store (get env "store")
+                :secrets (.get env "secrets" [])
+                :now now))
+
+(defn _fail [store approval state why now]
+  "Move APPROVAL from STATE to failed with WHY; true when this call did it."
+  (with [conn (.transaction store)]
+    (setv n (. (.execute conn "UPDATE approvals SET state = 'failed', finished = ?, note = ?
+                               WHERE id = ? AND state = ?"
+                         #(now why (proto-get approval ':id) state))
+               rowcount))
+    (when (= n 1)
+      (_event store "failed" approval "daemon" now [:why why])))
+  (= n 1))
+
+(defn _continue [origin action result state ctx store [note ""]]
+  "The signals that carry RESULT of ACTION back to the task whose STATE is given."
+  (setv session (proto-get origin ':session)
+        task (proto-get state ':task)
+        n (proto-get state ':step 0)
+        seen (list (proto-get state ':seen []))
+        now (proto-get ctx ':now))
+  (when (= (action-name action) "message")
+    (setv text (or (proto-get result ':reply) (proto-get result ':error) ""))
+    (event-append store "answer" session [:text text :task task] :ts now)
+    (return [(reply-signal origin text)]))
+  (event-append store "result" session [:action action :result result :task task :step n] :ts now)
+  (setv mark (_mark action result)
+        budget (context-limit ctx "step-budget" 8)
+        trace (reply-signal origin (+ "ran " (proto-print action) " → "
+                                      (. (or (proto-get result ':status) (kw "error")) name)
+                                      note)
+                            "trace"))
+  (cond
+    (in mark seen)
+    [trace (reply-signal origin (+ "Stopped: the same action gave the same result twice, so the task was going round in circles. Last result: "
+                                   (proto-print result))
+                         "notice")]
+    (>= (+ n 1) budget)
+    [trace (reply-signal origin (+ f"Stopped after {budget} actions (the step budget of one task). Last result: "
+                                   (proto-print result))
+                         "notice")]
+    True
+    [trace [:type :event
+            :source (proto-get origin ':source)
+            :session session
+            :payload (+ [:sensor :tool-result :action action :result result]
+                        (proto-merge state [:step (+ n 1) :seen (+ seen [mark])]))]]))
+
+(defn _execute [env approval who session now grant-minutes [emitted None]]
+  (setv store (get env "store")
+        code (proto-get approval ':code)
+        asked-in (proto-get approval ':session)
+        origin (_origin approval)
+        ctx (_context env asked-in now)
+        action (proto-get approval ':action)
+        here (= session asked-in)
+        emitted (list (or emitted []))
+        why (or (binding-problem approval ctx) (_floor-problem action ctx)))
+  (when why
+    (setv text f"Approval {code} was approved but not run: {why}. Its task has ended; ask again if it is still wanted.")
+    (_fail store approval "approved" why now)
+    (event-append store "answer" asked-in [:text text :task (proto-get (proto-get approval ':task) ':task)] :ts now)
+    (return (_result False text (+ emitted (if here [] [(reply-signal origin text "notice")])))))
+  (with [conn (.transaction store)]
+    (setv n (. (.execute conn "UPDATE approvals SET state = 'executing', executor = ?
+                               WHERE id = ? AND state = 'approved'"
+                         #((_executor) (proto-get approval ':id)))
+               rowcount))
+    (when (= n 1)
+      (_event store "executing" approval who now)))
+  (when (!= n 1)
+    (return (_result False (_settled-text (get-approval store (proto-get approval ':id)) now) emitted)))
+  (setv grant-note "")
+  (when grant-minutes
+    (setv scope (grant-scope action ctx))
+    (if scope
+        (do (setv gid (add-grant store asked-in scope now grant-minutes who (proto-get approval ':id)))
+            (setv grant-note f" Grant #{gid} allows {(describe-scope scope)} in this conversation until {(_when (+ now (* 60 grant-minutes)) now)}."))
+        (setv grant-note " No grant was made: only a single simple command, a file action or a skill's action can be granted.")))
+  (setv result (act action ctx))
+  (with [conn (.transaction store)]
+    (.execute conn "UPDATE approvals SET state = 'executed', finished = ?, result = ?
+                    WHERE id = ? AND state = 'executing'"
+              #(((get env "clock")) (_print result) (proto-get approval ':id)))
+    (_event store "executed" approval who now [:status (proto-get result ':status)]))
+  (setv continued (_continue origin action result (proto-get approval ':task) ctx store
+                             f" (approved as {code})"))
+  (_result True (+ f"Approved {code}." grant-note) (+ emitted continued)))
+
+(defn _shell-scope [cmd workspace]
+  (when (or (not (isinstance cmd str)) (in "\n" cmd) (in "$(" cmd) (in "`" cmd))
+    (return None))
+  (setv words (_shell-words cmd))
+  (when (or (not words) (any (gfor w words (_operator w)))
+            (.match _assignment-re (get words 0)))
+    (return None))
+  (setv prefix [(get words 0)])
+  (for [w (cut words 1 None)]
+    (.append prefix w)
+    (when (not (.startswith w "-")) (break)))
+  [:action :shell :words prefix :cwd workspace])
+
+(defn grant-scope [action ctx]
+  "The scope a grant for ACTION would cover, or None when it cannot be granted."
+  (setv name (action-name action))
+  (cond
+    (= name "shell") (_shell-scope (proto-get action ':cmd) (proto-get ctx ':workspace))
+    (in name #("read-file" "write-file"))
+    (do (setv found (resolve-path (proto-get action ':path) ctx :write (= name "write-file")))
+        (when (proto-get found ':ok)
+          [:action (kw name) :folder (os.path.dirname (proto-get found ':path))]))
+    name [:action (kw name)]
+    True None))
+
+(defn describe-scope [scope]
+  (setv name (. (proto-get scope ':action) name))
+  (cond (= name "shell") (+ "`" (.join " " (proto-get scope ':words)) " …` in " (proto-get scope ':cwd))
+        (proto-get scope ':folder) (+ ":" name " in " (proto-get scope ':folder))
+        True (+ ":" name)))
+
+(defn add-grant [store session scope now minutes who [approval None]]
+  "Grant SCOPE in SESSION for MINUTES; its id."
+  (setv policy (policy-version))
+  (with [conn (.transaction store)]
+    (setv id (. (.execute conn "INSERT INTO grants (session, scope, policy, created, expires, created_by, approval)
+                                VALUES (?, ?, ?, ?, ?, ?, ?)"
+                          #(session (_print scope) policy now (+ now (* 60 minutes)) who approval))
+                lastrowid))
+    (event-append store "approval" session [:event "grant-created" :grant id :scope scope
+                                            :minutes minutes :who who :approval approval]
+                  :ts now))
+  id)
+
+(defn active-grants [store session now]
+  "The grants of SESSION in force at NOW, as plists."
+  (lfor [id scope policy created expires by]
+        (.query store "SELECT id, scope, policy, created, expires, created_by FROM grants
+                       WHERE session = ? AND revoked IS NULL AND expires > ? ORDER BY id"
+                #(session now))
+        [:id id :scope (_read scope) :policy policy :created created :expires expires :by by]))
+
+(defn grant-covering [store session action ctx now]
+  "The grant of SESSION that covers ACTION now, or None."
+  (setv scope (grant-scope action ctx))
+  (when (is scope None) (return None))
+  (setv rows (.query store "SELECT id, expires FROM grants
+                            WHERE session = ? AND scope = ? AND policy = ? AND revoked IS NULL
+                              AND expires > ? ORDER BY expires DESC LIMIT 1"
+                     #(session (_print scope) (policy-version) now)))
+  (when rows
+    [:id (get rows 0 0) :expires (get rows 0 1) :scope scope]))
+
+(defn _run-granted [signal action outcome ctx store grant now]
+  (setv session (proto-get signal ':session)
+        gid (proto-get grant ':id))
+  (event-append store "approval" session [:event "grant-used" :grant gid :action action
+                                          :who (identity-of (proto-get signal ':source))]
+                :ts now)
+  (_continue signal action (act action ctx) (task-state signal outcome) ctx store
+             f" (under grant #{gid}, until {(_when (proto-get grant ':expires) now)})"))
+
+(defn revoke-grant [env who session id [host False]]
+  "Revoke grant ID on behalf of WHO in SESSION; a result plist like answer-approval's."
+  (setv store (get env "store")
+        cfg (approvals-config (get env "config"))
+        now ((get env "clock"))
+        rows (.query store "SELECT session, expires, revoked, revoked_by FROM grants WHERE id = ?" #(id)))
+  (when (not rows)
+    (return (_result False f"There is no grant #{id}.")))
+  (setv [owner expires revoked by] (get rows 0)
+        [voters _ _] (_voters cfg))
+  (cond
+    (not (or host (= owner session) (in who voters)))
+    (_result False f"Grant #{id} belongs to another conversation.")
+    revoked (_result False f"Grant #{id} was already revoked at {(_when revoked now)} by {by}.")
+    (<= expires now) (_result False f"Grant #{id} already expired at {(_when expires now)}.")
+    True
+    (do (with [conn (.transaction store)]
+          (setv n (. (.execute conn "UPDATE grants SET revoked = ?, revoked_by = ?
+                                     WHERE id = ? AND revoked IS NULL"
+                               #(now who id))
+                     rowcount))
+          (when (= n 1)
+            (event-append store "approval" owner [:event "grant-revoked" :grant id :who who] :ts now)))
+        (_result True f"Revoked grant #{id}."))))
+
+(defn expire-due [store now]
+  "Expire every pending approval due by NOW; the notices to send."
+  (setv out [])
+  (for [[id] (.query store "SELECT id FROM approvals WHERE state = 'pending' AND expires <= ?" #(now))]
+    (with [conn (.transaction store)]
+      (setv n (. (.execute conn "UPDATE approvals SET state = 'expired', decided = expires, decided_by = 'expiry'
+                                 WHERE id = ? AND state = 'pending' AND expires <= ?"
+                           #(id now))
+                 rowcount))
+      (when (= n 1)
+        (setv a (get-approval store id)
+              text (+ f"Approval {(proto-get a ':code)} expired at {(_when (proto-get a ':expires) now)} with no answer: "
+                      f"{(_shown (proto-get a ':action) 300)} was not run, and its task has ended."))
+        (_event store "expired" a "expiry" now)
+        (event-append store "answer" (proto-get a ':session)
+                      [:text text :task (proto-get (proto-get a ':task) ':task)] :ts now)))
+    (when (= n 1)
+      (.append out (reply-signal (_origin a) text "notice"))))
+  out)
+
+(defn next-expiry [store]
+  "When the next pending approval expires, or None."
+  (get (.query store "SELECT MIN(expires) FROM approvals WHERE state = 'pending'") 0 0))
+
+(defn _process-start [pid]
+  "When process PID started (seconds since the epoch), or None where /proc cannot say."
+  (try
+    (setv stat (.read-text (Path f"/proc/{pid}/stat"))
+          ticks (int (get (.split (get (.rpartition stat ")") 2)) 19))
+          btime (next (gfor line (.splitlines (.read-text (Path "/proc/stat")))
+                            :if (.startswith line "btime ")
+                            (int (get (.split line) 1)))))
+    (+ btime (/ ticks (os.sysconf "SC_CLK_TCK")))
+    (except [Exception] None)))
+
+(defn _gone [pid]
+  (try (os.kill pid 0) False
+       (except [ProcessLookupError] True)
+       (except [PermissionError] False)))
+
+(defn _alive [executor since]
+  "True when the process EXECUTOR names (see _executor) may still be running an
+   approval it took at SINCE."
+  (setv parts (.split (or executor "") ":"))
+  (when (< (len parts) 3) (return False))
+  (setv [mark pid] [(get parts -1) (get parts -2)]
+        host (.join ":" (cut parts -2)))
+  (when (or (!= host (socket.gethostname)) (not (.isdigit pid)))
+    (return False))
+  (setv pid (int pid))
+  (cond
+    (= pid (os.getpid)) (= mark _process-mark)
+    (_gone pid) False
+    True (do (setv started (_process-start pid))
+             (not (and started since (> started (+ since 1)))))))
+
+(defn recover [store now]
+  "Settle the approvals a dead process left approved or executing; the notices to send."
+  (setv out [])
+  (for [row (.query store (+ _select "WHERE state IN ('approved', 'executing')"))]
+    (setv a (_approval row)
+          state (proto-get a ':state))
+    (when (not (_alive (proto-get a ':executor) (proto-get a ':decided)))
+      (setv why (if (= state "approved")
+                    "the daemon stopped after it was approved and before it ran; nothing was run"
+                    "the daemon stopped while it was running; it may have done part or all of its work, so check before asking again")
+            text f"Approval {(proto-get a ':code)}: {why}. Its task has ended.")
+      (when (_fail store a state why now)
+        (event-append store "answer" (proto-get a ':session)
+                      [:text text :task (proto-get (proto-get a ':task) ':task)] :ts now)
+        (.append out (reply-signal (_origin a) text "notice")))))
+  out)
+
+(defn approvals-boot [env]
+  "What a booting daemon does for approvals: check the [approvals] config (a
+   ConfigError stops the boot), settle what a dead process left half done, expire
+   what fell due while it was down. Returns the notices to deliver."
+  (approvals-config (get env "config"))
+  (setv store (get env "store")
+        now ((get env "clock")))
+  (+ (recover store now) (expire-due store now)))
+
+(defn pending-approvals [store [session None]]
+  "The pending approvals (of SESSION, or all), oldest first."
+  (lfor row (if (is session None)
+                (.query store (+ _select "WHERE state = 'pending' ORDER BY id"))
+                (.query store (+ _select "WHERE state = 'pending' AND session = ? ORDER BY id") #(session)))
+        (_approval row)))
+
+(defn pending-text [env who session [host False]]
+  "The pending approvals WHO may see, as a result plist like answer-approval's:
+   their conversation's, or every one for a configured approver and on the host.
+   Approvals that expired just now are among the signals to emit."
+  (setv store (get env "store")
+        cfg (approvals-config (get env "config"))
+        now ((get env "clock"))
+        [voters needed _] (_voters cfg)
+        emitted (expire-due store now)
+        rows (pending-approvals store (if (or host (in who voters)) None session)))
+  (_result True (_pending-lines rows now) emitted))
+
+(defn _pending-lines [rows now]
+  (if (not rows)
+      "No approvals are pending."
+      (.join "\n" (+ ["Pending approvals:"]
+                     (lfor a rows
+                           (+ f"  {(proto-get a ':code)}  {(_shown (proto-get a ':action) 200)}\n"
+                              f"      {(proto-get a ':reason)}\n"
+                              f"      asked by {(proto-get a ':requester)} in {(proto-get a ':session)}, "
+                              f"expires at {(_when (proto-get a ':expires) now)}"))))))
+
+(defn grants-text [env session]
+  (setv now ((get env "clock"))
+        rows (active-grants (get env "store") session now))
+  (if (not rows)
+      "No grants are in force in this conversation."
+      (.join "\n" (+ ["Grants in force here (/revoke ID ends one):"]
+                     (lfor g rows
+                           f"  #{(proto-get g ':id)}  {(describe-scope (proto-get g ':scope))}, until {(_when (proto-get g ':expires) now)} (by {(proto-get g ':by)})")))))
+
+(defn _print-signals [signals]
+  (for [s signals]
+    (when (= (proto-get s ':type) (kw "reply"))
+      (print (proto-get (proto-get s ':payload) ':text) :flush True))))
+
+(defn cmd-approvals [args]
+  "The approvals command: ARGS has .action (list, approve, deny), .code, .reason, .config."
+  (import passepartout.daemon [boot shutdown])
+  (setv env (boot :config-path args.config))
+  (try
+    (setv store (get env "store")
+          action args.action)
+    (_print-signals (+ (recover store ((get env "clock"))) (expire-due store ((get env "clock")))))
+    (cond
+      (= action "list")
+      (do (print (proto-get (pending-text env HOST-IDENTITY None :host True) ':text)) 0)
+      (in action #("approve" "deny"))
+      (if (not (getattr args "code" None))
+          (do (print f"passepartout approvals {action}: give the code" :file sys.stderr) 2)
+          (do (setv r (answer-approval env HOST-IDENTITY None args.code action
+                                       :reason (getattr args "reason" None) :host True))
+              (print (proto-get r ':text))
+              (_print-signals (proto-get r ':emit))
+              (if (proto-get r ':ok) 0 1)))
+      True (do (print f"passepartout approvals: unknown action {action !r}" :file sys.stderr) 2))
+    (finally (shutdown env))))
+
+(defn bench-approval [n]
+  "Rows (name value unit goal): p50 and p99 of /approve to the start of execution."
+  (import passepartout.daemon [boot shutdown]
+          passepartout.cascade [make-provider]
+          passepartout.loop [step]
+          passepartout.skills [make-skill register-skill registry-snapshot registry-restore])
+  (setv saved (registry-snapshot)
+        tmp (Path (tempfile.mkdtemp :prefix "passepartout-bench-"))
+        started [])
+  (.write-text (/ tmp "config.toml") "")
+  (setv env (boot :config-path (str (/ tmp "config.toml"))
+                  :environ {"PASSEPARTOUT_DATA_DIR" (str (/ tmp "data")) "HOME" (str tmp)}
+                  :providers [(make-provider "symbolic")]))
+  (setv (get env "escalate") escalate
+        (get env "complete") (fn [request]
+                               [:status :ok :provider "bench"
+                                :text "(:action :bench-probe :explanation \"measure\")"]))
+  (register-skill
+    (make-skill "bench-approval-probe" :priority 1
+                :gate (fn [action ctx]
+                        (if (= (action-name action) "bench-probe")
+                            [:verdict :escalate :reason "measured"]
+                            [:verdict :allow]))
+                :actuators {"bench-probe" {"run" (fn [action ctx]
+                                                   (.append started (time.perf-counter))
+                                                   [:status :ok])
+                                           "doc" "a probe" "effect" True}}))
+  (defn say [text]
+    (step [:type :event :source [:gateway :bench :chat "b" :user "b"]
+           :payload [:sensor :user-input :text text]]
+          env))
+  (setv times [])
+  (try
+    (for [_ (range n)]
+      (setv ask (next (gfor s (say "probe")
+                            :if (proto-get (proto-get s ':payload []) ':approval) s))
+            code (proto-get (proto-get (proto-get ask ':payload) ':approval) ':code)
+            t (time.perf-counter))
+      (say f"/approve {code}")
+      (.append times (- (get started -1) t)))
+    (finally
+      (shutdown env)
+      (registry-restore saved)))
+  (setv times (sorted times))
+  [#("approval: /approve to start of execution p50" (* 1000 (statistics.median times)) "ms" "< 50 ms")
+   #("approval: /approve to start of execution p99"
+     (* 1000 (get times (min (- (len times) 1) (int (* 0.99 (len times)))))) "ms" "")])
+
+(defn :async expiry-service [env runner]
+  "Expire approvals as they fall due and deliver the notices, until cancelled."
+  (setv store (get env "store"))
+  (while True
+    (setv due (next-expiry store)
+          delay (if (is due None) 30.0 (max 0.05 (min 30.0 (- due ((get env "clock")))))))
+    (await (asyncio.sleep delay))
+    (for [notice (expire-due store ((get env "clock")))]
+      (await (.emit runner notice)))))

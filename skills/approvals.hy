@@ -1,0 +1,79 @@
+(require passepartout.macros [defskill])
+(import re
+        hy.models [Keyword]
+        passepartout.proto [proto-get]
+        passepartout.perceive [reply-signal]
+        passepartout.hitl [answer-approval revoke-grant pending-text grants-text
+                           context-env identity-of])
+
+(setv SENSORS #{"user-input" "chat-message" "callback"}
+      _command-re (re.compile r"\s*/(approve|deny|pending|grants|revoke)(?:@[A-Za-z0-9_]+)?(?:\s+(.*?))?\s*\Z"
+                              (| re.S re.I))
+      _duration-re (re.compile r"(?:for\s+)?([0-9]{1,6})\s*(m|mins?|minutes?|h|hrs?|hours?)\Z" re.I)
+      _key-re (re.compile r"[A-Za-z0-9_-]{6,64}\Z")
+      USAGE {"approve" "Write /approve CODE to run it once, or /approve CODE 30m to also allow this kind of action here for 30 minutes."
+             "deny" "Write /deny CODE, optionally followed by a reason."
+             "revoke" "Write /revoke ID, with the number /grants shows."})
+
+(defn _duration [text]
+  "The minutes TEXT (\"30m\", \"for 2 hours\") names, or None."
+  (setv m (.match _duration-re (.strip text)))
+  (when m
+    (* (int (.group m 1)) (if (.startswith (.lower (.group m 2)) "h") 60 1))))
+
+(defn parse-command [text]
+  "The approvals command in TEXT as a plist, or None when TEXT is not one.
+   (parse-command \"/approve kxmprt 30m\") ⇒ (:command \"approve\" :key \"kxmprt\" :minutes 30)"
+  (setv m (and (isinstance text str) (.match _command-re text)))
+  (when (not m) (return None))
+  (setv name (.lower (.group m 1))
+        words (.split (or (.group m 2) "") None 1)
+        key (if words (get words 0) None)
+        tail (if (> (len words) 1) (get words 1) ""))
+  (cond
+    (in name #("pending" "grants")) [:command name]
+    (= name "revoke")
+    (if (and key (not tail) (.isdigit (.lstrip key "#")))
+        [:command name :id (int (.lstrip key "#"))]
+        [:command "usage" :for name])
+    (not (and key (.match _key-re key))) [:command "usage" :for name]
+    (= name "deny") [:command name :key key :reason (or (.strip tail) None)]
+    (not tail) [:command name :key key :minutes None]
+    True
+    (do (setv minutes (_duration tail))
+        (if (and minutes (> minutes 0))
+            [:command name :key key :minutes minutes]
+            [:command "usage" :for name]))))
+
+(defn approvals-handler [signal ctx]
+  "The replies to an approvals command, or None when SIGNAL is not one."
+  (setv payload (proto-get signal ':payload [])
+        sensor (proto-get payload ':sensor))
+  (when (not (and (isinstance sensor Keyword) (in sensor.name SENSORS)))
+    (return None))
+  (setv command (parse-command (proto-get payload ':text)))
+  (when (is command None)
+    (return None))
+  (setv name (proto-get command ':command)
+        env (context-env ctx)
+        who (identity-of (proto-get signal ':source))
+        session (proto-get signal ':session))
+  (defn answer [r]
+    (+ [(reply-signal signal (proto-get r ':text) (if (proto-get r ':ok) "answer" "notice"))]
+       (proto-get r ':emit)))
+  (cond
+    (= name "usage") [(reply-signal signal (get USAGE (proto-get command ':for)) "notice")]
+    (= name "pending") (answer (pending-text env who session))
+    (= name "grants") [(reply-signal signal (grants-text env session))]
+    (= name "revoke") (answer (revoke-grant env who session (proto-get command ':id)))
+    (= name "deny")
+    (answer (answer-approval env who session (proto-get command ':key) "deny"
+                             :reason (proto-get command ':reason)))
+    True
+    (answer (answer-approval env who session (proto-get command ':key) "approve"
+                             :minutes (proto-get command ':minutes)))))
+
+(defskill approvals
+  "Answers /approve, /deny, /pending, /grants and /revoke before any model sees them."
+  :priority 100
+  :handlers [approvals-handler])
