@@ -149,6 +149,21 @@
       [#("idle chat resident memory" (/ rss 1024) "MiB" "")]
       [#("idle chat resident memory" "not measured: the chat did not reach its prompt" "" "")]))
 
+(defn _tests-module [name]
+  (setv tests (/ (. (Path __file__) parent parent) "tests"))
+  (when (not (.is-file (/ tests f"{name}.py")))
+    (return None))
+  (when (not (in (str tests) sys.path))
+    (.insert sys.path 0 (str tests)))
+  (hy.I.importlib.import-module name))
+
+(defn bench-telegram [quick]
+  (setv m (_tests-module "bot_api_server"))
+  (if (is m None)
+      [#("telegram figures" "not measured: they need the source tree's tests/" "" "")]
+      (+ (if quick (m.bench-telegram :chats 10 :per-chat 10) (m.bench-telegram))
+         (if quick (m.bench-telegram-kill :chats 10 :per-chat 10) (m.bench-telegram-kill)))))
+
 (defn _print-row [row]
   (setv [name value unit goal] row)
   (print (+ f"{name}: "
@@ -166,6 +181,7 @@
                (fn [] (bench-cold-start (if quick 3 7)))
                bench-chat-memory
                (fn [] (hy.I.passepartout/repl.bench-repl (if quick 10 40)))
-               (fn [] (hy.I.passepartout/hitl.bench-approval (if quick 50 300)))]]
+               (fn [] (hy.I.passepartout/hitl.bench-approval (if quick 50 300)))
+               (fn [] (bench-telegram quick))]]
     (for [row (bench)] (_print-row row)))
   0)

@@ -98,6 +98,10 @@
   (shutdown env)
   0)
 
+(defn cmd-daemon [args]
+  (import passepartout.gateway [cmd-daemon :as run-daemon])
+  (run-daemon args))
+
 (defn cmd-approvals [args]
   (import passepartout.hitl [cmd-approvals :as run])
   (run args))
@@ -135,6 +139,10 @@
   (setv c (.add-parser sub "chat" :help "terminal chat with an in-process daemon"))
   (.add-argument c "--workspace" :help "the workspace folder")
   (.set-defaults c :func cmd-chat)
+
+  (setv d (.add-parser sub "daemon" :help "headless: the configured gateways and the REPL socket, until SIGTERM"))
+  (.add-argument d "--workspace" :help "the workspace folder")
+  (.set-defaults d :func cmd-daemon)
 
   (setv v (.add-parser sub "verify" :help "run the gates over proposals, no model; one JSON line each"))
   (.add-argument v "file" :nargs "?" :default "-" :help "file of proposals, or - for stdin")

@@ -14,7 +14,8 @@
 (defn session-history [store session]
   "The recent turns of SESSION as chat messages, oldest first."
   (setv out [])
-  (for [e (events store :session session :limit (* 4 HISTORY-TURNS) :latest True)]
+  (for [e (events store :session session :kinds ["input" "answer" "result"]
+                  :limit HISTORY-TURNS :latest True)]
     (setv data (proto-get e ':data [])
           kind (proto-get e ':kind))
     (cond

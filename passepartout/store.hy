@@ -256,15 +256,19 @@
             (if (is session None) None (_name session "a session"))
             (_print data))))
 
-(defn events [store [kind None] [session None] [since-id 0] [limit 100] [latest False]]
+(defn events [store [kind None] [session None] [since-id 0] [limit 100] [latest False] [kinds None]]
   "The events after SINCE-ID, oldest first, as plists
-   (:id N :ts T :kind K :session S :data PLIST); KIND and SESSION filter,
-   LIMIT None means all. With LATEST, the last LIMIT events (still oldest first)."
+   (:id N :ts T :kind K :session S :data PLIST); KIND (or any of KINDS) and
+   SESSION filter, LIMIT None means all. With LATEST, the last LIMIT events
+   (still oldest first)."
   (setv where ["id > ?"]
         params [since-id])
   (when (is-not kind None)
     (.append where "kind = ?")
     (.append params (_name kind "an event kind")))
+  (when kinds
+    (.append where (+ "kind IN (" (.join ", " (* ["?"] (len kinds))) ")"))
+    (.extend params (lfor k kinds (_name k "an event kind"))))
   (when (is-not session None)
     (.append where "session = ?")
     (.append params (_name session "a session")))

@@ -1,0 +1,443 @@
+(import asyncio ipaddress json logging re
+        urllib.parse [urlsplit quote :as url-quote]
+        requests
+        passepartout.proto [kw proto-get]
+        passepartout.config [ConfigError]
+        passepartout.gateway [register-gateway])
+
+(setv log (logging.getLogger "passepartout.gateways.signal"))
+
+(setv DEFAULT-URL "http://127.0.0.1:8080"
+      MAX-DELAY 60.0
+      _number-re (re.compile r"\+[1-9][0-9]{5,14}\Z")
+      _uuid-re (re.compile r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\Z"))
+
+(defn _identity [x]
+  "X as a number or UUID the allow-list can hold, or None."
+  (when (isinstance x str)
+    (setv s (.lower (.strip x))
+          n (re.sub r"[\s().-]" "" s))
+    (cond (_uuid-re.match s) s
+          (_number-re.match n) n)))
+
+(defn _loopback [host]
+  (or (= (.lower host) "localhost")
+      (try
+        (. (ipaddress.ip-address host) is-loopback)
+        (except [ValueError] False))))
+
+(defn check-server-url [url [allow-remote False]]
+  "URL without its trailing slash; a ConfigError when it is not an http(s)
+   address, or not on this machine and ALLOW-REMOTE is false."
+  (when (not (isinstance url str))
+    (raise (ConfigError "gateways.signal.url should be a string")))
+  (setv parts (urlsplit url))
+  (try
+    (. parts port)
+    (except [ValueError]
+      (raise (ConfigError f"gateways.signal.url {(repr url)} has a malformed port"))))
+  (when (or (not (in parts.scheme #("http" "https"))) (not parts.hostname))
+    (raise (ConfigError f"gateways.signal.url {(repr url)} is not an http:// or https:// address")))
+  (when (and (not allow-remote) (not (_loopback parts.hostname)))
+    (raise (ConfigError
+             (+ f"gateways.signal.url {(repr url)} is not on this machine, and signal-cli-rest-api "
+                "has no authentication: whoever reaches it reads and sends as your number. "
+                "Run it on 127.0.0.1 (reach a remote one through an ssh tunnel), or set "
+                "allow_remote = true if the network in between is yours."))))
+  (.rstrip url "/"))
+
+(defn _number-setting [section key default minimum]
+  (setv v (.get section key default))
+  (when (or (isinstance v bool) (not (isinstance v #(int float))) (< v minimum))
+    (raise (ConfigError f"gateways.signal.{key} should be a number of at least {minimum}, not {(repr v)}")))
+  v)
+
+(defn signal-settings [section]
+  "The checked settings of SECTION (the [gateways.signal] table), as a dict."
+  (when (not (isinstance section dict))
+    (raise (ConfigError "gateways.signal should be a table")))
+  (setv allow-remote (.get section "allow_remote" False)
+        number (_identity (.get section "number"))
+        allowed (.get section "allowed_numbers" []))
+  (when (not (isinstance allow-remote bool))
+    (raise (ConfigError "gateways.signal.allow_remote should be true or false")))
+  (when (or (is number None) (not (.startswith number "+")))
+    (setv given (.get section "number"))
+    (raise (ConfigError (+ "gateways.signal.number should be the account's number in "
+                           f"international form (+ and digits), not {(repr given)}"))))
+  (when (not (isinstance allowed list))
+    (raise (ConfigError "gateways.signal.allowed_numbers should be an array of numbers")))
+  (setv bad (lfor a allowed :if (is (_identity a) None) a))
+  (when bad
+    (raise (ConfigError (+ "gateways.signal.allowed_numbers: " (.join ", " (map repr bad))
+                           " is not a number in international form (+ and digits) or a Signal UUID"))))
+  (when (not allowed)
+    (.warning log "signal: allowed_numbers is empty, so every message will be refused"))
+  {"url" (check-server-url (.get section "url" DEFAULT-URL) allow-remote)
+   "number" number
+   "allowed" (frozenset (map _identity allowed))
+   "poll-interval" (_number-setting section "poll_interval" 1.0 0)
+   "receive-timeout" (int (_number-setting section "receive_timeout" 1 1))
+   "retry-delay" (_number-setting section "retry_delay" 1.0 0.001)
+   "max-input" (int (_number-setting section "max_input_chars" 16000 1))
+   "show-traces" (bool (.get section "show_traces" False))})
+
+(defn _int [x]
+  (when (and (isinstance x int) (not (isinstance x bool))) x))
+
+(defn _not-a-message [envelope]
+  (cond (in "receiptMessage" envelope) "a receipt"
+        (in "typingMessage" envelope) "a typing notice"
+        (in "syncMessage" envelope) "a sync message from the account's own devices"
+        (in "callMessage" envelope) "a call"
+        (in "storyMessage" envelope) "a story"
+        True "an envelope without a message"))
+
+(defn _group-id [data]
+  (setv info (or (.get data "groupInfo") (.get data "groupV2")))
+  (str (or (when (isinstance info dict) (or (.get info "groupId") (.get info "id"))) "?")))
+
+(defn _sender [envelope]
+  "The identity to answer, and every identity the allow-list may know the sender by."
+  (setv number (_identity (or (.get envelope "sourceNumber") (.get envelope "source")))
+        uuid (_identity (.get envelope "sourceUuid")))
+  #((or number uuid) (lfor i [number uuid] :if i i)))
+
+(defn triage [item settings]
+  "What the received ITEM calls for, as a plist whose :do is :persist, :refuse,
+   :stranger or :ignore."
+  (setv envelope (when (isinstance item dict) (.get item "envelope")))
+  (when (not (isinstance envelope dict))
+    (return [:do :ignore :why "an item without an envelope"]))
+  (setv [chat ids] (_sender envelope))
+  (when (is chat None)
+    (return [:do :ignore :why "an envelope without a sender"]))
+  (setv data (.get envelope "dataMessage"))
+  (when (not (isinstance data dict))
+    (return [:do :ignore :why (+ (_not-a-message envelope) " from " chat)]))
+  (when (not (any (gfor i ids (in i (get settings "allowed")))))
+    (return [:do :stranger :to chat]))
+  (setv text (.get data "message")
+        ts (or (_int (.get data "timestamp")) (_int (.get envelope "timestamp")))
+        name (.get envelope "sourceName")
+        key f"{chat}:{ts}"
+        limit (get settings "max-input"))
+  (cond
+    (is ts None)
+    [:do :ignore :why f"a message from {chat} without a timestamp"]
+    (or (.get data "groupInfo") (.get data "groupV2"))
+    [:do :refuse :to chat :key f"group:{(_group-id data)}:{chat}" :why "a group message"
+     :text "I only read direct messages: please write to me here rather than in a group."]
+    (or (.get data "attachments") (.get data "sticker"))
+    [:do :refuse :to chat :key key :why "an attachment"
+     :text (+ "I cannot read attachments, pictures or stickers, so this message was not read. "
+              "Please send what you need as text.")]
+    (not (isinstance text str))
+    [:do :ignore :why f"a message without text from {chat} (a reaction, deletion or timer change)"]
+    (not (.strip text))
+    [:do :ignore :why f"an empty message from {chat}"]
+    (> (len text) limit)
+    [:do :refuse :to chat :key key :why f"a message of {(len text)} characters"
+     :text (+ f"Your message is {(len text)} characters long and I read at most {limit}, "
+              "so it was not read. Please send it in parts.")]
+    True
+    [:do :persist :key key
+     :signal [:type :event
+              :source (+ [:gateway :signal :chat chat :user chat :message ts]
+                         (if (and (isinstance name str) (.strip name))
+                             [:name (cut (.strip name) 100)]
+                             []))
+              :payload [:sensor :user-input :text text]]]))
+
+(setv MESSAGE-BYTES 2000
+      MAX-PARTS 8)
+
+(defn _prefix [text limit]
+  "The longest start of TEXT that is at most LIMIT bytes of UTF-8 (at least one character)."
+  (if (<= (* 4 (len text)) limit)
+      text
+      (cut text (max 1 (len (.decode (cut (.encode (cut text limit) "utf-8") limit) "utf-8" "ignore"))))))
+
+(defn split-text [text [limit MESSAGE-BYTES] [max-parts MAX-PARTS]]
+  "TEXT as a list of parts of at most LIMIT bytes, cut at the last paragraph,
+   line or word break in each part's second half; at most MAX-PARTS parts.
+
+   (split-text \"one two\" 4) ⇒ [\"one\" \"two\"]"
+  (setv rest (.decode (.encode text "utf-8" "replace") "utf-8")
+        parts [])
+  (while rest
+    (setv head (_prefix rest limit))
+    (when (= (len head) (len rest))
+      (.append parts rest)
+      (break))
+    (setv at (len head))
+    (for [sep ["\n\n" "\n" " "]]
+      (setv i (.rfind head sep (// (len head) 2)))
+      (when (> i 0)
+        (setv at (+ i (len sep)))
+        (break)))
+    (setv part (.rstrip (cut rest at)))
+    (when part (.append parts part))
+    (setv rest (.lstrip (cut rest at None))))
+  (if (<= (len parts) max-parts)
+      parts
+      (+ (cut parts (- max-parts 1))
+         [f"[… the rest of this reply, {(sum (gfor p (cut parts (- max-parts 1) None) (len p)))} characters, was not sent]"])))
+
+(defn reply-text [payload]
+  "The text to send for a reply whose payload is PAYLOAD."
+  (setv kind (proto-get payload ':kind)
+        text (str (or (proto-get payload ':text) ""))
+        code (proto-get (proto-get payload ':approval []) ':code))
+  (when (not (.strip text))
+    (setv text "(the answer was empty)"))
+  (cond
+    (and (= kind (kw "approval")) code (not (in f"/approve {code}" text)))
+    (+ text f"\n\nAnswer /approve {code} to let it run, or /deny {code}.")
+    (= kind (kw "trace")) (+ "· " text)
+    True text))
+
+(defclass SignalError [Exception]
+  "An answer from the server that is not the one asked for."
+  (defn __init__ [self message [status None]]
+    (.__init__ (super) message)
+    (setv self.status status
+          self.retry (or (is status None) (>= status 500)))))
+
+(defn _error-text [r]
+  (try
+    (setv body (.json r))
+    (if (and (isinstance body dict) (isinstance (.get body "error") str))
+        (get body "error")
+        (cut r.text 200))
+    (except [ValueError] (cut r.text 200))))
+
+(defn _call [method url [params None] [body None] [timeout 10]]
+  "The response to one request; a SignalError for an error status."
+  (with [s (requests.Session)]
+    (setv s.trust-env False
+          r (.request s method url :params params :json body :timeout timeout)))
+  (when (>= r.status-code 400)
+    (raise (SignalError f"HTTP {r.status-code}: {(_error-text r)}" r.status-code)))
+  r)
+
+(defn _json [r what]
+  "The JSON body of R; a SignalError (worth retrying) when it is not JSON."
+  (try
+    (json.loads r.text)
+    (except [e ValueError]
+      (raise (SignalError f"{what}: the server's answer is not JSON ({e}): {(repr (cut r.text 80))}")))))
+
+(setv PERSIST-ATTEMPTS 5
+      SEND-ATTEMPTS 5
+      MAX-BATCH 100
+      MAX-STRANGERS 4096
+      STRANGER-TEXT "This is a private assistant and it does not answer this number. Sorry.")
+
+(defclass SignalState []
+  "What the Signal gateway of one account keeps between calls."
+  (defn __init__ [self settings]
+    (setv self.settings settings
+          self.url (get settings "url")
+          self.number (get settings "number")
+          self.stopping (asyncio.Event)
+          self.ready False
+          self.outage None
+          self.delay (get settings "retry-delay")
+          self.strangers (set))))
+
+(defn _failed [gw what e]
+  "Log the failure E of WHAT once per outage; the wait before trying again."
+  (setv text (str e))
+  (if (!= gw.outage text)
+      (.warning log "signal: %s failed at %s: %s (trying again, less and less often)" what gw.url text)
+      (.debug log "signal: %s failed again: %s" what text))
+  (setv gw.outage text
+        wait gw.delay
+        gw.delay (min (* 2 gw.delay) MAX-DELAY))
+  wait)
+
+(defn _answered [gw]
+  (when (is-not gw.outage None)
+    (.info log "signal: the server at %s answers again" gw.url))
+  (setv gw.outage None
+        gw.delay (get gw.settings "retry-delay")))
+
+(defn :async signal-run [gw hub]
+  "Poll the server and hand what arrives to HUB, until signal-stop."
+  (.info log "signal: polling %s for %s" gw.url gw.number)
+  (while (not (.is-set gw.stopping))
+    (setv wait (if gw.ready
+                   (await (_poll gw hub))
+                   (await (_check-server gw))))
+    (when (> wait 0)
+      (try
+        (await (asyncio.wait-for (.wait gw.stopping) wait))
+        (except [asyncio.TimeoutError] None))))
+  (.info log "signal: stopped"))
+
+(defn :async signal-stop [gw]
+  "Ask signal-run to return once the poll in progress is handled."
+  (.set gw.stopping))
+
+(defn :async _check-server [gw]
+  (try
+    (setv about (_json (await (asyncio.to-thread _call "GET" f"{gw.url}/v1/about")) "about"))
+    (except [e #(requests.RequestException SignalError)]
+      (when (and (isinstance e SignalError) (not e.retry))
+        (.warning log "signal: %s/v1/about answered %s; polling anyway" gw.url e)
+        (_answered gw)
+        (setv gw.ready True)
+        (return 0))
+      (return (_failed gw "reaching the server" e))))
+  (setv mode (when (isinstance about dict) (.get about "mode")))
+  (when (and (isinstance mode str) (.startswith mode "json-rpc"))
+    (when (!= gw.outage "json-rpc")
+      (.error log (+ "signal: the server at %s runs in %s mode, where messages are dropped "
+                     "while no websocket reader is attached; run it in normal or native mode "
+                     "(MODE=native) so that it can be polled")
+              gw.url mode))
+    (setv gw.outage "json-rpc")
+    (return MAX-DELAY))
+  (_answered gw)
+  (.info log "signal: connected to signal-cli-rest-api %s in %s mode"
+         (if (isinstance about dict) (.get about "version" "?") "?") (or mode "an unknown"))
+  (setv gw.ready True)
+  0)
+
+(defn :async _poll [gw hub]
+  (setv timeout (get gw.settings "receive-timeout")
+        path (url-quote gw.number :safe ""))
+  (try
+    (setv items (_json (await (asyncio.to-thread
+                                _call "GET" f"{gw.url}/v1/receive/{path}"
+                                :params {"timeout" timeout
+                                         "ignore_attachments" "true"
+                                         "ignore_stories" "true"
+                                         "max_messages" MAX-BATCH}
+                                :timeout #(10 (+ timeout 60))))
+                       "receive"))
+    (except [e #(requests.RequestException SignalError)]
+      (return (_failed gw "receiving" e))))
+  (_answered gw)
+  (when (not (isinstance items list))
+    (.error log "signal: a receive answered %s instead of a list; whatever it held is lost"
+            (. (type items) __name__))
+    (return (get gw.settings "poll-interval")))
+  (setv decisions (lfor item items (_triage-safely item gw.settings))
+        persist (kw "persist"))
+  (for [t decisions]
+    (when (= (proto-get t ':do) persist)
+      (await (_persist gw hub (proto-get t ':key) (proto-get t ':signal)))))
+  (for [t decisions]
+    (when (!= (proto-get t ':do) persist)
+      (await (_answer gw hub t))))
+  (if (>= (len items) MAX-BATCH) 0 (get gw.settings "poll-interval")))
+
+(defn _triage-safely [item settings]
+  (try
+    (triage item settings)
+    (except [e Exception]
+      [:do :ignore :why f"an item that could not be read ({(. (type e) __name__)}: {e})"])))
+
+(defn :async _claim [hub key note]
+  "True when KEY is new (and now recorded as answered), False when it was seen before."
+  (try
+    (await (.claim hub "signal" key note))
+    (except [e Exception]
+      (.warning log "signal: could not record %s (%s); answering it anyway" key e)
+      True)))
+
+(defn :async _answer [gw hub t]
+  "Do what the triage T says for an item that is not persisted."
+  (setv what (. (proto-get t ':do) name)
+        to (proto-get t ':to)
+        key (proto-get t ':key)
+        why (proto-get t ':why))
+  (cond
+    (= what "ignore")
+    (.debug log "signal: ignored %s" why)
+    (= what "stranger")
+    (await (_refuse-stranger gw hub to))
+    (await (_claim hub key f"refused: {why}"))
+    (do (.info log "signal: refused %s from %s" why to)
+        (await (_send gw to (proto-get t ':text))))
+    True
+    (.info log "signal: %s was answered before; not again" key)))
+
+(defn :async _persist [gw hub key signal]
+  (setv delay (get gw.settings "retry-delay"))
+  (for [attempt (range PERSIST-ATTEMPTS)]
+    (try
+      (setv new (await (.receive hub "signal" key signal)))
+      (when (not new)
+        (.info log "signal: message %s was delivered again; it was handled before" key))
+      (return new)
+      (except [e Exception]
+        (.warning log "signal: could not persist message %s (attempt %d): %s" key (+ attempt 1) e)
+        (await (asyncio.sleep delay))
+        (setv delay (min (* 2 delay) MAX-DELAY)))))
+  (setv chat (proto-get (proto-get signal ':source) ':chat))
+  (.error log "signal: message %s from %s was lost: the store would not take it" key chat)
+  (await (_send gw chat "Your message could not be saved, so it was not read. Please send it again."))
+  None)
+
+(defn :async _refuse-stranger [gw hub chat]
+  (when (in chat gw.strangers)
+    (.debug log "signal: another message from %s, who is not on allowed_numbers" chat)
+    (return))
+  (when (>= (len gw.strangers) MAX-STRANGERS)
+    (.clear gw.strangers))
+  (.add gw.strangers chat)
+  (if (await (_claim hub f"stranger:{chat}" "a number not on allowed_numbers, refused once"))
+      (do (.info log "signal: refused a message from %s, who is not on allowed_numbers" chat)
+          (await (_send gw chat STRANGER-TEXT)))
+      (.info log "signal: a message from %s, who is not on allowed_numbers and was refused before" chat)))
+
+(defn :async _send [gw to text]
+  "Send TEXT to TO, in parts; True when every part was accepted."
+  (for [part (split-text text)]
+    (setv delay (get gw.settings "retry-delay"))
+    (for [attempt (range SEND-ATTEMPTS)]
+      (try
+        (await (asyncio.to-thread _call "POST" f"{gw.url}/v2/send"
+                                  :body {"message" part
+                                         "number" gw.number
+                                         "recipients" [to]}
+                                  :timeout #(10 60)))
+        (break)
+        (except [e #(requests.RequestException SignalError)]
+          (when (or (and (isinstance e SignalError) (not e.retry))
+                    (= attempt (- SEND-ATTEMPTS 1)))
+            (.error log "signal: could not send to %s: %s" to e)
+            (return False))
+          (.warning log "signal: sending to %s failed (attempt %d): %s" to (+ attempt 1) e)
+          (await (asyncio.sleep delay))
+          (setv delay (min (* 2 delay) MAX-DELAY))))))
+  True)
+
+(defn :async signal-deliver [gw reply]
+  "Send the reply signal REPLY to its chat; True when it was sent."
+  (setv payload (or (proto-get reply ':payload) [])
+        chat (_identity (proto-get (or (proto-get reply ':source) []) ':chat)))
+  (cond
+    (and (= (proto-get payload ':kind) (kw "trace")) (not (get gw.settings "show-traces")))
+    False
+    (is chat None)
+    (do (.warning log "signal: a reply without a chat to send it to: %r" (proto-get payload ':text))
+        False)
+    (not (in chat (get gw.settings "allowed")))
+    (do (.warning log "signal: not sending a reply to %s, who is not on allowed_numbers" chat)
+        False)
+    True
+    (await (_send gw chat (reply-text payload)))))
+
+(defn make-signal [section env]
+  "The Signal gateway configured by SECTION, as the dict the hub runs."
+  (setv gw (SignalState (signal-settings section)))
+  {"name" "signal"
+   "run" (fn :async [hub] (await (signal-run gw hub)))
+   "deliver" (fn :async [reply] (await (signal-deliver gw reply)))
+   "stop" (fn :async [] (await (signal-stop gw)))})
+
+(register-gateway "signal" make-signal)

@@ -1,0 +1,389 @@
+(import asyncio logging os re sqlite3 time warnings
+        datetime [timedelta]
+        functools [partial]
+        telegram [Bot InlineKeyboardButton InlineKeyboardMarkup Update]
+        telegram.error [BadRequest Conflict Forbidden InvalidToken NetworkError RetryAfter TelegramError]
+        telegram.request [HTTPXRequest]
+        passepartout.config [ConfigError]
+        passepartout.proto [kw proto-get]
+        passepartout.store [StoreError kv-get kv-put]
+        passepartout.gateway [register-gateway])
+
+(setv log (logging.getLogger "passepartout.gateways.telegram"))
+
+(setv DEFAULTS {"token_env" "TELEGRAM_BOT_TOKEN"
+                "api_base" "https://api.telegram.org/bot"
+                "allowed_users" []
+                "poll_timeout" 30
+                "poll_limit" 100
+                "max_input" 16000
+                "show_traces" False}
+      MESSAGE-LIMIT 4096
+      MAX-ATTEMPTS 6
+      MAX-BACKOFF 30.0)
+
+(defn _settings [section]
+  (setv s (| DEFAULTS section))
+  (for [k ["poll_timeout" "poll_limit" "max_input"]]
+    (when (or (isinstance (get s k) bool) (not (isinstance (get s k) #(int float))) (< (get s k) 0))
+      (raise (ConfigError f"gateways.telegram.{k} should be a number ≥ 0"))))
+  (when (or (not (isinstance (get s "allowed_users") list))
+            (not (all (gfor u (get s "allowed_users") (and (isinstance u int) (not (isinstance u bool)))))))
+    (raise (ConfigError "gateways.telegram.allowed_users should be an array of Telegram user ids (numbers)")))
+  s)
+
+(defn _units [ch]
+  (if (> (ord ch) 0xFFFF) 2 1))
+
+(defn split-text [text [limit MESSAGE-LIMIT]]
+  "TEXT as pieces of at most LIMIT UTF-16 code units, cut at a line break or a
+   space in the last half of a piece when there is one."
+  (setv pieces []
+        start 0
+        n (len text))
+  (while (< start n)
+    (setv end start
+          used 0)
+    (while (and (< end n) (<= (+ used (_units (get text end))) limit))
+      (+= used (_units (get text end)))
+      (+= end 1))
+    (when (< end n)
+      (setv half (+ start (// (- end start) 2))
+            cut-at (max (.rfind text "\n" half end) (.rfind text " " half end)))
+      (when (> cut-at start)
+        (setv end (+ cut-at 1))))
+    (.append pieces (cut text start end))
+    (setv start end))
+  (or pieces [""]))
+
+(setv _verbs {"approve" "/approve {}"
+              "deny" "/deny {}"
+              "approve30" "/approve {} 30m"}
+      _token-re (re.compile r"[A-Za-z0-9_\-]{1,60}\Z"))
+
+(defn approval-buttons [approval]
+  "The inline keyboard for the APPROVAL plist (:code C :token T), or None."
+  (setv token (or (proto-get approval ':token) (proto-get approval ':code)))
+  (when (and token (> (len (.encode f"approve30:{token}")) 64))
+    (setv token (proto-get approval ':code)))
+  (when (or (not token) (not (_token-re.match (str token))))
+    (return None))
+  (InlineKeyboardMarkup [[(InlineKeyboardButton "Approve" :callback-data f"approve:{token}")
+                          (InlineKeyboardButton "Deny" :callback-data f"deny:{token}")]
+                         [(InlineKeyboardButton "Approve for 30 min" :callback-data f"approve30:{token}")]]))
+
+(defn button-command [data]
+  "The command a button's callback DATA stands for, or None."
+  (setv [verb _ token] (.partition (str (or data "")) ":"))
+  (if (and (in verb _verbs) (_token-re.match token))
+      (.format (get _verbs verb) token)
+      None))
+
+(defn _seconds [e]
+  "The wait a RetryAfter asks for, in seconds."
+  (with [_ (warnings.catch-warnings)]
+    (warnings.simplefilter "ignore")
+    (setv r e.retry-after))
+  (if (isinstance r timedelta) (.total-seconds r) (float r)))
+
+(defn _transient [e]
+  (or (and (isinstance e NetworkError) (not (isinstance e BadRequest)))
+      (= (type e) TelegramError)))
+
+(defn _backoff [failures]
+  (min MAX-BACKOFF (* 0.5 (** 2 (max 0 (- failures 1))))))
+
+(setv REFUSAL "Sorry, this is a private assistant: it only answers the people it was set up for."
+      NOT-TEXT "I can only read text messages."
+      REFUSED-KEY "telegram:refused")
+
+(defn _update-kind [update]
+  "The kinds an update carries, by their Bot API field names."
+  (.join ", " (or (lfor k (.to-dict update) :if (!= k "update_id") k) ["nothing"])))
+
+(defclass TelegramGateway []
+  "A Telegram bot, long-polled; see make-telegram."
+
+  (defn __init__ [self section env]
+    (setv self.settings (_settings section)
+          self.env env
+          self.store (get env "store")
+          environ (.get env "environ" os.environ)
+          token (.get environ (get self.settings "token_env")))
+    (when (not token)
+      (raise (ConfigError (+ f"gateways.telegram: the bot token is not set: put it in the environment variable "
+                             (get self.settings "token_env")))))
+    (setv self.allowed (set (get self.settings "allowed_users"))
+          self.bot (Bot token :base-url (get self.settings "api_base")
+                        :request (HTTPXRequest :connection-pool-size 64 :read-timeout 15.0)
+                        :get-updates-request (HTTPXRequest :connection-pool-size 2 :read-timeout 10.0))
+          self.hub None
+          self.stopping False
+          self.poll None
+          self.ready (asyncio.Lock)
+          self.started False
+          self.refused None)
+    (when (not self.allowed)
+      (.warning log "gateways.telegram.allowed_users is empty: every message will be refused")))
+
+  (defn as-gateway [self]
+    "The gateway dict of the contract in gateway.org."
+    {"name" "telegram"
+     "run" (partial _run self)
+     "deliver" (partial _deliver self)
+     "stop" (partial _stop self)
+     "close" (partial _close self)}))
+
+(defn :async _call [gw what thunk]
+  "The result of (THUNK), retried as the Bot API's answers say."
+  (setv failures 0)
+  (while True
+    (try
+      (return (await (thunk)))
+      (except [e RetryAfter]
+        (+= failures 1)
+        (when (> failures (* 2 MAX-ATTEMPTS)) (raise))
+        (.warning log "telegram %s: flood control, waiting %s s as asked" what (_seconds e))
+        (await (asyncio.sleep (_seconds e))))
+      (except [e TelegramError]
+        (+= failures 1)
+        (when (or (not (_transient e)) (>= failures MAX-ATTEMPTS)) (raise))
+        (.warning log "telegram %s failed (%s); retrying in %s s" what e (_backoff failures))
+        (await (asyncio.sleep (_backoff failures)))))))
+
+(defn :async _start [gw]
+  "Initialise the bot once: getMe checks the token, and a webhook, which
+   would make getUpdates fail, is removed."
+  (with [:async gw.ready]
+    (when (not gw.started)
+      (await (.initialize gw.bot))
+      (await (.delete-webhook gw.bot))
+      (setv gw.started True)
+      (.info log "telegram: polling as @%s (id %s)" gw.bot.username gw.bot.id))))
+
+(defn :async _run [gw hub]
+  (setv gw.hub hub
+        offset None
+        failures 0)
+  (while (not gw.stopping)
+    (try
+      (await (_start gw))
+      (setv updates (await (_poll gw offset)))
+      (when (is updates None) (break))
+      (for [u updates]
+        (await (_handle gw u))
+        (setv offset (+ u.update-id 1)))
+      (setv failures 0)
+      (except [e Conflict]
+        (.error log (+ "telegram: 409 Conflict from the Bot API: another program is polling this bot "
+                       "(or a webhook is set). This gateway stops; stop the other one and restart. (%s)")
+                e)
+        (break))
+      (except [e #(InvalidToken Forbidden)]
+        (.error log "telegram: the Bot API refused the token (%s); this gateway stops" e)
+        (break))
+      (except [e RetryAfter]
+        (.warning log "telegram getUpdates: flood control, waiting %s s as asked" (_seconds e))
+        (await (_pause gw (_seconds e))))
+      (except [e Exception]
+        (+= failures 1)
+        (.warning log "telegram: polling failed (%s: %s); retrying in %s s"
+                  (. (type e) __name__) e (_backoff failures))
+        (await (_pause gw (_backoff failures))))))
+  (.info log "telegram: polling stopped"))
+
+(defn :async _pause [gw seconds]
+  (setv t (time-left seconds))
+  (while (and (not gw.stopping) (> (t) 0))
+    (await (asyncio.sleep (min 0.2 (t))))))
+
+(defn :async _poll [gw offset]
+  "The next updates after OFFSET, or None when stop was asked meanwhile."
+  (setv gw.poll (asyncio.ensure-future (_get-updates gw offset)))
+  (try
+    (await gw.poll)
+    (except [asyncio.CancelledError]
+      (when (or (.cancelling (asyncio.current-task)) (not gw.stopping)) (raise))
+      None)
+    (finally (setv gw.poll None))))
+
+(defn :async _get-updates [gw offset]
+  (setv kwargs {"limit" (get gw.settings "poll_limit")
+                "timeout" (get gw.settings "poll_timeout")
+                "allowed_updates" ["message" "edited_message" "callback_query"]})
+  (when (is-not offset None)
+    (setv (get kwargs "offset") offset))
+  (try
+    (await (gw.bot.get-updates #** kwargs))
+    (except [e Exception]
+      (when (isinstance e TelegramError) (raise))
+      ;; the batch holds an update the library cannot read: read them one by one
+      (await (_get-updates-raw gw kwargs)))))
+
+(defn :async _get-updates-raw [gw kwargs]
+  (with [_ (warnings.catch-warnings)]
+    (warnings.simplefilter "ignore")
+    (setv raw (await (gw.bot.do-api-request "get_updates" :api-kwargs (| kwargs {"timeout" 0})))))
+  (setv out [])
+  (for [u raw]
+    (try
+      (.append out (Update.de-json u gw.bot))
+      (except [e Exception]
+        (.error log "telegram: update %s cannot be read (%s); passed over"
+                (.get u "update_id" "?") e)
+        (when (isinstance (.get u "update_id") int)
+          (.append out (Update (get u "update_id")))))))
+  out)
+
+(defn :async _stop [gw]
+  (setv gw.stopping True)
+  (when gw.poll (.cancel gw.poll)))
+
+(defn :async _close [gw]
+  (when gw.started
+    (await (.shutdown gw.bot))
+    (setv gw.started False)))
+
+(defn :async _handle [gw update]
+  (setv key f"{gw.bot.id}:{update.update-id}")
+  (try
+    (cond
+      update.message (await (_on-message gw key update.message))
+      update.callback-query (await (_on-button gw key update.callback-query))
+      update.edited-message
+      (.info log "telegram: ignored an edit of message %s in chat %s (the original was answered)"
+             update.edited-message.message-id update.edited-message.chat-id)
+      True
+      (.info log "telegram: ignored update %s of a kind this gateway does not read (%s)"
+             update.update-id (_update-kind update)))
+    (except [#(OSError sqlite3.Error StoreError)]
+      (raise))
+    (except [e Exception]
+      (.exception log "telegram: update %s could not be handled; passed over" update.update-id))))
+
+(defn _source [gw chat user [message None] #** extra]
+  (setv source [:gateway :telegram :chat chat :user user.id])
+  (when (is-not message None) (+= source [:message message]))
+  (when user.full-name (+= source [:name user.full-name]))
+  (for [[k v] (.items extra)]
+    (when (is-not v None) (+= source [(kw k) v])))
+  source)
+
+(defn :async _on-message [gw key message]
+  (setv user message.from-user
+        chat message.chat-id)
+  (cond
+    (or (is user None) user.is-bot)
+    (.info log "telegram: ignored message %s in chat %s, not from a person" message.message-id chat)
+    (not (in user.id gw.allowed))
+    (await (_refuse gw key user chat))
+    (is message.text None)
+    (when (await (.claim gw.hub "telegram" key "not text"))
+      (.info log "telegram: message %s in chat %s has no text" message.message-id chat)
+      (await (_say gw chat NOT-TEXT)))
+    (> (len message.text) (get gw.settings "max_input"))
+    (when (await (.claim gw.hub "telegram" key "too long"))
+      (.info log "telegram: message %s in chat %s is %s characters long; not read"
+             message.message-id chat (len message.text))
+      (await (_say gw chat (+ f"That message is too long for me: {(len message.text)} characters, "
+                              f"and I read at most {(get gw.settings "max_input")}."))))
+    True
+    (await (.receive gw.hub "telegram" key
+                     [:type :event
+                      :source (_source gw chat user message.message-id)
+                      :payload [:sensor :user-input :text message.text]]))))
+
+(defn :async _refuse [gw key user chat]
+  "One short refusal per stranger, and one log line."
+  (when (is gw.refused None)
+    (setv gw.refused (set (or (await (asyncio.to-thread kv-get gw.store REFUSED-KEY)) []))))
+  (when (and (await (.claim gw.hub "telegram" key "stranger"))
+             (not (in user.id gw.refused)))
+    (.add gw.refused user.id)
+    (await (asyncio.to-thread kv-put gw.store REFUSED-KEY (sorted gw.refused)))
+    (.warning log "telegram: refused user %s (%s), who is not in allowed_users; later messages are dropped"
+              user.id user.full-name)
+    (await (_say gw chat REFUSAL))))
+
+(defn :async _on-button [gw key query]
+  (setv user query.from-user
+        message query.message
+        chat (if message message.chat.id user.id)
+        command (button-command query.data))
+  (cond
+    (not (in user.id gw.allowed))
+    (do (await (_refuse gw key user chat))
+        (await (_answer-button gw query.id "Not allowed.")))
+    (is command None)
+    (do (.info log "telegram: a button with unknown data %r was pressed" query.data)
+        (await (.claim gw.hub "telegram" key "unknown button"))
+        (await (_answer-button gw query.id "This button is no longer understood.")))
+    True
+    (when (await (.receive gw.hub "telegram" key
+                           [:type :event
+                            :source (_source gw chat user (when message message.message-id)
+                                             :callback query.id
+                                             :shown (getattr message "text" None))
+                            :payload [:sensor :user-input :text command]]))
+      (await (_answer-button gw query.id (get (.split command) 0))))))
+
+(defn :async _answer-button [gw query-id text]
+  "Stop the button's spinner; a query too old to answer is no matter."
+  (try
+    (await (_call gw "answerCallbackQuery"
+                  (fn [] (gw.bot.answer-callback-query query-id :text text))))
+    (except [e TelegramError]
+      (.info log "telegram: could not answer a button press (%s)" e))))
+
+(defn :async _say [gw chat text [markup None]]
+  "Send TEXT to CHAT, cut to the message limit, MARKUP on the last piece.
+   Telegram refuses a message of white space only, so such pieces are left out."
+  (setv pieces (or (lfor p (split-text text) :if (.strip p) p) ["(no text)"]))
+  (for [[i piece] (enumerate pieces)]
+    (await (_call gw "sendMessage"
+                  (fn [] (gw.bot.send-message chat piece
+                                              :reply-markup (when (= i (- (len pieces) 1)) markup)))))))
+
+(defn :async _deliver [gw reply]
+  (setv payload (proto-get reply ':payload [])
+        kind (getattr (proto-get payload ':kind) "name" "answer")
+        text (str (or (proto-get payload ':text) ""))
+        source (proto-get reply ':source [])
+        chat (proto-get source ':chat))
+  (cond
+    (and (= kind "trace") (not (get gw.settings "show_traces"))) None
+    (is chat None) (.warning log "telegram: a reply with no chat to go to: %s" (cut text 200))
+    True
+    (do (await (_call gw "getMe" (partial _start gw)))
+        (when (and (proto-get source ':callback) (proto-get source ':message)
+                   (await (_show-outcome gw chat (proto-get source ':message)
+                                         (proto-get source ':shown) text)))
+          (return))
+        (await (_say gw chat text (when (= kind "approval")
+                                    (approval-buttons (proto-get payload ':approval []))))))))
+
+(defn :async _show-outcome [gw chat message shown text]
+  "Edit MESSAGE, which showed SHOWN, to show TEXT below it; False when it cannot be edited."
+  (setv text (if shown (+ shown "\n\n" text) text))
+  (when (> (len text) MESSAGE-LIMIT)
+    (return False))
+  (try
+    (await (_call gw "editMessageText"
+                  (fn [] (gw.bot.edit-message-text text :chat-id chat :message-id message))))
+    True
+    (except [e BadRequest]
+      (if (in "not modified" (.lower (str e)))
+          True
+          (do (.info log "telegram: could not edit message %s (%s); sending the outcome instead" message e)
+              False)))))
+
+(defn time-left [seconds]
+  "A function giving the seconds left of SECONDS from now."
+  (setv end (+ (time.monotonic) seconds))
+  (fn [] (- end (time.monotonic))))
+
+(defn make-telegram [section env]
+  "The Telegram gateway for the config SECTION in the daemon ENV."
+  (.as-gateway (TelegramGateway section env)))
+
+(register-gateway "telegram" make-telegram)

@@ -1,0 +1,355 @@
+"""Tests of passepartout/gateway.hy: the hub, the registry, the pid file, serve,
+and the daemon as a whole process (SIGTERM, kill -9, a second daemon)."""
+import asyncio
+import logging
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import hy  # noqa: F401
+import pytest
+from hy.models import Keyword
+
+from bot_api_server import (BotAPIServer, InProcessDaemon, echo_complete, run_killed, start_daemon,
+                            daemon_environ, write_config)
+from passepartout.cascade import make_provider
+from passepartout.config import ConfigError
+from passepartout.daemon import boot, shutdown
+from passepartout.gateway import (DaemonRunning, Hub, claim_pid_file, configured_gateways,
+                                  daemon_settings, pid_files, register_gateway, release_pid_file)
+from passepartout.proto import proto_get
+from passepartout.skills import make_skill, register_skill, registry_restore, registry_snapshot
+from passepartout.store import inbox_add, inbox_count, inbox_pending, kv_get
+
+K = Keyword
+
+
+def said(text, chat=1, gateway="rec"):
+    return [K("type"), K("event"), K("source"), [K("gateway"), K(gateway), K("chat"), chat, K("user"), 7],
+            K("payload"), [K("sensor"), K("user-input"), K("text"), text]]
+
+
+def text_of(signal):
+    return proto_get(proto_get(signal, K("payload")), K("text"))
+
+
+class Recorder:
+    """A gateway that receives nothing by itself and records what it is given to deliver."""
+
+    def __init__(self, name="rec"):
+        self.name = name
+        self.delivered = []
+        self.hub = None
+        self.stopped = False
+        self.closed = False
+
+    def gateway(self):
+        async def run(hub):
+            self.hub = hub
+            while not self.stopped:
+                await asyncio.sleep(0.01)
+
+        async def deliver(reply):
+            self.delivered.append(reply)
+
+        async def stop():
+            self.stopped = True
+
+        async def close():
+            self.closed = True
+
+        return {"name": self.name, "run": run, "deliver": deliver, "stop": stop, "close": close}
+
+    def texts(self):
+        return [text_of(r) for r in self.delivered]
+
+
+@pytest.fixture
+def env(tmp_path):
+    saved = registry_snapshot()
+    config = tmp_path / "config.toml"
+    config.write_text('[daemon]\nheartbeat = 0.2\n[gateways.terminal]\nenabled = false\n')
+    e = boot(config_path=str(config), environ={"PASSEPARTOUT_DATA_DIR": str(tmp_path / "data"),
+                                               "PASSEPARTOUT_RUNTIME_DIR": str(tmp_path / "run"),
+                                               "HOME": str(tmp_path)},
+             providers=[make_provider("symbolic")])
+    e["complete"] = echo_complete
+    yield e
+    shutdown(e)
+    registry_restore(saved)
+
+
+def wait_for(predicate, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+# * The hub
+
+def test_the_hub_persists_before_the_model_sees_it_and_drops_redeliveries(env):
+    store = env["store"]
+    pending_at_model_call = []
+
+    def complete(request):
+        pending_at_model_call.append([proto_get(r, K("key")) for r in inbox_pending(store)])
+        return echo_complete(request)
+
+    env["complete"] = complete
+    rec = Recorder()
+
+    async def main():
+        hub = Hub(env, [rec.gateway()])
+        first = await hub.receive("rec", "u1", said("hello"))
+        again = await hub.receive("rec", "u1", said("hello"))
+        await hub.runner.idle("rec:1")
+        late = await hub.receive("rec", "u1", said("hello"))
+        await hub.runner.idle("rec:1")
+        await hub.close()
+        return first, again, late
+
+    first, again, late = asyncio.run(main())
+    assert (first, again, late) == (True, False, False)
+    assert pending_at_model_call == [["u1"]], pending_at_model_call
+    assert rec.texts() == ["echo: hello"], rec.texts()
+    assert inbox_count(store) == 0 and inbox_count(store, "done") == 1
+
+
+def test_replies_go_to_the_gateway_of_their_chat(env, caplog):
+    a, b = Recorder("a"), Recorder("b")
+
+    async def main():
+        hub = Hub(env, [a.gateway(), b.gateway()])
+        await hub.receive("a", "1", said("to a", gateway="a"))
+        await hub.receive("b", "1", said("to b", gateway="b"))
+        await hub.receive("c", "1", said("to nobody", gateway="c"))
+        for s in ("a:1", "b:1", "c:1"):
+            await hub.runner.idle(s)
+        await hub.close()
+
+    asyncio.run(main())
+    assert a.texts() == ["echo: to a"] and b.texts() == ["echo: to b"]
+    assert any("no running gateway" in r.getMessage() for r in caplog.records)
+
+
+def test_a_task_that_ends_without_a_reply_is_done_once_its_session_is_quiet(env):
+    register_skill(make_skill("silent", priority=1000,
+                              handlers=[lambda s, ctx: [] if text_of(s) == "/silent" else None]))
+    rec = Recorder()
+
+    async def main():
+        hub = Hub(env, [rec.gateway()])
+        await hub.receive("rec", "s1", said("/silent"))
+        await hub.drain(10)
+        await hub.close()
+
+    asyncio.run(main())
+    assert rec.delivered == []
+    assert inbox_count(env["store"]) == 0, inbox_pending(env["store"])
+
+
+def test_what_was_pending_is_answered_at_start_in_order(env, caplog):
+    caplog.set_level(logging.INFO)
+    for i in range(4):
+        inbox_add(env["store"], "rec", f"k{i}", said(f"left over {i}"))
+    rec = Recorder()
+    with InProcessDaemon(env, gateways=[rec.gateway()]):
+        assert wait_for(lambda: len(rec.delivered) == 4)
+    assert rec.texts() == [f"echo: left over {i}" for i in range(4)]
+    assert inbox_count(env["store"]) == 0
+    assert rec.stopped and rec.closed
+    assert any("4 unfinished signals queued again" in r.getMessage() for r in caplog.records)
+
+
+def test_services_run_alongside_and_are_cancelled_at_stop(env):
+    rec = Recorder()
+    seen = []
+
+    async def service(e, runner):
+        seen.append(e is env)
+        await runner.deliver([K("type"), K("reply"), K("session"), "rec:9",
+                              K("source"), [K("gateway"), K("rec"), K("chat"), 9],
+                              K("payload"), [K("kind"), K("notice"), K("text"), "from a service"]])
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            seen.append("cancelled")
+            raise
+
+    with InProcessDaemon(env, gateways=[rec.gateway()], services=[service]) as d:
+        assert wait_for(lambda: rec.delivered)
+    assert d.code == 0
+    assert seen == [True, "cancelled"], seen
+    assert rec.texts() == ["from a service"]
+
+
+def test_the_heartbeat_is_in_the_store_and_the_log(env, caplog):
+    caplog.set_level(logging.INFO)
+    before = time.time()
+    with InProcessDaemon(env, gateways=[]):
+        assert wait_for(lambda: kv_get(env["store"], "daemon:heartbeat") is not None)
+    beat = kv_get(env["store"], "daemon:heartbeat")
+    assert proto_get(beat, K("pid")) == os.getpid()
+    assert proto_get(beat, K("time")) >= before
+    assert any(r.getMessage().startswith("alive:") for r in caplog.records)
+
+
+# * Settings and the registry
+
+def test_daemon_settings_have_defaults_and_refuse_nonsense():
+    s = daemon_settings({"limits": {"model_concurrency": 2}})
+    assert s["heartbeat"] == 60 and s["model_concurrency"] == 2
+    for bad in [{"daemon": {"heartbeat": 0}}, {"daemon": {"shutdown_grace": "10"}},
+                {"daemon": "fast"}, {"limits": {"model_concurrency": 1.5}}]:
+        with pytest.raises(ConfigError):
+            daemon_settings(bad)
+
+
+def test_configured_gateways_follow_the_config_and_the_registry(env, caplog):
+    caplog.set_level(logging.INFO)
+    built = []
+    register_gateway("probe", lambda section, e: built.append(section) or Recorder("probe").gateway())
+    register_gateway("screen", lambda section, e: built.append("screen"), headless=False)
+    env["config"]["gateways"] = {"probe": {"colour": "blue"}, "screen": {}, "nowhere": {},
+                                 "off": {"enabled": False}}
+    gateways = configured_gateways(env)
+    assert [g["name"] for g in gateways] == ["probe"]
+    assert built == [{"colour": "blue"}]
+    messages = " ".join(r.getMessage() for r in caplog.records)
+    assert "gateways.nowhere: no such gateway" in messages and "screen needs a terminal" in messages
+    env["config"]["gateways"] = {"probe": "yes"}
+    with pytest.raises(ConfigError):
+        configured_gateways(env)
+
+
+# * One daemon per data dir
+
+def test_the_pid_file_refuses_a_second_holder_and_stale_ones_are_taken_over(tmp_path, caplog):
+    path = tmp_path / "run" / "daemon.pid"
+    fd = claim_pid_file(path, "/data")
+    assert path.read_text().split()[0] == str(os.getpid())
+    with pytest.raises(DaemonRunning, match=f"pid {os.getpid()}"):
+        claim_pid_file(path, "/data")
+    release_pid_file(path, fd)
+    assert not path.exists()
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    path.write_text(f"{dead.pid}\n/data\n")
+    fd = claim_pid_file(path, "/data")
+    release_pid_file(path, fd)
+    assert any(f"of pid {dead.pid}, which is no longer running" in r.getMessage() for r in caplog.records)
+
+
+def test_pid_files_live_in_the_runtime_dir_and_the_data_dir():
+    paths = pid_files({"runtime_dir": "/r", "data_dir": "/d"})
+    assert [str(p) for p in paths] == ["/r/daemon.pid", "/d/daemon.pid"]
+
+
+# * The daemon as a process
+
+SYMBOLIC = '\n[[providers]]\nmodel = "symbolic"\n'
+
+
+def inbox_rows(folder):
+    path = Path(folder) / "data" / "passepartout.sqlite3"
+    if not path.exists():
+        return 0
+    try:
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5) as db:
+            return db.execute("SELECT count(*) FROM inbox").fetchone()[0]
+    except sqlite3.Error:
+        return 0
+
+
+@pytest.fixture
+def bot():
+    server = BotAPIServer()
+    yield server
+    server.stop()
+
+
+def test_sigterm_finishes_the_work_in_flight_and_exits_0(tmp_path, bot):
+    chats = [7001, 7002, 7003]
+    config = write_config(tmp_path, bot, chats, providers=SYMBOLIC)
+    for c in chats:
+        bot.message(c, c, f"!sleep 1 && echo done-{c}")
+    with open(tmp_path / "out", "w+") as out:
+        p = start_daemon(config, daemon_environ(tmp_path), out)
+        try:
+            assert wait_for(lambda: inbox_rows(tmp_path) == 3, 30), "the messages never reached the inbox"
+            p.send_signal(signal.SIGTERM)
+            assert p.wait(30) == 0
+        finally:
+            if p.poll() is None:
+                p.kill()
+    for c in chats:
+        assert bot.texts(c) == [f"$ sleep 1 && echo done-{c}\ndone-{c}\n"], bot.texts(c)
+    log = (tmp_path / "data" / "logs" / "daemon.log").read_text()
+    assert "SIGTERM received" in log and "every signal received was answered" in log, log
+    assert not (tmp_path / "run" / "daemon.pid").exists()
+
+
+def test_sigterm_past_the_grace_keeps_the_unfinished_for_the_next_start(tmp_path, bot):
+    config = write_config(tmp_path, bot, [7001], providers=SYMBOLIC,
+                          extra="").read_text().replace("shutdown_grace = 10", "shutdown_grace = 0.2")
+    (tmp_path / "config.toml").write_text(config)
+    bot.message(7001, 7001, "!sleep 1.5 && echo late")
+    environ = daemon_environ(tmp_path)
+    with open(tmp_path / "out", "w+") as out:
+        p = start_daemon(tmp_path / "config.toml", environ, out)
+        try:
+            assert wait_for(lambda: inbox_rows(tmp_path) == 1, 30)
+            p.send_signal(signal.SIGTERM)
+            assert p.wait(30) == 0
+            assert bot.texts(7001) == []
+            p = start_daemon(tmp_path / "config.toml", environ, out)
+            assert bot.wait_for(lambda: bot.texts(7001), 30)
+            p.send_signal(signal.SIGTERM)
+            assert p.wait(30) == 0
+        finally:
+            if p.poll() is None:
+                p.kill()
+    assert bot.texts(7001) == ["$ sleep 1.5 && echo late\nlate\n"], bot.texts(7001)
+    log = (tmp_path / "data" / "logs" / "daemon.log").read_text()
+    assert "1 signals unfinished" in log and "1 unfinished signals queued again" in log, log
+
+
+def test_a_second_daemon_on_the_same_data_dir_is_refused(tmp_path, bot):
+    config = write_config(tmp_path, bot, [7001], providers=SYMBOLIC)
+    environ = daemon_environ(tmp_path)
+    with open(tmp_path / "out", "w+") as out:
+        first = start_daemon(config, environ, out)
+        try:
+            assert wait_for(lambda: (tmp_path / "run" / "daemon.pid").exists(), 30)
+            second = subprocess.run(
+                [sys.executable, "-c", "import sys, argparse, hy\n"
+                 "from passepartout.gateway import cmd_daemon\n"
+                 "sys.exit(cmd_daemon(argparse.Namespace(config=sys.argv[1], workspace=None)))",
+                 str(config)], env=environ, capture_output=True, text=True, timeout=60)
+            assert second.returncode == 1, second.stderr
+            assert f"another daemon (pid {first.pid}) is running" in second.stderr, second.stderr
+            assert first.poll() is None, "the first daemon went down"
+            first.send_signal(signal.SIGTERM)
+            assert first.wait(30) == 0
+        finally:
+            if first.poll() is None:
+                first.kill()
+    assert len(bot.requests("getMe")) >= 1
+
+
+def test_killed_mid_run_and_restarted_nothing_is_lost_or_answered_twice():
+    r = run_killed(chats=5, per_chat=4, kill_at=0.4, hold=True, timeout=90)
+    assert r["lost"] == 0 and r["duplicated"] == 0 and r["unexpected"] == 0, {k: v for k, v in r.items()
+                                                                               if k not in ("log", "output")}
+    assert r["order_kept"]
+    assert r["exit"] == 0, r["output"][-2000:]
+    assert r["killed_at"] == 8
+    assert "took over the pid file" in r["log"]
+    assert "unfinished signals queued again" in r["log"]

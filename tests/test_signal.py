@@ -1,0 +1,513 @@
+"""The Signal gateway against a signal-cli-rest-api server on loopback, with the daemon's hub."""
+import asyncio
+import contextlib
+import logging
+
+import pytest
+from hy.models import Keyword
+from hypothesis import given, settings, strategies as st
+
+from passepartout.cascade import make_provider
+from passepartout.config import ConfigError
+from passepartout.daemon import boot, shutdown
+from passepartout.gateway import Hub, configured_gateways, gateway_factories
+from passepartout.proto import proto_get, proto_read
+from passepartout.skills import registry_snapshot, registry_restore
+from signal_server import SignalServer, free_port
+
+import passepartout.gateways.signal as sig
+
+ACCOUNT = "+15550001111"
+ALICE = "+15550002222"
+BOB_UUID = "6a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
+STRANGER = "+15559998888"
+
+
+def kw(name):
+    return Keyword(name)
+
+
+def text_of(signal):
+    return proto_get(proto_get(signal, kw("payload")), kw("text"))
+
+
+def source_of(signal):
+    return proto_get(signal, kw("source"))
+
+
+@pytest.fixture
+def env(tmp_path):
+    """A booted daemon whose model answers every message with "echo: " and its text, at once."""
+    saved = registry_snapshot()
+    config = tmp_path / "config.toml"
+    config.write_text("")
+    e = boot(config_path=str(config), environ={"PASSEPARTOUT_DATA_DIR": str(tmp_path / "data"),
+                                               "HOME": str(tmp_path)},
+             providers=[make_provider("symbolic")])
+    e["complete"] = lambda request: [kw("status"), kw("ok"), kw("provider"), "script", kw("text"),
+                                     "echo: " + text_of(proto_get(request, kw("signal")))]
+    yield e
+    shutdown(e)
+    registry_restore(saved)
+
+
+@pytest.fixture
+def server():
+    s = SignalServer(account=ACCOUNT)
+    yield s
+    s.stop()
+
+
+def section(url, **more):
+    return {"url": url, "number": ACCOUNT, "allowed_numbers": [ALICE, BOB_UUID],
+            "poll_interval": 0.01, "retry_delay": 0.01, **more}
+
+
+@contextlib.asynccontextmanager
+async def daemon(env, url, hub_class=Hub, **more):
+    """The gateway on URL and the daemon's hub, running for the body of the block."""
+    gw = sig.make_signal(section(url, **more), env)
+    hub = hub_class(env, [gw])
+    task = asyncio.create_task(gw["run"](hub))
+    try:
+        yield hub
+    finally:
+        await gw["stop"]()
+        await asyncio.wait_for(task, 5)
+        await hub.drain(5)
+        await hub.close()
+
+
+async def until(predicate, timeout=5.0):
+    """Wait (without blocking the loop) until PREDICATE() is true; its value."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        value = predicate()
+        if value or asyncio.get_running_loop().time() > deadline:
+            return value
+        await asyncio.sleep(0.01)
+
+
+def inbox(env):
+    """The Signal rows of the store's inbox, oldest first, as (key, signal, state)."""
+    return [(k, proto_read(s), state) for k, s, state in env["store"].query(
+        "SELECT key, signal, state FROM inbox WHERE gateway = 'signal' ORDER BY id")]
+
+
+def sent_texts(server):
+    return [s["message"] for s in server.sent]
+
+
+def reply(chat, text, kind="answer", **payload):
+    p = [kw("kind"), kw(kind), kw("text"), text]
+    for k, v in payload.items():
+        p += [kw(k), v]
+    return [kw("type"), kw("reply"), kw("session"), f"signal:{chat}",
+            kw("source"), [kw("gateway"), kw("signal"), kw("chat"), chat, kw("user"), chat],
+            kw("payload"), p]
+
+
+# * Settings and registration
+
+def test_a_server_off_this_machine_is_refused_unless_allowed():
+    for url in ["http://192.168.1.5:8080", "http://signal.example.org", "https://10.0.0.1"]:
+        with pytest.raises(ConfigError) as e:
+            sig.make_signal(section(url), {})
+        assert "allow_remote" in str(e.value) and "no authentication" in str(e.value), e.value
+    gw = sig.make_signal(section("http://192.168.1.5:8080", allow_remote=True), {})
+    assert set(gw) >= {"name", "run", "deliver", "stop"} and gw["name"] == "signal"
+    assert sig.check_server_url("http://localhost:8080/") == "http://localhost:8080"
+    assert sig.check_server_url("http://[::1]:9") == "http://[::1]:9"
+    assert sig.check_server_url("http://127.8.0.1/api/") == "http://127.8.0.1/api"
+    for url in ["ftp://127.0.0.1/", "127.0.0.1:8080", "http://127.0.0.1:99999", 8080]:
+        with pytest.raises(ConfigError):
+            sig.check_server_url(url)
+
+
+def test_settings_name_what_is_wrong():
+    base = section("http://127.0.0.1:8080")
+    cases = [({"number": "015550001111"}, "number"),
+             ({"number": None}, "number"),
+             ({"allowed_numbers": ["+15550002222", "alice"]}, "'alice'"),
+             ({"allowed_numbers": "+15550002222"}, "allowed_numbers"),
+             ({"poll_interval": "1"}, "poll_interval"),
+             ({"receive_timeout": 0}, "receive_timeout"),
+             ({"allow_remote": "yes"}, "allow_remote")]
+    for change, needle in cases:
+        with pytest.raises(ConfigError) as e:
+            sig.signal_settings({**base, **change})
+        assert needle in str(e.value), (change, str(e.value))
+    s = sig.signal_settings({**base, "allowed_numbers": ["+1 (555) 000-2222", BOB_UUID.upper()]})
+    assert s["allowed"] == frozenset([ALICE, BOB_UUID]), s["allowed"]
+
+
+def test_the_daemon_builds_the_gateway_from_its_config_section(env):
+    assert "signal" in gateway_factories(headless=True)
+    env["config"]["gateways"] = {"signal": section("http://127.0.0.1:8080")}
+    built = configured_gateways(env)
+    assert [g["name"] for g in built] == ["signal"], built
+    env["config"]["gateways"] = {"signal": section("http://192.0.2.7:8080")}
+    with pytest.raises(ConfigError):
+        configured_gateways(env)
+
+
+# * Receiving
+
+def test_a_message_is_persisted_as_a_signal_from_its_chat_and_answered(env, server):
+    item = server.message(ALICE, "hello there", name="Alice")
+    server.queue(item)
+
+    async def go():
+        async with daemon(env, server.url):
+            await until(lambda: server.sent)
+    asyncio.run(go())
+    ts = item["envelope"]["timestamp"]
+    [(key, signal, state)] = inbox(env)
+    assert key == f"{ALICE}:{ts}" and state == "done", (key, state)
+    assert proto_get(signal, kw("type")) == kw("event")
+    assert source_of(signal) == [kw("gateway"), kw("signal"), kw("chat"), ALICE, kw("user"), ALICE,
+                                 kw("message"), ts, kw("name"), "Alice"], source_of(signal)
+    assert proto_get(signal, kw("payload")) == [kw("sensor"), kw("user-input"), kw("text"), "hello there"]
+    assert server.sent == [{"message": "echo: hello there", "number": ACCOUNT, "recipients": [ALICE]}], \
+        server.sent
+    assert server.queued() == [], "normal mode removes what it returns"
+    receive = [r for r in server.requests if r["path"] == "/v1/receive/%2B15550001111"]
+    assert receive and receive[0]["query"]["ignore_attachments"] == ["true"], receive[:1]
+    assert receive[0]["query"]["timeout"] == ["1"], receive[0]["query"]
+    assert server.paths()[0] == "/v1/about", "the server's mode is checked before polling"
+
+
+def test_a_sender_known_only_by_uuid_is_answered_by_uuid(env, server):
+    server.queue(server.message(None, "no number shown", uuid=BOB_UUID))
+
+    async def go():
+        async with daemon(env, server.url):
+            await until(lambda: server.sent)
+    asyncio.run(go())
+    [(key, signal, _)] = inbox(env)
+    assert proto_get(source_of(signal), kw("chat")) == BOB_UUID, signal
+    assert server.sent == [{"message": "echo: no number shown", "number": ACCOUNT,
+                            "recipients": [BOB_UUID]}], server.sent
+
+
+def test_commands_are_just_text_that_reaches_perceive(env, server):
+    server.queue(server.message(ALICE, "/approve K3XQ7P"))
+
+    async def go():
+        async with daemon(env, server.url):
+            await until(lambda: server.sent)
+            server.queue(server.message(ALICE, "/stop"))
+            await until(lambda: len(server.sent) >= 2)
+    asyncio.run(go())
+    assert [text_of(s) for _, s, _ in inbox(env)] == ["/approve K3XQ7P", "/stop"], inbox(env)
+    assert all(s["recipients"] == [ALICE] for s in server.sent), server.sent
+    texts = sent_texts(server)
+    assert "K3XQ7P" in texts[0] and texts[1] == "There is no task running.", texts
+
+
+def test_strangers_get_one_refusal_and_one_log_line_even_across_a_restart(env, server, caplog):
+    caplog.set_level(logging.INFO, logger="passepartout.gateways.signal")
+    server.queue(server.message(STRANGER, "let me in"), server.message(STRANGER, "please"),
+                 server.message(ALICE, "after the stranger"))
+
+    async def go():
+        async with daemon(env, server.url):
+            await until(lambda: len(server.sent) >= 2)
+        server.queue(server.message(STRANGER, "I'm back"), server.message(ALICE, "again"))
+        async with daemon(env, server.url):
+            await until(lambda: len(server.sent) >= 3)
+    asyncio.run(go())
+    to_stranger = [s for s in server.sent if s["recipients"] == [STRANGER]]
+    assert [s["message"] for s in to_stranger] == [sig.STRANGER_TEXT], server.sent
+    assert sorted(sent_texts(server)) == sorted([sig.STRANGER_TEXT, "echo: after the stranger", "echo: again"])
+    refusals = [r.getMessage() for r in caplog.records if STRANGER in r.getMessage() and "refused a" in r.getMessage()]
+    assert len(refusals) == 1 and "allowed_numbers" in refusals[0], refusals
+    rows = inbox(env)
+    assert [(k, st) for k, _, st in rows if STRANGER in k] == [(f"stranger:{STRANGER}", "done")], rows
+    assert all("let me in" not in repr(s) for _, s, _ in rows), "a stranger's words are never stored"
+
+
+class WatchingHub(Hub):
+    """The daemon's hub, noting how many messages the server had sent at each receive."""
+
+    server = None
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.watched = []
+
+    async def receive(self, gateway, key, signal):
+        self.watched.append(len(self.server.sent))
+        return await super().receive(gateway, key, signal)
+
+
+def test_attachments_groups_and_huge_messages_are_refused_with_a_reply(env, server):
+    attachment = [{"contentType": "image/jpeg", "filename": "cat.jpg", "id": "a1", "size": 5000}]
+    server.queue(server.message(ALICE, "what is this?", attachments=attachment),
+                 server.message(ALICE, "hi all", group="Z3JvdXA="),
+                 server.message(ALICE, "anyone?", group="Z3JvdXA="),
+                 server.message(ALICE, "x" * 20001),
+                 server.message(ALICE, "plain text"))
+    WatchingHub.server = server
+
+    async def go():
+        async with daemon(env, server.url, hub_class=WatchingHub, max_input_chars=20000) as hub:
+            await until(lambda: len(server.sent) >= 4)
+        return hub
+    hub = asyncio.run(go())
+    assert hub.watched == [0], "the batch's messages are persisted before any refusal is sent"
+    rows = inbox(env)
+    assert [text_of(s) for _, s, _ in rows if proto_get(s, kw("payload"))] == ["plain text"], rows
+    assert len(rows) == 4 and f"group:Z3JvdXA=:{ALICE}" in [k for k, _, _ in rows], \
+        "each refusal is recorded, so a redelivery (or the group's next line) is not refused again"
+    texts = sent_texts(server)
+    assert len(texts) == 4 and all(s["recipients"] == [ALICE] for s in server.sent), server.sent
+    refusals = [t for t in texts if t != "echo: plain text"]
+    assert "attachments" in refusals[0] and "not read" in refusals[0], refusals[0]
+    assert "direct messages" in refusals[1], refusals[1]
+    assert "20001 characters" in refusals[2] and "20000" in refusals[2], refusals[2]
+    assert all(st == "done" for _, _, st in inbox(env)), inbox(env)
+
+
+def test_receipts_typing_reactions_and_odd_items_are_ignored(env, server, caplog):
+    caplog.set_level(logging.DEBUG, logger="passepartout.gateways.signal")
+    server.queue(server.receipt(ALICE), server.typing(ALICE),
+                 server.message(ALICE, None, reaction={"emoji": "👍", "targetSentTimestamp": 1}),
+                 {"account": ACCOUNT}, "not an object", {"envelope": {"timestamp": 3}},
+                 {"envelope": {"source": ALICE, "dataMessage": {"message": "no timestamp"}}},
+                 server.message(ALICE, "real"))
+
+    async def go():
+        async with daemon(env, server.url):
+            await until(lambda: server.sent)
+    asyncio.run(go())
+    assert sent_texts(server) == ["echo: real"], "nobody waits for an answer to a receipt"
+    assert [text_of(s) for _, s, _ in inbox(env)] == ["real"], inbox(env)
+    logged = " | ".join(r.getMessage() for r in caplog.records)
+    for needle in ["a receipt", "a typing notice", "reaction", "without an envelope", "without a sender",
+                   "without a timestamp"]:
+        assert needle in logged, (needle, logged)
+
+
+# * Sending
+
+def test_replies_are_sent_split_and_filtered_by_kind(server):
+    long = "\n\n".join(f"paragraph {i} " + "word " * 150 for i in range(6))
+
+    async def go():
+        gw = sig.make_signal(section(server.url), {})
+        return [await gw["deliver"](reply(ALICE, "the answer")),
+                await gw["deliver"](reply(ALICE, "ran (:action :shell) → ok", "trace")),
+                await gw["deliver"](reply(ALICE, "Run rm -rf build?", "approval",
+                                          approval=[kw("code"), "K3XQ7P", kw("token"), "secret-token"])),
+                await gw["deliver"](reply(ALICE, long)),
+                await gw["deliver"](reply(STRANGER, "leak")),
+                await gw["deliver"](reply(ALICE, "   "))]
+    results = asyncio.run(go())
+    assert results == [True, False, True, True, False, True], results
+    texts = sent_texts(server)
+    assert texts[0] == "the answer"
+    assert "/approve K3XQ7P" in texts[1] and "/deny K3XQ7P" in texts[1], texts[1]
+    assert "secret-token" not in " ".join(texts)
+    parts = texts[2:-1]
+    assert len(parts) > 1 and all(len(p.encode()) <= sig.MESSAGE_BYTES for p in parts), [len(p) for p in parts]
+    assert " ".join(" ".join(parts).split()) == " ".join(long.split()), "parts keep the whole text, in order"
+    assert all(p.startswith("paragraph") for p in parts), "cuts fall on paragraph breaks"
+    assert texts[-1] == "(the answer was empty)"
+    assert all(s["recipients"] == [ALICE] and s["number"] == ACCOUNT for s in server.sent)
+
+
+def test_traces_are_sent_when_the_config_asks(server):
+    async def go():
+        gw = sig.make_signal(section(server.url, show_traces=True), {})
+        return await gw["deliver"](reply(ALICE, "ran (:action :shell) → ok", "trace"))
+    assert asyncio.run(go()) is True
+    assert sent_texts(server) == ["· ran (:action :shell) → ok"], server.sent
+
+
+def test_a_send_retries_server_errors_but_not_bad_requests(server, caplog):
+    async def go():
+        gw = sig.make_signal(section(server.url), {})
+        server.fail("send", "500", 2)
+        server.fail("send", "drop", 1)
+        ok = await gw["deliver"](reply(ALICE, "after three failures"))
+        n_before = len(server.paths("send"))
+        server.fail("send", "400", 1)
+        bad = await gw["deliver"](reply(ALICE, "refused by the server"))
+        return ok, bad, len(server.paths("send")) - n_before
+    ok, bad, attempts = asyncio.run(go())
+    assert ok is True and sent_texts(server) == ["after three failures"], server.sent
+    assert bad is False and attempts == 1, (bad, attempts)
+    assert any("scripted 400" in r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR)
+
+
+def test_a_send_to_a_server_that_stays_down_gives_up_without_raising(caplog):
+    async def go():
+        gw = sig.make_signal(section(f"http://127.0.0.1:{free_port()}"), {})
+        return await gw["deliver"](reply(ALICE, "nobody listens"))
+    assert asyncio.run(go()) is False
+    assert any("could not send" in r.getMessage() for r in caplog.records)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet=st.sampled_from("ab é€😀\n"), max_size=3000),
+       st.integers(min_value=8, max_value=400))
+def test_split_text_keeps_every_word_within_the_limit(text, limit):
+    parts = sig.split_text(text, limit, 10_000)
+    assert all(p and len(p.encode()) <= limit for p in parts), parts
+    assert "".join("".join(parts).split()) == "".join(text.split())
+
+
+def test_split_text_says_what_it_left_out():
+    parts = sig.split_text("word " * 10_000, 100, 3)
+    assert len(parts) == 3 and "was not sent" in parts[-1], parts
+    assert sig.split_text("", 100) == [] and sig.split_text("short", 100) == ["short"]
+
+
+# * A server that misbehaves
+
+def test_server_errors_and_malformed_answers_are_survived(env, server, caplog):
+    caplog.set_level(logging.INFO, logger="passepartout.gateways.signal")
+    server.fail("about", "garbage", 1)
+    for kind in ["500", "garbage", "drop", "object", "400", "500"]:
+        server.fail("receive", kind, 1)
+    server.queue(server.message(ALICE, "still here"))
+
+    async def go():
+        async with daemon(env, server.url):
+            await until(lambda: server.sent)
+    asyncio.run(go())
+    assert sent_texts(server) == ["echo: still here"], server.sent
+    assert len(server.paths("receive")) >= 7, server.paths("receive")
+    logged = " | ".join(r.getMessage() for r in caplog.records)
+    assert "not JSON" in logged and "instead of a list" in logged and "answers again" in logged, logged
+
+
+def test_a_server_down_at_start_is_waited_for(env, caplog):
+    caplog.set_level(logging.DEBUG, logger="passepartout.gateways.signal")
+    port = free_port()
+    holder = {}
+
+    async def go():
+        async with daemon(env, f"http://127.0.0.1:{port}", retry_delay=0.005):
+            await until(lambda: sum("failed" in r.getMessage() for r in caplog.records) >= 4)
+            server = holder["server"] = SignalServer(account=ACCOUNT, port=port)
+            server.queue(server.message(ALICE, "you are up"))
+            await until(lambda: server.sent)
+    try:
+        asyncio.run(go())
+    finally:
+        if "server" in holder:
+            holder["server"].stop()
+    assert sent_texts(holder["server"]) == ["echo: you are up"], holder["server"].sent
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING and "failed" in r.getMessage()]
+    assert len(warnings) == 1, [r.getMessage() for r in warnings]
+    assert any("answers again" in r.getMessage() for r in caplog.records)
+
+
+def test_a_server_in_json_rpc_mode_is_not_polled(env, caplog):
+    server = SignalServer(account=ACCOUNT, mode="json-rpc")
+    try:
+        async def go():
+            async with daemon(env, server.url):
+                await until(lambda: server.paths("about"))
+                await asyncio.sleep(0.1)
+        asyncio.run(go())
+        assert server.paths("receive") == [], server.paths()
+        errors = [r.getMessage() for r in caplog.records
+                  if r.levelno == logging.ERROR and r.name == "passepartout.gateways.signal"]
+        assert len(errors) == 1 and "json-rpc" in errors[0] and "native" in errors[0], errors
+    finally:
+        server.stop()
+
+
+# * Persistence
+
+def test_a_redelivered_message_is_answered_once_even_after_a_restart(env, server, caplog):
+    caplog.set_level(logging.INFO, logger="passepartout.gateways.signal")
+    item = server.message(ALICE, "only once", timestamp=1_700_000_123_456)
+    server.queue(item, item)
+
+    async def go():
+        async with daemon(env, server.url):
+            await until(lambda: server.sent and not server.queued())
+            await asyncio.sleep(0.05)
+        server.queue(item, later)
+        async with daemon(env, server.url):
+            await until(lambda: len(server.sent) >= 2)
+    later = server.message(ALICE, "and this")
+    asyncio.run(go())
+    assert sent_texts(server) == ["echo: only once", "echo: and this"], server.sent
+    assert [k for k, _, _ in inbox(env)] == [f"{ALICE}:1700000123456",
+                                             f"{ALICE}:{later['envelope']['timestamp']}"], inbox(env)
+    assert sum("delivered again" in r.getMessage() for r in caplog.records) == 2
+
+
+def test_a_refusal_is_not_repeated_for_a_redelivered_message(env, server):
+    item = server.message(ALICE, "see this", attachments=[{"contentType": "image/png", "id": "x"}])
+    server.queue(item, item, server.message(ALICE, "next"))
+
+    async def go():
+        async with daemon(env, server.url):
+            await until(lambda: len(server.sent) >= 2)
+        server.queue(item, server.message(ALICE, "last"))
+        async with daemon(env, server.url):
+            await until(lambda: len(server.sent) >= 3)
+    asyncio.run(go())
+    refusals = [t for t in sent_texts(server) if "attachments" in t]
+    assert len(refusals) == 1 and len(server.sent) == 3, server.sent
+
+
+class FailingHub(Hub):
+    """The daemon's hub over a store that fails the first FAILURES receives."""
+
+    failures = 0
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.calls = 0
+
+    async def receive(self, gateway, key, signal):
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise OSError("disk I/O error")
+        return await super().receive(gateway, key, signal)
+
+
+def test_a_store_that_fails_is_retried_then_the_person_is_told(env, server):
+    async def go():
+        FailingHub.failures = 2
+        server.queue(server.message(ALICE, "saved at the third try"))
+        async with daemon(env, server.url, hub_class=FailingHub) as flaky:
+            await until(lambda: server.sent)
+        FailingHub.failures = 10_000
+        server.queue(server.message(ALICE, "never saved"))
+        async with daemon(env, server.url, hub_class=FailingHub) as broken:
+            await until(lambda: len(server.sent) >= 2)
+        return flaky, broken
+    flaky, broken = asyncio.run(go())
+    assert flaky.calls == 3 and broken.calls == sig.PERSIST_ATTEMPTS, (flaky.calls, broken.calls)
+    texts = sent_texts(server)
+    assert texts[0] == "echo: saved at the third try" and "send it again" in texts[1], texts
+    assert [text_of(s) for _, s, _ in inbox(env)] == ["saved at the third try"], inbox(env)
+
+
+def test_stop_ends_run_after_persisting_the_batch_in_hand(env, server):
+    server.max_wait = 2.0
+
+    async def go():
+        gw = sig.make_signal(section(server.url, poll_interval=30), env)
+        hub = Hub(env, [gw])
+        task = asyncio.create_task(gw["run"](hub))
+        await until(lambda: server.paths("receive"))
+        await gw["stop"]()
+        server.queue(*[server.message(ALICE, f"m{i}") for i in range(5)])
+        await asyncio.wait_for(task, 5)
+        persisted = [text_of(s) for _, s, _ in inbox(env)]
+        await hub.drain(5)
+        await hub.close()
+        return persisted
+    persisted = asyncio.run(go())
+    assert persisted == [f"m{i}" for i in range(5)], persisted
+    assert len(server.paths("receive")) == 1 and server.queued() == []
+    assert sorted(sent_texts(server)) == [f"echo: m{i}" for i in range(5)], server.sent
