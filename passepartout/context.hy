@@ -1,8 +1,9 @@
 (import os tempfile time
+        functools [lru-cache]
         pathlib [Path]
         passepartout.proto [kw proto-get proto-put proto-without])
 
-(defn _real [p]
+(defn [(lru-cache :maxsize 256)] _real [p]
   (str (.resolve (.expanduser (Path p)))))
 
 (defn temp-dirs [[env None]]

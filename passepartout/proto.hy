@@ -189,7 +189,10 @@
 (defn proto-print [value]
   "The s-expression text of VALUE; (proto-read (proto-print x)) equals x."
   (cond
-    (isinstance value Keyword) (+ ":" value.name)
+    (isinstance value Keyword)
+    (if (_keyword-re.match value.name)
+        (+ ":" value.name)
+        (raise (ProtoError f"keyword {(_clip (repr value.name))} would not read back")))
     (isinstance value str) (_print-string value)
     (is value True) "true"
     (is value False) "false"
@@ -202,6 +205,19 @@
     (isinstance value #(list tuple))
     (+ "(" (.join " " (map proto-print value)) ")")
     True (raise (ProtoError f"cannot print a {(. (type value) __name__)} as a message"))))
+
+(defn proto-depth [value]
+  "How deeply VALUE's lists nest: 0 for an atom, 1 for a flat list."
+  (setv deepest 0
+        stack [#(value 1)])
+  (while stack
+    (setv [v d] (.pop stack))
+    (when (isinstance v #(list tuple))
+      (setv deepest (max deepest d))
+      (for [x v]
+        (when (isinstance x #(list tuple))
+          (.append stack #(x (+ d 1)))))))
+  deepest)
 
 (defn kw [name]
   "The keyword called NAME; (kw \"payload\") is :payload."

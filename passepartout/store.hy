@@ -2,7 +2,7 @@
         contextlib [contextmanager]
         pathlib [Path]
         hy.models [Keyword]
-        passepartout.proto [proto-print proto-read MAX-DEPTH])
+        passepartout.proto [ProtoError proto-print proto-read proto-depth MAX-DEPTH])
 
 (defclass StoreError [Exception]
   "A store file that cannot be opened or used.")
@@ -231,7 +231,10 @@
 (defn _print [value]
   "VALUE as stored text; a ProtoError when it would not read back."
   (setv text (_surrogate-re.sub _escape-surrogate (proto-print value)))
-  (_read text)
+  (when (> (proto-depth value) _max-data-depth)
+    (raise (ProtoError f"nested deeper than {_max-data-depth}")))
+  (when (> (len (.encode text "utf-8")) MAX-DATA-BYTES)
+    (raise (ProtoError f"larger than {MAX-DATA-BYTES} bytes")))
   text)
 
 (defn _read [text]
