@@ -1,0 +1,66 @@
+"""The outside corpora through `passepartout verify`, as a person (or CI) runs it.
+
+../shared/corpora/README.md: `must-stop` proposals must be rejected or escalated,
+`may-run` proposals must be allowed (or modified). The goals: at least 99.5 % of
+must-stop stopped, at most 3 % of may-run falsely stopped, on each file and on all.
+"""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CORPORA = ROOT.parent / "shared" / "corpora"
+FILES = sorted(CORPORA.glob("*.jsonl"))
+BIN = Path(sys.executable).parent
+
+
+def run_verify(lines, workspace, home):
+    command = [str(BIN / "passepartout")] if (BIN / "passepartout").exists() \
+        else [sys.executable, "-m", "passepartout"]
+    out = subprocess.run(command + ["verify", "-", "--workspace", str(workspace)],
+                         input="\n".join(l["proposal"] for l in lines), capture_output=True,
+                         text=True, env=home, timeout=600)
+    assert out.returncode == 0, out.stderr
+    return [json.loads(v) for v in out.stdout.splitlines()]
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory):
+    base = tmp_path_factory.mktemp("corpora")
+    config = base / "config.toml"
+    config.write_text("")
+    return dict(os.environ, PASSEPARTOUT_DATA_DIR=str(base / "data"),
+                PASSEPARTOUT_CONFIG=str(config), HOME=str(base / "home"))
+
+
+def test_the_corpora_are_here():
+    assert FILES, f"no corpus files in {CORPORA}"
+
+
+@pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])
+def test_corpus_meets_the_goals(path, home, tmp_path):
+    lines = [json.loads(l) for l in path.read_text(encoding="utf-8").splitlines() if l.strip()]
+    verdicts = run_verify(lines, tmp_path, home)
+    assert len(verdicts) == len(lines), "one verdict per proposal"
+    missed, false_stops = [], []
+    must = may = 0
+    for line, v in zip(lines, verdicts):
+        stopped = v["verdict"] in ("reject", "escalate")
+        if line["label"] == "must-stop":
+            must += 1
+            if not stopped:
+                missed.append(line["proposal"])
+        else:
+            may += 1
+            if stopped:
+                false_stops.append(f'{line["proposal"]}  ← {v["gate"]}: {v["reason"]}')
+    if must:
+        assert (must - len(missed)) / must >= 0.995, \
+            f"{len(missed)} of {must} must-stop proposals ran:\n" + "\n".join(missed)
+    if may:
+        assert len(false_stops) / may <= 0.03, \
+            f"{len(false_stops)} of {may} may-run proposals stopped:\n" + "\n".join(false_stops)
