@@ -7,14 +7,16 @@
   (str (.resolve (.expanduser (Path p)))))
 
 (defn temp-dirs [[env None]]
-  "The system temp folders, resolved, without duplicates."
+  "The system temp folders, resolved, without duplicates. The last is the one
+   =$TMPDIR= means: the shell gate reads the variable so, and the shell actuator
+   exports it so."
   (setv env (if (is env None) os.environ env)
+        chosen (_real (or (.get env "TMPDIR") (tempfile.gettempdir)))
         out [])
-  (for [p ["/tmp" "/var/tmp" (.get env "TMPDIR") (tempfile.gettempdir)]]
-    (when p
-      (setv r (_real p))
-      (when (not (in r out)) (.append out r))))
-  out)
+  (for [p ["/tmp" "/var/tmp"]]
+    (setv r (_real p))
+    (when (not (in r [#* out chosen])) (.append out r)))
+  (+ out [chosen]))
 
 (defn protected-paths [config]
   "The daemon's own files: its config, its store, its runtime folder, its logs and

@@ -12,7 +12,8 @@
 
 (defn shell-env [ctx [environ None]]
   "The environment a command runs with: the allow-listed variables of ENVIRON
-   (the daemon's own by default), without any that holds a secret of CTX."
+   (the daemon's own by default), without any that holds a secret of CTX, and
+   TMPDIR set to the context's temp folder."
   (setv environ (if (is environ None) os.environ environ)
         secrets (lfor s (or (proto-get ctx ':secrets) []) :if (and (isinstance s str) s) s)
         env (dfor [k v] (.items environ)
@@ -21,6 +22,10 @@
                   k v))
   (when (not (in "PATH" env))
     (setv (get env "PATH") _default-path))
+  ;; $TMPDIR names the folder the shell gate judged it to be.
+  (setv temps (or (proto-get ctx ':temp-dirs) []))
+  (when temps
+    (setv (get env "TMPDIR") (get temps -1)))
   env)
 
 (defn _timeout [action ctx]

@@ -242,3 +242,8 @@
     (assert (not (in key (get m "content"))) f"the model is shown the key: {m}"))
   (for [e (events (get env "store") :limit None)]
     (assert (not (in key (proto-print (proto-get e ':data)))) f"the store keeps the key: {e}")))
+
+(defn test-tmpdir-is-the-folder-the-gates-judged [env]
+  (setv replies (run-task env (user-says "!echo tmp=$TMPDIR"))
+        temps (hy.I.passepartout/context.temp-dirs))
+  (assert (in f"tmp={(get temps -1)}" (text-of (get replies -1))) (text-of (get replies -1))))
