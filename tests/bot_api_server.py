@@ -35,6 +35,18 @@ BOT_ID = 123456
 STRING_PARAMS = {"text", "callback_query_id", "parse_mode", "inline_message_id", "url", "chat_id"}
 
 
+class _Server(ThreadingHTTPServer):
+    """A threading HTTP server that may take its port back after a restart, and
+    that takes a client going away mid-request (a daemon killed -9) in its stride."""
+
+    allow_reuse_address = True
+    daemon_threads = True
+
+    def handle_error(self, request, client_address):
+        if not isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)):
+            super().handle_error(request, client_address)
+
+
 class BotAPIServer:
     """A running Bot API server. See the module docstring."""
 
@@ -65,8 +77,7 @@ class BotAPIServer:
 
     def start(self):
         """Serve (again) on self.port; a port of 0 picks a free one."""
-        ThreadingHTTPServer.allow_reuse_address = True
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", self.port), _handler_for(self))
+        self._httpd = _Server(("127.0.0.1", self.port), _handler_for(self))
         self._httpd.daemon_threads = True
         self.port = self._httpd.server_address[1]
         self._stopping = False
