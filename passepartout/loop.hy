@@ -198,6 +198,7 @@
     (setv self.env env
           self.deliver deliver
           self.queues {}
+          self.arrivals 0
           self.workers {}
           self.busy (set)
           self.stopped (set)
@@ -206,7 +207,7 @@
   (defn _queue [self session]
     "The queue of SESSION, with its worker started on first use."
     (when (not (in session self.queues))
-      (setv (get self.queues session) (asyncio.Queue)
+      (setv (get self.queues session) (asyncio.PriorityQueue)
             (get self.workers session) (asyncio.create-task (self._work session))))
     (get self.queues session))
 
@@ -217,7 +218,7 @@
     (self._queue session)
     (if (_is-stop signal)
         (await (self._stop session signal))
-        (.put-nowait (get self.queues session) signal))
+        (self._put session signal))
     session)
 
   (defn :async _stop [self session signal]
@@ -244,12 +245,18 @@
       (do (setv r (self.deliver signal))
           (when (asyncio.iscoroutine r) (await r)))
       (not (in session self.stopped))
-      (.put-nowait (self._queue session) signal)))
+      (self._put session signal)))
+
+  (defn _put [self session signal]
+    "Queue SIGNAL: a task's own next step first, then by arrival."
+    (+= self.arrivals 1)
+    (.put-nowait (self._queue session)
+                 #((if (= (sensor-of signal) "tool-result") 0 1) self.arrivals signal)))
 
   (defn :async _work [self session]
     (setv queue (get self.queues session))
     (while True
-      (setv signal (await (.get queue)))
+      (setv [_ _ signal] (await (.get queue)))
       (try
         (if (= (sensor-of signal) "tool-result")
             (when (in session self.stopped) (continue))

@@ -247,3 +247,16 @@
   (setv replies (run-task env (user-says "!echo tmp=$TMPDIR"))
         temps (hy.I.passepartout/context.temp-dirs))
   (assert (in f"tmp={(get temps -1)}" (text-of (get replies -1))) (text-of (get replies -1))))
+
+(defn test-a-task-finishes-before-the-next-message-begins [env]
+  (setv delivered [])
+  (defn :async main []
+    (setv runner (Runner env (fn [r] (.append delivered r))))
+    (await (.submit runner (user-says "!echo first task" "q")))
+    (await (.submit runner (user-says "!echo second task" "q")))
+    (await (.idle runner "test:q"))
+    (await (.close runner)))
+  (asyncio.run (main))
+  (setv kinds (lfor r delivered (kind-of r)))
+  (expect kinds ["trace" "answer" "trace" "answer"] "reply kinds, in order")
+  (assert (in "first task" (text-of (get delivered 1))) (text-of (get delivered 1))))
