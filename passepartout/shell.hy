@@ -3,7 +3,6 @@
         pathlib [Path]
         tree-sitter [Language Parser]
         tree-sitter-bash
-        passepartout.proto [proto-get]
         passepartout.workspace [path-inside SECRET-PATTERNS])
 
 (setv MAX-BYTES 16384
@@ -14,7 +13,20 @@
       MAX-VARIANTS 32
       MAX-JUDGED 64
       MAX-BRACES 64
-      CACHE-SIZE 1024)
+      CACHE-SIZE 1024
+      MEMO-SIZE 2048
+      MAX-CONTEXTS 16)
+
+(setv _missing (object))
+
+(defn _kept [memo key compute #* args]
+  "MEMO's answer for KEY, computed as (COMPUTE #* ARGS) the first time."
+  (setv found (.get memo key _missing))
+  (when (is found _missing)
+    (when (>= (len memo) MEMO-SIZE) (.clear memo))
+    (setv found (compute #* args)
+          (get memo key) found))
+  found)
 
 (setv _language (Language (tree-sitter-bash.language))
       _parser (Parser _language)
@@ -143,8 +155,9 @@
   (setv t node.type)
   (cond
     (= t "word")
-    (do (setv text (_unescape-word (_text node)))
-        (if (and start (not quoted) (.startswith (_text node) "~"))
+    (do (setv raw (_text node)
+              text (_unescape-word raw))
+        (if (and start (not quoted) (.startswith raw "~"))
             (_tilde-readings text st)
             [text]))
     (in t #("number" "extglob_pattern" "regex" "test_operator" "variable_name"))
@@ -271,8 +284,29 @@
     (setv i (.find s "{" (+ i 1))))
   [s])
 
+(defn _plain-word [node]
+  "The one reading of the word NODE when it reads as written, else None."
+  (setv t node.type)
+  (cond (in t #("word" "number"))
+        (do (setv text (_text node))
+            (when (not (or (in "\\" text) (in "{" text) (in SPLIT text) (.startswith text "~")))
+              text))
+        (= t "raw_string")
+        (do (setv inside (cut (_text node) 1 -1))
+            (when (not (or (in "{" inside) (in SPLIT inside)))
+              inside))
+        (= t "string")
+        (do (setv parts node.children)
+            (when (and (= (len parts) 3) (= (. (get parts 1) type) "string_content"))
+              (setv inside (_text (get parts 1)))
+              (when (not (or (in "\\" inside) (in "{" inside) (in SPLIT inside)))
+                inside)))))
+
 (defn _fields [node st out]
   "The readings of the argument NODE, each a list of fields."
+  (setv plain (_plain-word node))
+  (when (is-not plain None)
+    (return [[plain]]))
   (setv readings [])
   (for [r (_readings node st False out True)]
     (setv fields [])
@@ -482,11 +516,13 @@
   "Walk the substitutions inside NODES; the names of the programs they run."
   (setv commands (get out "commands")
         before (len commands)
-        sub (_copy st))
+        nodes (lfor n nodes :if (and n (not (in n.type #("word" "number" "raw_string")))) n))
+  (when (not nodes)
+    (return (set)))
+  (setv sub (_copy st))
   (setv (get sub "piped") None)
   (for [n nodes]
-    (when (and n (not (in n.type #("word" "number" "raw_string"))))
-      (_walk n sub out (+ depth 1))))
+    (_walk n sub out (+ depth 1)))
   (sfor c (cut commands before None) (or (get c "name") "?")))
 
 (defn _argument-lists [words st out]
@@ -500,29 +536,44 @@
     (.append lists (lfor fields combination f fields f)))
   lists)
 
+(setv _redirect-types #{"file_redirect" "heredoc_redirect" "herestring_redirect"}
+      _plain-types #{"word" "number" "raw_string"})
+
 (defn _command [node st out depth redirects]
   (setv assigns []
         name-node None
         args []
+        nested []
         reds (list redirects))
   (for [c node.children]
     (setv t c.type)
-    (cond (= t "variable_assignment") (if (is name-node None) (.append assigns c) (.append args c))
+    (cond (= t "variable_assignment")
+          (if (is name-node None)
+              (.append assigns c)
+              (do (.append args c) (.append nested c)))
           (= t "command_name")
-          (setv name-node (if c.named-children (get c.named-children 0) c))
-          (in t #("file_redirect" "heredoc_redirect" "herestring_redirect")) (.append reds c)
+          (setv named c.named-children
+                name-node (if named (get named 0) c))
+          (in t _redirect-types) (.append reds c)
           (= t "comment") None
-          c.is-named (.append args c)))
-  (setv program (when name-node (_clip (_text name-node) 40))
-        sub (_copy st))
-  (setv (get sub "outer") program)
-  (setv inner (_inner-programs (+ [name-node] args) sub out depth)
+          c.is-named (do (.append args c)
+                         (when (not (in t _plain-types)) (.append nested c)))))
+  (when (and name-node (not (in name-node.type _plain-types)))
+    (setv nested (+ [name-node] nested)))
+  ;; most commands are plain words: no state to copy, nothing inside to walk
+  (setv program (when (and name-node (or nested reds assigns)) (_clip (_text name-node) 40))
+        inner (set)
         stdin []
         extra [])
-  (for [r reds]
-    (.extend extra (_redirect r sub out depth stdin)))
-  (.update inner (_inner-programs extra sub out depth))
-  (setv args (+ args extra))
+  (when (or nested reds)
+    (setv sub (_copy st))
+    (setv (get sub "outer") program)
+    (setv inner (_inner-programs nested sub out depth))
+    (for [r reds]
+      (.extend extra (_redirect r sub out depth stdin)))
+    (when extra
+      (.update inner (_inner-programs extra sub out depth))
+      (setv args (+ args extra))))
   (when (is name-node None)
     (for [a assigns] (_assignment a st out depth "shell"))
     (return))
@@ -912,9 +963,8 @@
     (setv (get out "stopped") True)
     (return))
   (setv first (get argv 0)
-        name (if (or (in UNKNOWN first) (not (posixpath.basename first)))
-                 None
-                 (posixpath.basename first))
+        name (when (not (in UNKNOWN first))
+               (or (posixpath.basename first) None))
         args (cut argv 1 None)
         record {"argv" argv "name" name "cwd" (list (get st "cwd")) "piped" (get st "piped")
                 "inner" (get info "inner") "stdin" (get info "stdin") "tree" (get info "tree")
@@ -1019,11 +1069,15 @@
   (for [entry (_strings raw "command-options")]
     (setv [option _ prefix] (.partition entry " "))
     (.append command-options #(option prefix)))
-  (setv programs (_strings raw "program"))
+  (setv programs (_strings raw "program")
+        subcommands (lfor s (_strings raw "subcommand") (.split s)))
   {"name" name
    "index" index
    "programs" programs
-   "subcommands" (lfor s (_strings raw "subcommand") (.split s))
+   "subcommands" subcommands
+   "first-words" (if (or (not subcommands) (in [] subcommands))
+                     None
+                     (frozenset (gfor sub subcommands (get sub 0))))
    "flags" (lfor f (_strings raw "flags") (.split f "|"))
    "not-flags" (lfor f (_strings raw "not-flags") (.split f "|"))
    "operands" (_strings raw "operands")
@@ -1037,6 +1091,7 @@
    "deletes" (.get raw "deletes")
    "writes" (.get raw "writes")
    "write-options" (set (_strings raw "write-options"))
+   "option-names" (| (set (_strings raw "write-options")) (sfor [c _] command-options c))
    "write-prefixes" (_strings raw "write-prefixes")
    "writes-dir" (when (in "writes-dir" raw) (set (_strings raw "writes-dir")))
    "recursive-flags" (lfor f (_strings raw "recursive-flags") [f])
@@ -1049,7 +1104,8 @@
    "examples" (_strings raw "examples")
    "counterexamples" (_strings raw "counterexamples")})
 
-(setv _no-spec {"value" #{} "old-style" False})
+(setv _no-spec {"value" #{} "old-style" False}
+      _none (frozenset))
 
 (defn parse-options [args [spec None]]
   "ARGS split by SPEC: {\"names\" set \"opts\" [(name value)] \"operands\" [...]
@@ -1057,7 +1113,7 @@
    (parse-options [\"-rf\" \"x\"]) ⇒ names {-r -f}, operands [x]"
   (setv spec (or spec _no-spec)
         values (get spec "value")
-        pattern-options (.get spec "patterns" #{})
+        pattern-options (.get spec "patterns" _none)
         patterns (set)
         names (set)
         opts []
@@ -1111,7 +1167,7 @@
             (.append opts #(option None)))))
     (+= i 1))
   (when (and (.get spec "pattern-first") (is-not first-operand None)
-             (not (& names (| pattern-options (.get spec "pattern-files" #{})))))
+             (not (& names (| pattern-options (.get spec "pattern-files" _none)))))
     (.add patterns first-operand))
   {"names" names "opts" opts "operands" operands "args" args "patterns" patterns})
 
@@ -1143,8 +1199,11 @@
   "True when RULE's conditions hold for the PARSED arguments."
   (setv rest (rule-operands rule parsed))
   (and (is-not rest None)
-       (all (gfor e (get rule "flags") (_entry-holds e parsed)))
-       (not (any (gfor e (get rule "not-flags") (_entry-holds e parsed))))
+       (>= (len rest) (get rule "min-operands"))
+       (or (not (get rule "flags"))
+           (all (gfor e (get rule "flags") (_entry-holds e parsed))))
+       (or (not (get rule "not-flags"))
+           (not (any (gfor e (get rule "not-flags") (_entry-holds e parsed)))))
        (or (not (get rule "operands"))
            (any (gfor o rest g (get rule "operands") (fnmatch.fnmatchcase o g))))
        (or (is (get rule "arg-regex") None)
@@ -1153,11 +1212,8 @@
            (do (setv [options regex] (get rule "option-value"))
                (any (gfor [o v] (get parsed "opts")
                           (and (in o options) (is-not v None) (.search regex v))))))
-       (>= (len rest) (get rule "min-operands"))
        (or (not (get rule "optional"))
-           (any (gfor [o _] (get parsed "opts")
-                      (or (in o (get rule "write-options"))
-                          (in o (sfor [c _] (get rule "command-options") c)))))
+           (any (gfor [o _] (get parsed "opts") (in o (get rule "option-names"))))
            (any (gfor a (get parsed "args") p (get rule "write-prefixes") (.startswith a p))))))
 
 (defn rules-path []
@@ -1237,17 +1293,26 @@
    "history" (set (.get env "history" []))
    "git-command" (_lower-list git "command-config")
    "git-escalate" (_lower-list git "escalate-config")
-   "output-options" (set (.get (.get data "defaults" {}) "output-options" []))})
+   "output-options" (set (.get (.get data "defaults" {}) "output-options" []))
+   "rules-for" {}
+   "rules-about" {}
+   "specs" {}})
 
 (defn rules-for [rules name]
   "The rules of RULES about the program NAME, in file order."
+  (_kept (get rules "rules-for") name _rules-for rules name))
+
+(defn _rules-for [rules name]
   (setv found (list (.get (get rules "exact") name [])))
   (for [[pattern r] (get rules "globs")]
     (when (and (.match pattern name) (not (in r found)))
       (.append found r)))
-  (if (get rules "globs") (sorted found :key (fn [r] (get r "index"))) found))
+  (tuple (if (get rules "globs") (sorted found :key (fn [r] (get r "index"))) found)))
 
 (defn _spec [rules name]
+  (_kept (get rules "specs") name _find-spec rules name))
+
+(defn _find-spec [rules name]
   (setv programs (get rules "programs"))
   (when (in name programs)
     (return (get programs name)))
@@ -1255,6 +1320,19 @@
     (when (fnmatch.fnmatchcase name pattern)
       (return spec)))
   _no-spec)
+
+(defn _rules-about [rules name parsed]
+  "The rules about the program NAME that may match PARSED: those whose
+   subcommand starts with its first operand, and those that name none (git has
+   some twenty rules, and a command matches the few of its subcommand)."
+  (setv ops (get parsed "operands")
+        first (if ops (get ops 0) None))
+  (_kept (get rules "rules-about") #(name first) _find-rules-about rules name first))
+
+(defn _find-rules-about [rules name first]
+  (tuple (gfor r (rules-for rules name)
+               :if (or (is (get r "first-words") None) (in first (get r "first-words")))
+               r)))
 
 (defn _rule-applies [rule record rules]
   (setv name (get record "name"))
@@ -1287,15 +1365,28 @@
   (_check-examples rules)
   rules)
 
-(setv _indexes {})
+(setv _indexes {}
+      _context-keys #{"workspace" "home" "temp-dirs" "protected"})
+
+(defn _context-places [ctx]
+  "The workspace, home, temp folders and protected paths of the context CTX, by
+   name, as proto-get finds them, in one pass over the plist instead of four."
+  (setv found {})
+  (when (isinstance ctx list)
+    (for [[k v] (zip (cut ctx None None 2) (cut ctx 1 None 2))]
+      (when (and (isinstance k hy.models.Keyword) (in k.name _context-keys)
+                 (not (in k.name found)))
+        (setv (get found k.name) v))))
+  found)
 
 (defn _places [ctx rules]
   "What the judge needs of CTX: its folders, and the index of its secret locations
    (kept between calls for the same folders and rules)."
-  (setv workspace (proto-get ctx ':workspace)
-        home (proto-get ctx ':home)
-        temps (tuple (or (proto-get ctx ':temp-dirs) []))
-        protected (tuple (or (proto-get ctx ':protected) []))
+  (setv fields (_context-places ctx)
+        workspace (.get fields "workspace")
+        home (.get fields "home")
+        temps (tuple (or (.get fields "temp-dirs") []))
+        protected (tuple (or (.get fields "protected") []))
         key #(workspace home temps protected (id rules))
         pc (.get _indexes key))
   (when (is pc None)
@@ -1305,15 +1396,24 @@
               "temps" temps
               "tmp" (if temps (get temps -1) None)
               "protected" (lfor p protected :if p (posixpath.normpath p))})
+    (setv (get pc "home-text") (or (get pc "home") UNKNOWN)
+          (get pc "tmp-text") (or (get pc "tmp") UNKNOWN))
     (setv (get pc "secrets") (_secret-index pc rules)
           (get pc "ws-real") (os.path.realpath (get pc "ws"))
           (get pc "temps-real") (lfor t temps (os.path.realpath t))
-          (get pc "protected-real") (lfor p (get pc "protected") (os.path.realpath p)))
-    (when (> (len _indexes) 64) (.clear _indexes))
+          (get pc "protected-real") (lfor p (get pc "protected") (os.path.realpath p))
+          (get pc "concrete") {}
+          (get pc "named") {})
+    (when (>= (len _indexes) MAX-CONTEXTS) (.clear _indexes))
     (setv (get _indexes key) pc))
   (| pc {"ctx" ctx "nested" 0 "resolved" {}}))
 
 (setv _control-re (re.compile "[\x00-\x1f\x7f]"))
+
+(defn _lexists [path]
+  "os.path.lexists without the exception it raises and catches for a missing path."
+  (try (os.access path os.F-OK :follow-symlinks False)
+       (except [ValueError] False)))
 
 (defn _realpath [p pc]
   "os.path.realpath of P, once per command."
@@ -1355,8 +1455,8 @@
   #(False f"it resolves to {real}, outside the workspace and the temp folders"))
 
 (defn _unmark [text pc]
-  (.replace (.replace (.replace text HOME (or (get pc "home") UNKNOWN))
-                      TMP (or (get pc "tmp") UNKNOWN))
+  (.replace (.replace (.replace text HOME (get pc "home-text"))
+                      TMP (get pc "tmp-text"))
             HERE (get pc "ws")))
 
 (defn _norm [p]
@@ -1374,6 +1474,9 @@
 (defn _concrete [text cwds pc]
   "The readings of the path word TEXT: (path maybe given) triples, PATH absolute
    and normalised, MAYBE true when part of it is unknown, GIVEN what resolve-path is handed."
+  (_kept (get pc "concrete") #(text (tuple cwds)) _concrete-new text cwds pc))
+
+(defn _concrete-new [text cwds pc]
   (setv t (_unmark text pc)
         out [])
   (for [v (if (in UNKNOWN t) [(.replace t UNKNOWN "") t] [t])]
@@ -1392,7 +1495,7 @@
                 (.append out #((_norm (posixpath.join c v)) (or maybe (in UNKNOWN c))
                                (posixpath.join c v)))
                 True (.append out #((_norm (+ UNKNOWN "/" v)) True v))))))
-  out)
+  (tuple out))
 
 (defn _shown [path]
   (_clip (.replace path UNKNOWN "…") 100))
@@ -1412,6 +1515,11 @@
   "One compiled pattern matching any of the file-name globs NAMES, or None."
   (when names
     (re.compile (.join "|" (gfor n names (fnmatch.translate n))))))
+
+(defn _name-set [names]
+  "The file-name globs NAMES as _name-match reads them: the literal ones, and all
+   of them compiled."
+  #((tuple (gfor n names :if (not (_globby n)) n)) (_names-regex names)))
 
 (defn _dirs-regex [names]
   "A pattern finding a component named one of the literal NAMES in a path."
@@ -1439,24 +1547,24 @@
         (_globby s) (fnmatch.fnmatchcase p s)
         True (= p s)))
 
-(defn _name-match [comp names [regex None]]
-  "Whether the path component COMP may be one of NAMES (literal or globs; REGEX
-   is them compiled). A glob counts only when its fixed start covers at least
-   half of the name."
-  (setv unknown (in UNKNOWN comp)
+(defn _name-match [comp name-set]
+  "Whether the path component COMP may be one of the names of NAME-SET (see
+   _name-set). A glob counts only when its fixed start covers at least half of
+   the name, and only against the literal names."
+  (setv [literals regex] name-set
+        unknown (in UNKNOWN comp)
         pattern (.replace comp UNKNOWN "*"))
   (if (_globby pattern)
       (do (setv prefix (_literal-prefix comp))
-          (for [n names]
-            (when (and (not (_globby n))
-                       (>= (len prefix) (max 2 (// (+ (len n) 1) 2)))
+          (for [n literals]
+            (when (and (>= (len prefix) (max 2 (// (+ (len n) 1) 2)))
                        (.startswith n prefix)
                        (fnmatch.fnmatchcase n pattern))
               (return (if unknown "maybe" True))))
           False)
       (if regex
           (is-not (.match regex comp) None)
-          (any (gfor n names (fnmatch.fnmatchcase comp n))))))
+          False)))
 
 (defn _under [comps anchor]
   "Whether the path COMPS lies in ANCHOR (components): True, \"maybe\" or False."
@@ -1488,29 +1596,47 @@
           (when home
             (.append anchors #((_comps (posixpath.join home (cut p 2 None))) p REJECT "secret-paths")))
           (.startswith p "/") (.append anchors #((_comps p) p REJECT "secret-paths"))))
-  (setv by-first {}
+  (setv startup (_startup-set home)
+        by-first {}
         glob-first (lfor a anchors :if (and (get a 0) (_globby (get (get a 0) 0))) a))
   (for [a anchors]
     (.append (.setdefault by-first (if (get a 0) (get (get a 0) 0) "") []) a))
   {"anchors" anchors
    "memo" {}
    "by-first" by-first
+   "by-second" (_by-second by-first)
    "glob-first" glob-first
-   "startup" (_startup-set home)
+   "startup" startup
+   "startup-prefixes" (tuple startup)
+   "startup-memo" {}
    "floor-dirs-path" (_dirs-regex FLOOR-SECRET-DIRS)
    "rule-dirs-path" (_dirs-regex (get rules "secret-dirs"))
-   "floor-dirs" (_names-regex FLOOR-SECRET-DIRS)
-   "rule-dirs" (_names-regex (get rules "secret-dirs"))
-   "floor-files" (_names-regex FLOOR-SECRET-FILES)
-   "rule-files" (_names-regex (get rules "secret-files"))})
+   "floor-dirs" (_name-set FLOOR-SECRET-DIRS)
+   "rule-dirs" (_name-set (get rules "secret-dirs"))
+   "floor-files" (_name-set FLOOR-SECRET-FILES)
+   "rule-files" (_name-set (get rules "secret-files"))})
+
+(defn _by-second [by-first]
+  "The anchors of each group of BY-FIRST that a path may lie in, by the plain
+   second component of the path: #(first second) to those whose own second
+   component is that one or a glob, or who have none; #(first None) to the last two."
+  (setv found {})
+  (for [[first group] (.items by-first)]
+    (defn any-second [a]
+      (or (< (len (get a 0)) 2) (_globby (get (get a 0) 1))))
+    (setv (get found #(first None)) (lfor a group :if (any-second a) a))
+    (for [second (sfor a group :if (not (any-second a)) (get (get a 0) 1))]
+      (setv (get found #(first second))
+            (lfor a group :if (or (any-second a) (= (get (get a 0) 1) second)) a))))
+  found)
 
 (defn _file-secret [name pc rules]
   "The (severity description rule) for the file name NAME, or None."
   (setv index (get pc "secrets")
-        floor (_name-match name FLOOR-SECRET-FILES (get index "floor-files")))
+        floor (_name-match name (get index "floor-files")))
   (when (and floor (not (.endswith (.lower name) _templates)))
     (return #((if (= floor "maybe") ESCALATE REJECT) "a .env file" "floor-secret-read")))
-  (setv m (_name-match name (get rules "secret-files") (get index "rule-files")))
+  (setv m (_name-match name (get index "rule-files")))
   (when m
     (return #((if (= m "maybe") ESCALATE REJECT) f"{name}, a file that holds credentials" "secret-paths")))
   (when (and (not (_globby (.replace name UNKNOWN "*")))
@@ -1520,34 +1646,36 @@
 
 (defn _secret-of [path pc rules]
   "How the absolute PATH touches a secret location: (severity description rule), or None."
-  (setv memo (get (get pc "secrets") "memo"))
-  (when (in path memo)
-    (return (get memo path)))
-  (when (> (len memo) 4096) (.clear memo))
-  (setv found (_find-secret path pc rules)
-        (get memo path) found)
-  found)
+  (_kept (get (get pc "secrets") "memo") path _find-secret path pc rules))
+
+(setv _dirs-paths #(#("floor-dirs-path" "floor-secret-read") #("rule-dirs-path" "secret-paths")))
 
 (defn _find-secret [path pc rules]
   (setv comps (_comps path)
         index (get pc "secrets")
         first (if comps (get comps 0) "")
-        candidates (if (or (_globby first) (in UNKNOWN first))
-                       (get index "anchors")
-                       (+ (.get (get index "by-first") first []) (get index "glob-first"))))
+        second (when (> (len comps) 1) (get comps 1))
+        candidates (cond (or (_globby first) (in UNKNOWN first))
+                         (get index "anchors")
+                         (and second (not (_globby second)) (not (in UNKNOWN second)))
+                         (+ (.get (get index "by-second") #(first second)
+                                  (.get (get index "by-second") #(first None) []))
+                            (get index "glob-first"))
+                         True
+                         (+ (.get (get index "by-first") first []) (get index "glob-first"))))
   (for [[anchor what severity rule] candidates]
     (setv m (_under comps anchor))
     (when m
       (return #((if (= m "maybe") ESCALATE severity) what rule))))
   (when (not (or (_globby path) (in UNKNOWN path)))
-    (for [[key rule] [["floor-dirs-path" "floor-secret-read"] ["rule-dirs-path" "secret-paths"]]]
+    (for [[key rule] _dirs-paths]
       (setv m (and (get index key) (.search (get index key) path)))
       (when m (return #(REJECT f"a {(.group m 1)} folder" rule))))
     (return (when comps (_file-secret (get comps -1) pc rules))))
   (for [c comps]
-    (setv m (_name-match c FLOOR-SECRET-DIRS (get index "floor-dirs")))
+    (setv m (_name-match c (get index "floor-dirs")))
     (when m (return #((if (= m "maybe") ESCALATE REJECT) f"a {c} folder" "floor-secret-read")))
-    (setv m (_name-match c (get rules "secret-dirs") (get index "rule-dirs")))
+    (setv m (_name-match c (get index "rule-dirs")))
     (when m (return #((if (= m "maybe") ESCALATE REJECT) f"a {c} folder" "secret-paths"))))
   (when comps
     (_file-secret (get comps -1) pc rules)))
@@ -1591,7 +1719,14 @@
 
 (defn _startup [path pc]
   "The start-up, cron or sudoers location PATH is in, or None."
-  (setv places (get (get pc "secrets") "startup"))
+  (_kept (get (get pc "secrets") "startup-memo") path _find-startup path pc))
+
+(defn _find-startup [path pc]
+  (setv index (get pc "secrets")
+        places (get index "startup"))
+  ;; every folder the loop visits is a prefix of PATH: most paths have none
+  (when (not (.startswith path (get index "startup-prefixes")))
+    (return None))
   (while True
     (when (in path places) (return (get places path)))
     (setv parent (posixpath.dirname path))
@@ -1705,13 +1840,23 @@
     (.extend out (.split arg ":")))
   (lfor c out :if c (if (.startswith c "~") (_tilde c) c)))
 
+(defn _named-paths [arg cwds pc rules]
+  "Every path the argument ARG may name in the folders CWDS, as (path maybe
+   secret startup): the secret location it touches (_secret-of) and the start-up
+   file it lies in when all of it is known. The read check and the floor's
+   start-up check both ask, so the answer is kept per context, by word."
+  (_kept (get pc "named") #(arg (tuple cwds)) _find-named-paths arg cwds pc rules))
+
+(defn _find-named-paths [arg cwds pc rules]
+  (tuple (gfor c (_path-candidates arg)
+               [path maybe _] (_concrete c cwds pc)
+               #(path maybe (_secret-of path pc rules) (when (not maybe) (_startup path pc))))))
+
 (defn _read-verdicts [arg rec pc rules [rule None]]
   (setv out [])
-  (for [c (_path-candidates arg)
-        [path maybe _] (_concrete c (get rec "cwd") pc)]
-    (setv found (_secret-of path pc rules))
+  (for [[path maybe found _] (_named-paths arg (get rec "cwd") pc rules)]
     (when (and (not found) (not maybe) (not (.startswith arg "-")) (not (_globby path))
-               (os.path.lexists path))
+               (_lexists path))
       (setv real (_realpath path pc))
       (when (!= real path)
         (setv found (_secret-of real pc rules))))
@@ -1998,7 +2143,7 @@
 
 (setv _interpreter-regex (_names-regex INTERPRETERS))
 
-(defn _interpreter [name]
+(defn [(functools.lru-cache :maxsize MEMO-SIZE)] _interpreter [name]
   (is-not (.match _interpreter-regex name) None))
 
 (defn _reads-program [rec parsed]
@@ -2040,7 +2185,7 @@
                         (_entry-holds ["-r" "-R" "--recursive"] parsed)))
     (for [o ops]
       (.extend out (_judge-delete o rec pc recursive "deletes" "floor-delete"))))
-  (when (or (in name MKFS) (fnmatch.fnmatchcase name "mkfs.*") (fnmatch.fnmatchcase name "newfs_*"))
+  (when (or (in name MKFS) (.startswith name #("mkfs." "newfs_")))
     (.append out [REJECT "makes a file system, erasing a disk" "floor-mkfs"]))
   (when (= name "dd")
     (for [a args]
@@ -2063,9 +2208,7 @@
     (.append out [REJECT "installs or removes scheduled commands" "floor-startup-files"]))
   (when (not (in name READERS))
     (for [a args
-          c (_path-candidates a)
-          [path maybe _] (_concrete c (get rec "cwd") pc)]
-      (setv startup (when (not maybe) (_startup path pc)))
+          [path maybe _ startup] (_named-paths a (get rec "cwd") pc rules)]
       (when startup
         (.append out [REJECT f"touches {startup}, which runs commands later (start-up files, crontabs and sudoers are never changed)" "floor-startup-files"]))))
   (when (or (in name SHELLS) (_interpreter name) (in name #("eval" "source" ".")))
@@ -2122,7 +2265,7 @@
         targets (set)
         allowed None
         matched False)
-  (for [rule (rules-for rules name)]
+  (for [rule (_rules-about rules name parsed)]
     (when (rule-matches rule parsed)
       (setv matched True)
       (if (is-not (get rule "severity") None)
@@ -2255,9 +2398,11 @@
   (setv widest 0)
   (for [rec (get out "commands")]
     (setv [found name] (_judge-record rec pc rules nest)
-          whole (or (get rec "text") (.join " " (get rec "argv")))
-          text (_clip whole 60))
+          whole (or (get rec "text") (.join " " (get rec "argv"))))
+    (setv text None)
     (for [[severity reason rule] found]
+      (when (and reason (is text None))
+        (setv text (_clip whole 60)))
       (.append verdicts [severity (when reason f"`{text}` — {reason}") rule]))
     (when (and name (> (len whole) widest))
       (setv allowed name
@@ -2270,10 +2415,17 @@
   (.extend verdicts (_line-verdicts out pc rules))
   #(verdicts allowed))
 
+(setv _verdict-key ':verdict
+      _reason-key ':reason
+      _rule-key ':rule
+      _reject ':reject
+      _escalate ':escalate
+      _allow ':allow)
+
 (defn _verdict [severity reason rule]
-  (cond (= severity REJECT) [:verdict :reject :reason reason :rule rule]
-        (= severity ESCALATE) [:verdict :escalate :reason reason :rule rule]
-        True [:verdict :allow :rule rule]))
+  (cond (= severity REJECT) [_verdict-key _reject _reason-key reason _rule-key rule]
+        (= severity ESCALATE) [_verdict-key _escalate _reason-key reason _rule-key rule]
+        True [_verdict-key _allow _rule-key rule]))
 
 (setv RULES None
       RULES-ERROR None)
