@@ -1,4 +1,5 @@
 (import fnmatch functools importlib.util os posixpath re shlex threading tomllib
+        hy.models [Keyword]
         itertools [islice product]
         pathlib [Path]
         tree-sitter [Language Parser]
@@ -623,7 +624,7 @@
           (for [fields (_fields dest st out)
                 f fields]
             (.append (get out "redirects")
-                     {"kind" kind "target" f "cwd" (list (get st "cwd")) "op" op
+                     {"kind" kind "target" f "cwd" (tuple (get st "cwd")) "op" op
                       "program" (get st "outer") "piped" (get st "piped")
                       "text" (_clip (_text node))})))
         (when (in kind #("read" "both"))
@@ -966,7 +967,7 @@
         name (when (not (in UNKNOWN first))
                (or (posixpath.basename first) None))
         args (cut argv 1 None)
-        record {"argv" argv "name" name "cwd" (list (get st "cwd")) "piped" (get st "piped")
+        record {"argv" argv "name" name "cwd" (tuple (get st "cwd")) "piped" (get st "piped")
                 "inner" (get info "inner") "stdin" (get info "stdin") "tree" (get info "tree")
                 "via" via "text" (get info "text") "launcher" False "code" None
                 "script" None "reads-stdin" False "dynamic-code" False})
@@ -1323,8 +1324,7 @@
 
 (defn _rules-about [rules name parsed]
   "The rules about the program NAME that may match PARSED: those whose
-   subcommand starts with its first operand, and those that name none (git has
-   some twenty rules, and a command matches the few of its subcommand)."
+   subcommand starts with its first operand, and those that name none."
   (setv ops (get parsed "operands")
         first (if ops (get ops 0) None))
   (_kept (get rules "rules-about") #(name first) _find-rules-about rules name first))
@@ -1374,7 +1374,7 @@
   (setv found {})
   (when (isinstance ctx list)
     (for [[k v] (zip (cut ctx None None 2) (cut ctx 1 None 2))]
-      (when (and (isinstance k hy.models.Keyword) (in k.name _context-keys)
+      (when (and (isinstance k Keyword) (in k.name _context-keys)
                  (not (in k.name found)))
         (setv (get found k.name) v))))
   found)
@@ -1402,7 +1402,6 @@
           (get pc "ws-real") (os.path.realpath (get pc "ws"))
           (get pc "temps-real") (lfor t temps (os.path.realpath t))
           (get pc "protected-real") (lfor p (get pc "protected") (os.path.realpath p))
-          (get pc "concrete") {}
           (get pc "named") {})
     (when (>= (len _indexes) MAX-CONTEXTS) (.clear _indexes))
     (setv (get _indexes key) pc))
@@ -1459,6 +1458,8 @@
                       TMP (get pc "tmp-text"))
             HERE (get pc "ws")))
 
+(setv _abnormal-re (re.compile r"(^|/)\.\.?(/|$)|//|/$|^$"))
+
 (defn _norm [p]
   "P normalised; when part of it is unknown, only the folders before that part
    are (an unknown part followed by .. could be anything)."
@@ -1468,15 +1469,15 @@
     (return (if (> cut-at 0)
                 (+ (.rstrip (_norm (cut p cut-at)) "/") "/" (cut p cut-at None))
                 p)))
-  (setv p (posixpath.normpath p))
+  ;; normpath only removes ., .., empty components and a trailing slash; most
+  ;; paths have none of them and are returned as they are, without the call
+  (when (.search _abnormal-re p)
+    (setv p (posixpath.normpath p)))
   (if (.startswith p "//") (+ "/" (.lstrip p "/")) p))
 
 (defn _concrete [text cwds pc]
   "The readings of the path word TEXT: (path maybe given) triples, PATH absolute
    and normalised, MAYBE true when part of it is unknown, GIVEN what resolve-path is handed."
-  (_kept (get pc "concrete") #(text (tuple cwds)) _concrete-new text cwds pc))
-
-(defn _concrete-new [text cwds pc]
   (setv t (_unmark text pc)
         out [])
   (for [v (if (in UNKNOWN t) [(.replace t UNKNOWN "") t] [t])]
@@ -1495,7 +1496,7 @@
                 (.append out #((_norm (posixpath.join c v)) (or maybe (in UNKNOWN c))
                                (posixpath.join c v)))
                 True (.append out #((_norm (+ UNKNOWN "/" v)) True v))))))
-  (tuple out))
+  out)
 
 (defn _shown [path]
   (_clip (.replace path UNKNOWN "…") 100))
@@ -1608,7 +1609,6 @@
    "glob-first" glob-first
    "startup" startup
    "startup-prefixes" (tuple startup)
-   "startup-memo" {}
    "floor-dirs-path" (_dirs-regex FLOOR-SECRET-DIRS)
    "rule-dirs-path" (_dirs-regex (get rules "secret-dirs"))
    "floor-dirs" (_name-set FLOOR-SECRET-DIRS)
@@ -1617,9 +1617,9 @@
    "rule-files" (_name-set (get rules "secret-files"))})
 
 (defn _by-second [by-first]
-  "The anchors of each group of BY-FIRST that a path may lie in, by the plain
-   second component of the path: #(first second) to those whose own second
-   component is that one or a glob, or who have none; #(first None) to the last two."
+  "The anchors of each group of BY-FIRST a path may lie in, by the path's plain
+   second component: #(first second) holds those whose second component is
+   SECOND or a glob, or that have only one; #(first None) the last two kinds."
   (setv found {})
   (for [[first group] (.items by-first)]
     (defn any-second [a]
@@ -1719,9 +1719,6 @@
 
 (defn _startup [path pc]
   "The start-up, cron or sudoers location PATH is in, or None."
-  (_kept (get (get pc "secrets") "startup-memo") path _find-startup path pc))
-
-(defn _find-startup [path pc]
   (setv index (get pc "secrets")
         places (get index "startup"))
   ;; every folder the loop visits is a prefix of PATH: most paths have none
@@ -2144,6 +2141,7 @@
 (setv _interpreter-regex (_names-regex INTERPRETERS))
 
 (defn [(functools.lru-cache :maxsize MEMO-SIZE)] _interpreter [name]
+  "True when NAME is an interpreter's (kept by name: it is asked of every command)."
   (is-not (.match _interpreter-regex name) None))
 
 (defn _reads-program [rec parsed]
