@@ -33,8 +33,14 @@
       _parser (Parser _language)
       _parse-lock (threading.Lock))
 
+(setv _private-use-re (re.compile "[\ue000-\uf8ff\U000f0000-\U0010ffff]"))
+
 (defn parse-tree [text]
-  "The tree-sitter syntax tree of the shell TEXT."
+  "The tree-sitter syntax tree of the shell TEXT. Text holding private-use
+   characters is never handed to tree-sitter: tree-sitter-bash 0.25 crashes the
+   whole process on some of them (a brace followed by one from plane 15 or 16)."
+  (when (_private-use-re.search text)
+    (raise (ValueError "private-use characters are not parsed")))
   (with [_parse-lock]
     (.parse _parser (.encode text "utf-8" "surrogatepass"))))
 
@@ -2453,6 +2459,8 @@
     (_verdict REJECT "the command must be text" "floor-not-text")
     (in "\x00" cmd)
     (_verdict REJECT "the command contains a NUL byte; the shell would cut it there, so what runs is not what was judged" "floor-nul")
+    (_private-use-re.search cmd)
+    (_verdict REJECT "the command contains private-use Unicode characters, which the shell parser cannot be trusted with" "floor-private-use")
     (> (len (.encode cmd "utf-8" "surrogatepass")) MAX-BYTES)
     (_verdict REJECT f"the command is longer than {MAX-BYTES} bytes; write a script file and run that" "floor-too-long")
     (not (.strip cmd))

@@ -425,3 +425,17 @@ def test_rules_test_on_the_command_line(tmp_path):
     assert out.returncode == 0, out.stderr
     answer = json.loads(out.stdout)
     assert (answer["verdict"], answer["rule"]) == ("reject", "floor-delete"), answer
+
+
+def test_private_use_characters_are_refused_before_the_parser_sees_them(tmp_path):
+    """tree-sitter-bash 0.25 crashes the process on `{` followed by a plane-15 character."""
+    code = ("import sys, hy\n"
+            "from passepartout.shell import judge_command\n"
+            "from passepartout.context import make_context\n"
+            "ctx = make_context(workspace=sys.argv[1])\n"
+            "for cmd in ['echo {\\U000F0001', 'bash -c \"echo {\\U0010FFFD\"', 'echo \\uE000']:\n"
+            "    v = judge_command(cmd, ctx)\n"
+            "    print(v[1].name, v[-1])\n")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[:3] == ["reject floor-private-use"] * 3, out.stdout
