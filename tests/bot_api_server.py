@@ -629,14 +629,17 @@ def start_daemon(config, environ, log):
                             start_new_session=True)
 
 
-def inbox_done(folder):
-    """How many inbox rows the daemon's store has marked done (read from outside)."""
+def inbox_rows(folder, state=None):
+    """How many inbox rows the daemon's store holds (in STATE, if given), read from outside."""
     path = Path(folder) / "data" / "passepartout.sqlite3"
     if not path.exists():
         return 0
+    query, params = "SELECT count(*) FROM inbox", ()
+    if state:
+        query, params = query + " WHERE state = ?", (state,)
     try:
         with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5) as db:
-            return db.execute("SELECT count(*) FROM inbox WHERE state = 'done'").fetchone()[0]
+            return db.execute(query, params).fetchone()[0]
     except sqlite3.Error:
         return 0
 
@@ -673,7 +676,7 @@ timeout = 30
             model.limit = kill_after
         procs.append(start_daemon(config, environ, out))
         if hold:
-            server.wait_for(lambda: server.answered() >= kill_after and inbox_done(folder) >= kill_after,
+            server.wait_for(lambda: server.answered() >= kill_after and inbox_rows(folder, "done") >= kill_after,
                             timeout)
             time.sleep(0.2)
         else:

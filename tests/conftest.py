@@ -25,3 +25,31 @@ _rewrite.AssertionRewritingHook._should_rewrite = _python_only
 def pytest_collect_file(file_path, parent):
     if file_path.suffix == ".hy" and file_path.name.startswith("test_"):
         return pytest.Module.from_parent(parent, path=file_path)
+
+
+@pytest.fixture
+def booted(tmp_path):
+    """A function that boots a daemon env on TMP_PATH with the symbolic provider
+    (CONFIG is the config file's text, ENVIRON extra variables); every env it
+    booted is shut down and the skill registry restored afterwards."""
+    from passepartout.cascade import make_provider
+    from passepartout.daemon import boot, shutdown
+    from passepartout.skills import registry_restore, registry_snapshot
+
+    saved = registry_snapshot()
+    envs = []
+
+    def make(config="", environ=None):
+        path = tmp_path / "config.toml"
+        path.write_text(config)
+        env = boot(config_path=str(path),
+                   environ={"PASSEPARTOUT_DATA_DIR": str(tmp_path / "data"), "HOME": str(tmp_path),
+                            **(environ or {})},
+                   providers=[make_provider("symbolic")])
+        envs.append(env)
+        return env
+
+    yield make
+    for env in envs:
+        shutdown(env)
+    registry_restore(saved)

@@ -4,7 +4,6 @@ import asyncio
 import logging
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -14,15 +13,13 @@ import hy  # noqa: F401
 import pytest
 from hy.models import Keyword
 
-from bot_api_server import (BotAPIServer, InProcessDaemon, echo_complete, run_killed, start_daemon,
+from bot_api_server import (BotAPIServer, InProcessDaemon, echo_complete, inbox_rows, run_killed, start_daemon,
                             daemon_environ, write_config)
-from passepartout.cascade import make_provider
 from passepartout.config import ConfigError
-from passepartout.daemon import boot, shutdown
 from passepartout.gateway import (DaemonRunning, Hub, claim_pid_file, configured_gateways,
                                   daemon_settings, pid_files, register_gateway, release_pid_file)
 from passepartout.proto import proto_get
-from passepartout.skills import make_skill, register_skill, registry_restore, registry_snapshot
+from passepartout.skills import make_skill, register_skill
 from passepartout.store import inbox_add, inbox_count, inbox_pending, kv_get
 
 K = Keyword
@@ -69,18 +66,11 @@ class Recorder:
 
 
 @pytest.fixture
-def env(tmp_path):
-    saved = registry_snapshot()
-    config = tmp_path / "config.toml"
-    config.write_text('[daemon]\nheartbeat = 0.2\n[gateways.terminal]\nenabled = false\n')
-    e = boot(config_path=str(config), environ={"PASSEPARTOUT_DATA_DIR": str(tmp_path / "data"),
-                                               "PASSEPARTOUT_RUNTIME_DIR": str(tmp_path / "run"),
-                                               "HOME": str(tmp_path)},
-             providers=[make_provider("symbolic")])
+def env(booted, tmp_path):
+    e = booted('[daemon]\nheartbeat = 0.2\n[gateways.terminal]\nenabled = false\n',
+               {"PASSEPARTOUT_RUNTIME_DIR": str(tmp_path / "run")})
     e["complete"] = echo_complete
-    yield e
-    shutdown(e)
-    registry_restore(saved)
+    return e
 
 
 def wait_for(predicate, timeout=10.0):
@@ -255,17 +245,6 @@ def test_pid_files_live_in_the_runtime_dir_and_the_data_dir():
 # * The daemon as a process
 
 SYMBOLIC = '\n[[providers]]\nmodel = "symbolic"\n'
-
-
-def inbox_rows(folder):
-    path = Path(folder) / "data" / "passepartout.sqlite3"
-    if not path.exists():
-        return 0
-    try:
-        with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5) as db:
-            return db.execute("SELECT count(*) FROM inbox").fetchone()[0]
-    except sqlite3.Error:
-        return 0
 
 
 @pytest.fixture

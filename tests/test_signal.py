@@ -7,12 +7,9 @@ import pytest
 from hy.models import Keyword
 from hypothesis import given, settings, strategies as st
 
-from passepartout.cascade import make_provider
 from passepartout.config import ConfigError
-from passepartout.daemon import boot, shutdown
 from passepartout.gateway import Hub, configured_gateways, gateway_factories
 from passepartout.proto import proto_get, proto_read
-from passepartout.skills import registry_snapshot, registry_restore
 from signal_server import SignalServer, free_port
 
 import passepartout.gateways.signal as sig
@@ -36,19 +33,12 @@ def source_of(signal):
 
 
 @pytest.fixture
-def env(tmp_path):
+def env(booted):
     """A booted daemon whose model answers every message with "echo: " and its text, at once."""
-    saved = registry_snapshot()
-    config = tmp_path / "config.toml"
-    config.write_text("")
-    e = boot(config_path=str(config), environ={"PASSEPARTOUT_DATA_DIR": str(tmp_path / "data"),
-                                               "HOME": str(tmp_path)},
-             providers=[make_provider("symbolic")])
+    e = booted()
     e["complete"] = lambda request: [kw("status"), kw("ok"), kw("provider"), "script", kw("text"),
                                      "echo: " + text_of(proto_get(request, kw("signal")))]
-    yield e
-    shutdown(e)
-    registry_restore(saved)
+    return e
 
 
 @pytest.fixture

@@ -13,26 +13,15 @@ from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 from hy.models import Keyword as hy_kw
 
-from passepartout.cascade import make_provider
-from passepartout.daemon import boot, shutdown
 from passepartout.gateways.terminal import chat_terminal, format_reply
 from passepartout.loop import Runner
-from passepartout.skills import registry_snapshot, registry_restore
 
 BIN = Path(sys.executable).parent
 
 
 @pytest.fixture
-def env(tmp_path):
-    saved = registry_snapshot()
-    config = tmp_path / "config.toml"
-    config.write_text("")
-    e = boot(config_path=str(config), environ={"PASSEPARTOUT_DATA_DIR": str(tmp_path / "data"),
-                                               "HOME": str(tmp_path)},
-             providers=[make_provider("symbolic")])
-    yield e
-    shutdown(e)
-    registry_restore(saved)
+def env(booted):
+    return booted()
 
 
 async def wait_for(condition, seconds=10.0):
