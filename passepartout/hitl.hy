@@ -10,8 +10,8 @@
         passepartout.budget [usage-add]
         passepartout.workspace [resolve-path path-inside]
         passepartout.skills [all-skills]
-        passepartout.store [event-append _print _read]
-        passepartout.loop [_mark])
+        passepartout.store [event-append data-print data-read]
+        passepartout.loop [fingerprint])
 
 (setv DEFAULTS {"expiry_minutes" 10
                 "approvers" []
@@ -243,7 +243,7 @@
 (defn _approval [row]
   (lfor [c v] (zip _columns row)
         x [(kw (.replace c "_" "-"))
-           (if (and (in c _plist-columns) (is-not v None)) (_read v) v)]
+           (if (and (in c _plist-columns) (is-not v None)) (data-read v) v)]
         x))
 
 (defn get-approval [store id]
@@ -317,10 +317,10 @@
                                   source, action, action_hash, reason, decisions, binding, task,
                                   created, expires) VALUES (?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
                           #(code (token-hash token) session requester
-                            (_print (proto-get signal ':source [])) (_print action)
+                            (data-print (proto-get signal ':source [])) (data-print action)
                             (proto-get binding ':action-hash)
-                            (proto-get outcome ':reason) (_print (proto-get outcome ':decisions []))
-                            (_print binding) (_print (task-state signal outcome))
+                            (proto-get outcome ':reason) (data-print (proto-get outcome ':decisions []))
+                            (data-print binding) (data-print (task-state signal outcome))
                             now (+ now (* 60 (get cfg "expiry_minutes")))))
                 lastrowid)
           approval (get-approval store id))
@@ -580,7 +580,7 @@
     (event-append store "answer" session [:text text :task task] :ts now)
     (return [(reply-signal origin text)]))
   (event-append store "result" session [:action action :result result :task task :step n] :ts now)
-  (setv mark (_mark action result)
+  (setv mark (fingerprint action result)
         budget (context-limit ctx "step-budget" 8)
         trace (reply-signal origin (+ "ran " (proto-print action) " → "
                                       (. (or (proto-get result ':status) (kw "error")) name)
@@ -637,7 +637,7 @@
   (with [conn (.transaction store)]
     (.execute conn "UPDATE approvals SET state = 'executed', finished = ?, result = ?
                     WHERE id = ? AND state = 'executing'"
-              #(((get env "clock")) (_print result) (proto-get approval ':id)))
+              #(((get env "clock")) (data-print result) (proto-get approval ':id)))
     (_event store "executed" approval who now [:status (proto-get result ':status)]))
   (setv continued (_continue origin action result (proto-get approval ':task) ctx store
                              f" (approved as {code})"))
@@ -680,7 +680,7 @@
   (with [conn (.transaction store)]
     (setv id (. (.execute conn "INSERT INTO grants (session, scope, policy, created, expires, created_by, approval)
                                 VALUES (?, ?, ?, ?, ?, ?, ?)"
-                          #(session (_print scope) policy now (+ now (* 60 minutes)) who approval))
+                          #(session (data-print scope) policy now (+ now (* 60 minutes)) who approval))
                 lastrowid))
     (event-append store "approval" session [:event "grant-created" :grant id :scope scope
                                             :minutes minutes :who who :approval approval]
@@ -693,7 +693,7 @@
         (.query store "SELECT id, scope, policy, created, expires, created_by FROM grants
                        WHERE session = ? AND revoked IS NULL AND expires > ? ORDER BY id"
                 #(session now))
-        [:id id :scope (_read scope) :policy policy :created created :expires expires :by by]))
+        [:id id :scope (data-read scope) :policy policy :created created :expires expires :by by]))
 
 (defn grant-covering [store session action ctx now]
   "The grant of SESSION that covers ACTION now, or None."
@@ -702,7 +702,7 @@
   (setv rows (.query store "SELECT id, expires FROM grants
                             WHERE session = ? AND scope = ? AND policy = ? AND revoked IS NULL
                               AND expires > ? ORDER BY expires DESC LIMIT 1"
-                     #(session (_print scope) (policy-version) now)))
+                     #(session (data-print scope) (policy-version) now)))
   (when rows
     [:id (get rows 0 0) :expires (get rows 0 1) :scope scope]))
 

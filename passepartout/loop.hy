@@ -32,7 +32,8 @@
 (defn _record [env kind session data]
   (event-append (get env "store") kind session data))
 
-(defn _mark [#* values]
+(defn fingerprint [#* values]
+  "A short hash of VALUES' printed text: what makes two actions (and results) the same."
   (cut (.hexdigest (hashlib.sha256 (.encode (.join "\n" (map proto-print values)) "utf-8"))) 16))
 
 (defn _task-state [payload]
@@ -68,7 +69,7 @@
   (for [attempt (proto-get outcome ':attempts [])]
     (when (= (proto-get attempt ':verdict) (kw "reject"))
       (setv action (proto-get attempt ':action)
-            mark (_mark action))
+            mark (fingerprint action))
       (.append refused mark)
       (when (>= (.count refused mark) REFUSALS-TO-STOP)
         (setv repeated #(action (proto-get attempt ':gate) (proto-get attempt ':reason))))))
@@ -166,7 +167,7 @@
     (_record env "answer" session [:text text :task task])
     (return [(reply-signal signal text)]))
   (_record env "result" session [:action action :result result :task task :step n])
-  (setv mark (_mark action result)
+  (setv mark (fingerprint action result)
         budget (context-limit ctx "step-budget" 8)
         trace (reply-signal signal (+ "ran " (proto-print action) " → "
                                       (. (or (proto-get result ':status) (kw "error")) name))

@@ -228,7 +228,7 @@
 (defn _escape-surrogate [m]
   f"\\u{(ord (.group m 0)) :04x}")
 
-(defn _print [value]
+(defn data-print [value]
   "VALUE as stored text; a ProtoError when it would not read back."
   (setv text (_surrogate-re.sub _escape-surrogate (proto-print value)))
   (when (> (proto-depth value) _max-data-depth)
@@ -237,7 +237,8 @@
     (raise (ProtoError f"larger than {MAX-DATA-BYTES} bytes")))
   text)
 
-(defn _read [text]
+(defn data-read [text]
+  "The value of stored TEXT, read with the store's wider limits."
   (proto-read text :max-bytes MAX-DATA-BYTES :max-depth _max-data-depth))
 
 (defn _name [x what]
@@ -257,7 +258,7 @@
   (.write store "INSERT INTO events (ts, kind, session, data) VALUES (?, ?, ?, ?)"
           #((_now ts) (_name kind "an event kind")
             (if (is session None) None (_name session "a session"))
-            (_print data))))
+            (data-print data))))
 
 (defn events [store [kind None] [session None] [since-id 0] [limit 100] [latest False] [kinds None]]
   "The events after SINCE-ID, oldest first, as plists
@@ -281,18 +282,18 @@
                               (if latest " ORDER BY id DESC LIMIT ?" " ORDER BY id LIMIT ?"))
                      params))
   (lfor [i ts k s data] (if latest (reversed rows) rows)
-        [:id i :ts ts :kind k :session s :data (_read data)]))
+        [:id i :ts ts :kind k :session s :data (data-read data)]))
 
 (defn kv-get [store key [default None]]
   "The value stored under KEY, or DEFAULT."
   (setv rows (.query store "SELECT value FROM kv WHERE key = ?" #((_name key "a key"))))
-  (if rows (_read (get rows 0 0)) default))
+  (if rows (data-read (get rows 0 0)) default))
 
 (defn kv-put [store key value]
   "Store VALUE under KEY, replacing what was there."
   (.write store "INSERT INTO kv (key, value) VALUES (?, ?)
                  ON CONFLICT (key) DO UPDATE SET value = excluded.value"
-          #((_name key "a key") (_print value)))
+          #((_name key "a key") (data-print value)))
   None)
 
 (defn kv-delete [store key]
@@ -328,7 +329,7 @@
                          VALUES (?, ?, ?, ?, ?, ?)
                          ON CONFLICT (gateway, key) DO NOTHING"
                         #((_name gateway "a gateway") (_name (str key) "an inbox key")
-                          (_print signal) (if done "done" "pending") ts (if done ts None))))
+                          (data-print signal) (if done "done" "pending") ts (if done ts None))))
     (if (= cur.rowcount 1) cur.lastrowid None)))
 
 (defn inbox-done [store id [ts None]]
@@ -346,7 +347,7 @@
                         (.query store "SELECT id, gateway, key, signal, created FROM inbox
                                        WHERE state = 'pending' AND gateway = ? ORDER BY id"
                                 #((_name gateway "a gateway"))))
-        [:id i :gateway g :key k :signal (_read s) :created c]))
+        [:id i :gateway g :key k :signal (data-read s) :created c]))
 
 (defn inbox-count [store [state "pending"]]
   "How many inbox rows are in STATE."
