@@ -96,30 +96,102 @@ def test_ctrl_c_stops_the_running_task_and_stays(env, tmp_path):
     assert len(calls) == 1, f"{len(calls)} model calls after Ctrl-C"
 
 
-def test_end_to_end_under_tmux(tmp_path):
-    assert shutil.which("tmux"), "tmux is needed (.ci/run installs it)"
+class Tmux:
+    """A terminal in tmux: type with send-keys, read with capture-pane."""
+
+    def __init__(self, command, name):
+        self.name = name
+        subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "120", "-y", "30",
+                        command + "; echo CHAT-EXITED-$?; sleep 30"], check=True)
+
+    def type(self, text):
+        subprocess.run(["tmux", "send-keys", "-t", self.name, text, "Enter"], check=True)
+
+    def leave(self):
+        subprocess.run(["tmux", "send-keys", "-t", self.name, "C-d"], check=True)
+
+    def screen(self):
+        return subprocess.run(["tmux", "capture-pane", "-t", self.name, "-p"],
+                              capture_output=True, text=True).stdout
+
+    def exited(self):
+        return "CHAT-EXITED-0" in self.screen()
+
+    def close(self):
+        subprocess.run(["tmux", "kill-session", "-t", self.name], capture_output=True)
+
+
+class Pty:
+    """A terminal on a pseudo-terminal, where tmux is not installed: what the chat
+    wrote is collected raw, escape sequences and all, and a cursor-position request
+    is answered as a terminal would."""
+
+    def __init__(self, command, name):
+        import pty
+        import struct
+        import fcntl
+        import termios
+        master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 120, 0, 0))
+        self.master = master
+        self.proc = subprocess.Popen(["/bin/sh", "-c", command], stdin=slave, stdout=slave, stderr=slave,
+                                     env=dict(os.environ, TERM="xterm"), start_new_session=True)
+        os.close(slave)
+        self.out = bytearray()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self):
+        while True:
+            try:
+                chunk = os.read(self.master, 4096)
+            except OSError:
+                return
+            if not chunk:
+                return
+            if b"\x1b[6n" in chunk:
+                os.write(self.master, b"\x1b[1;1R")
+            self.out += chunk
+
+    def type(self, text):
+        os.write(self.master, text.encode() + b"\r")
+
+    def leave(self):
+        os.write(self.master, b"\x04")
+
+    def screen(self):
+        return self.out.decode("utf-8", "replace")
+
+    def exited(self):
+        return self.proc.poll() == 0
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(10)
+        os.close(self.master)
+
+
+def test_end_to_end_in_a_real_terminal(tmp_path):
+    """The chat as a person runs it, under tmux (or on a pseudo-terminal where there is no tmux)."""
     config = tmp_path / "config.toml"
     config.write_text("")
-    name = f"pp-test-{os.getpid()}"
     command = (f"PASSEPARTOUT_DATA_DIR={tmp_path}/data PASSEPARTOUT_CONFIG={config} "
-               f"{BIN}/passepartout chat; echo CHAT-EXITED-$?; sleep 30")
-    subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "120", "-y", "30", command], check=True)
+               f"{BIN}/passepartout chat")
+    terminal = (Tmux if shutil.which("tmux") else Pty)(command, f"pp-test-{os.getpid()}")
     try:
-        def screen():
-            return subprocess.run(["tmux", "capture-pane", "-t", name, "-p"],
-                                  capture_output=True, text=True).stdout
-
-        def wait_screen(text, seconds=60):
+        def wait_screen(done, what, seconds=60):
             deadline = time.monotonic() + seconds
-            while text not in screen():
-                assert time.monotonic() < deadline, f"{text!r} never appeared:\n{screen()}"
+            while not done():
+                assert time.monotonic() < deadline, f"{what} never appeared:\n{terminal.screen()}"
                 time.sleep(0.2)
 
-        wait_screen("Ctrl-D leaves")
-        subprocess.run(["tmux", "send-keys", "-t", name, "!echo shown under tmux", "Enter"], check=True)
-        wait_screen("\nshown under tmux")
-        assert "· ran (:action :shell" in screen()
-        subprocess.run(["tmux", "send-keys", "-t", name, "C-d"], check=True)
-        wait_screen("CHAT-EXITED-0")
+        wait_screen(lambda: "Ctrl-D leaves" in terminal.screen(), "the prompt")
+        # The answer (42) is not in what was typed, so seeing it proves the command ran.
+        terminal.type("!echo shown in a $((6*7)) terminal")
+        wait_screen(lambda: "shown in a 42 terminal" in terminal.screen(), "the answer")
+        assert "· ran (:action :shell" in terminal.screen()
+        terminal.leave()
+        wait_screen(terminal.exited, "the chat's exit")
     finally:
-        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
+        terminal.close()
