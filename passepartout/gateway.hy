@@ -1,4 +1,5 @@
 (import asyncio fcntl importlib logging logging.handlers os re signal sys time
+        concurrent.futures [ThreadPoolExecutor]
         pathlib [Path]
         passepartout.config [ConfigError]
         passepartout.proto [ProtoError kw proto-get proto-put]
@@ -50,6 +51,43 @@
       True (.append out ((get g "factory") section env))))
   out)
 
+(defclass GroupWriter []
+  "Calls (FN store #* args) for every call of the writer, in one store
+   transaction for all the calls that arrive while the previous one commits."
+
+  (defn __init__ [self store fn executor]
+    (setv self.store store
+          self.fn fn
+          self.executor executor
+          self.waiting []
+          self.draining None))
+
+  (defn :async __call__ [self #* args]
+    (setv done (.create-future (asyncio.get-running-loop)))
+    (.append self.waiting #(args done))
+    (when (is self.draining None)
+      (setv self.draining (asyncio.create-task (self._drain))))
+    (await done))
+
+  (defn :async _drain [self]
+    (setv loop (asyncio.get-running-loop))
+    (try
+      (while self.waiting
+        (setv batch self.waiting
+              self.waiting [])
+        (try
+          (setv results (await (.run-in-executor loop self.executor self._write batch)))
+          (for [[[_ done] r] (zip batch results)]
+            (when (not (.done done)) (.set-result done r)))
+          (except [e Exception]
+            (for [[_ done] batch]
+              (when (not (.done done)) (.set-exception done e))))))
+      (finally (setv self.draining None))))
+
+  (defn _write [self batch]
+    (with [_ (.transaction self.store)]
+      (lfor [args _] batch (self.fn self.store #* args)))))
+
 (defn _gateway-of [source]
   (setv g (proto-get source ':gateway))
   (if (isinstance g hy.models.Keyword) g.name (str g)))
@@ -67,6 +105,9 @@
           self.store (get env "store")
           self.gateways (dfor g gateways (get g "name") g)
           self.runner (Runner env self.deliver :concurrency concurrency)
+          self.writer (ThreadPoolExecutor 1 :thread-name-prefix "passepartout-inbox")
+          self.add (GroupWriter self.store inbox-add self.writer)
+          self.done (GroupWriter self.store inbox-done self.writer)
           self.accepting True
           self.outstanding {}
           self.watchers {}))
@@ -74,7 +115,7 @@
   (defn :async receive [self gateway key signal]
     "Persist SIGNAL, received by GATEWAY under KEY, then queue it. False when
      KEY was received before (a redelivery): it is neither stored nor queued again."
-    (setv id (await (asyncio.to-thread inbox-add self.store gateway key signal)))
+    (setv id (await (self.add gateway key signal)))
     (when (is id None)
       (return False))
     (when self.accepting
@@ -83,8 +124,7 @@
 
   (defn :async claim [self gateway key [note "answered by the gateway"]]
     "Record KEY of GATEWAY as received and done; False when it was received before."
-    (is-not (await (asyncio.to-thread inbox-add self.store gateway key [:note note] :done True))
-            None))
+    (is-not (await (self.add gateway key [:note note] True)) None))
 
   (defn :async resume [self]
     "Queue again what was received and not answered before the last stop; how many."
@@ -100,7 +140,7 @@
             session (await (.submit self.runner signal)))
       (except [e ProtoError]
         (.error log "inbox row %s holds a signal that cannot be handled (%s); it is set aside" id e)
-        (await (asyncio.to-thread inbox-done self.store id))
+        (await (self.done id))
         (return)))
     (.add (.setdefault self.outstanding session (set)) id)
     (when (not (in session self.watchers))
@@ -118,7 +158,7 @@
         (when (self._quiet session)
           (setv ids (.pop self.outstanding session))
           (for [id ids]
-            (await (asyncio.to-thread inbox-done self.store id)))))
+            (await (self.done id)))))
       (finally
         (.pop self.watchers session None))))
 
@@ -138,7 +178,7 @@
                   session name (cut (str (proto-get (proto-get reply ':payload []) ':text "")) 200)))
     (setv id (proto-get source ':inbox))
     (when (and (is-not id None) (!= (_kind-of reply) "trace"))
-      (await (asyncio.to-thread inbox-done self.store id))
+      (await (self.done id))
       (.discard (.get self.outstanding session (set)) id)))
 
   (defn sessions [self]
@@ -163,7 +203,8 @@
   (defn :async close [self]
     (for [t (list (.values self.watchers))] (.cancel t))
     (await (asyncio.gather #* (.values self.watchers) :return-exceptions True))
-    (await (.close self.runner))))
+    (await (.close self.runner))
+    (.shutdown self.writer)))
 
 (defclass DaemonRunning [Exception]
   "Another daemon holds the pid file.")

@@ -4,7 +4,7 @@
         passepartout.perceive [perceive normalize-signal reply-signal sensor-of]
         passepartout.reason [reason refusal-text]
         passepartout.act [act]
-        passepartout.budget [ZERO usage-add over-budget budget-limits day-usage day-record]
+        passepartout.budget [ZERO usage-add usage-tokens over-budget budget-limits day-usage day-record]
         passepartout.store [event-append events])
 
 (setv log (logging.getLogger "passepartout.loop"))
@@ -29,8 +29,42 @@
                                  ":\n" (proto-print (proto-get data ':result [])))})))
   (cut out (- HISTORY-TURNS) None))
 
-(defn _record [env kind session data]
-  (event-append (get env "store") kind session data))
+(defclass StepWrites []
+  "The events and the spending of one step, written in one transaction by flush."
+
+  (defn __init__ [self store now]
+    (setv self.store store
+          self.now now
+          self.pending []
+          self.spent ZERO
+          self.day-before (day-usage store now)))
+
+  (defn event [self kind session data]
+    (.append self.pending #(kind session data (time.time))))
+
+  (defn spend [self usage]
+    (setv self.spent (usage-add self.spent usage)))
+
+  (defn day [self]
+    "The day's usage as this step sees it: what was recorded, plus its own."
+    (usage-add self.day-before self.spent))
+
+  (defn flush [self]
+    "Write what was gathered, in one transaction."
+    (setv pending self.pending
+          spent self.spent
+          self.pending []
+          self.day-before (usage-add self.day-before spent)
+          self.spent ZERO)
+    (when (or pending (usage-tokens spent) (proto-get spent ':cost))
+      (with [_ (.transaction self.store)]
+        (for [[kind session data ts] pending]
+          (event-append self.store kind session data :ts ts))
+        (when (or (usage-tokens spent) (proto-get spent ':cost))
+          (day-record self.store self.now spent))))))
+
+(defn _record [writes kind session data]
+  (.event writes kind session data))
 
 (defn fingerprint [#* values]
   "A short hash of VALUES' printed text: what makes two actions (and results) the same."
@@ -75,25 +109,32 @@
         (setv repeated #(action (proto-get attempt ':gate) (proto-get attempt ':reason))))))
   #(refused repeated))
 
-(defn _budget-check [env ctx usage]
-  "None while USAGE (the task's) and the day's usage are within budget, else why not."
-  (over-budget usage (day-usage (get env "store") (proto-get ctx ':now))
+(defn _budget-check [env writes usage [spending ZERO]]
+  "None while USAGE (the task's) and the day's usage, each with SPENDING (what
+   the current model calls cost so far), are within budget, else why not."
+  (over-budget (usage-add usage spending) (usage-add (.day writes) spending)
                (budget-limits (get env "config"))))
 
-(defn _stop [signal env task text]
-  (_record env "answer" (proto-get signal ':session) [:text text :task task])
+(defn _stop [signal writes task text]
+  (_record writes "answer" (proto-get signal ':session) [:text text :task task])
   [(reply-signal signal text "notice")])
 
 (defn step [signal env]
   "The signals that SIGNAL leads to: replies for the person, tool results for the loop."
   (setv signal (normalize-signal signal)
-        session (proto-get signal ':session)
         ctx (context-for signal env)
         seen (perceive signal ctx))
   (cond
     (proto-get seen ':handled-by) (return (proto-get seen ':emit))
     (proto-get seen ':ignored) (return []))
-  (setv payload (proto-get signal ':payload)
+  (setv writes (StepWrites (get env "store") (proto-get ctx ':now)))
+  (try
+    (_step signal env ctx writes)
+    (finally (.flush writes))))
+
+(defn _step [signal env ctx writes]
+  (setv session (proto-get signal ':session)
+        payload (proto-get signal ':payload)
         tool-result (= (sensor-of signal) "tool-result")
         state (_task-state payload)
         task (proto-get state ':task)
@@ -101,21 +142,21 @@
   ;; A tool result is already the last turn of the history; the signal presents it.
   (if tool-result
       (setv history (cut history 0 -1))
-      (_record env "input" session [:text (proto-get payload ':text) :task task]))
+      (_record writes "input" session [:text (proto-get payload ':text) :task task]))
   (setv spent-before (proto-get state ':usage)
-        why (_budget-check env ctx spent-before))
+        why (_budget-check env writes spent-before))
   (when why
-    (return (_stop signal env task (+ "Stopped: " why "."))))
+    (return (_stop signal writes task (+ "Stopped: " why "."))))
   (setv outcome (reason signal ctx (get env "complete") history
                         :attempts (context-limit ctx "attempts" 3)
-                        :guard (fn [spent] (_budget-check env ctx (usage-add spent-before spent))))
+                        :guard (fn [spent] (_budget-check env writes spent-before spent)))
         v (. (proto-get outcome ':verdict) name)
         spent (or (proto-get outcome ':usage) ZERO))
-  (day-record (get env "store") (proto-get ctx ':now) spent)
+  (.spend writes spent)
   (setv [refused repeated] (_refused-again (proto-get state ':refused) outcome)
         state (proto-merge state [:usage (usage-add spent-before spent) :refused refused]))
-  (_record env "outcome" session (proto-put outcome ':task task))
-  (+ (_decisions signal outcome v) (_next signal env ctx outcome v state repeated)))
+  (_record writes "outcome" session (proto-put outcome ':task task))
+  (+ (_decisions signal outcome v) (_next signal env ctx writes outcome v state repeated)))
 
 (defn _decisions [signal outcome v]
   "One line per proposal a gate refused on the way to OUTCOME (a refusal lists them itself)."
@@ -128,45 +169,48 @@
                                     (str (proto-get a ':reason)))
                           "decision"))))
 
-(defn _next [signal env ctx outcome v state repeated]
+(defn _next [signal env ctx writes outcome v state repeated]
   "What follows OUTCOME: a reply, an approval request, or the action and the task going on."
   (setv session (proto-get signal ':session)
         task (proto-get state ':task))
   (cond
     (= v "refused")
     (do (setv text (refusal-text outcome))
-        (_record env "answer" session [:text text :task task])
+        (_record writes "answer" session [:text text :task task])
         [(reply-signal signal text "refusal")])
     repeated
-    (_stop signal env task
+    (_stop signal writes task
            (+ f"Stopped: the gates refused the same action {REFUSALS-TO-STOP} times in this task: "
               (proto-print (get repeated 0)) " — " (str (get repeated 1)) ": " (str (get repeated 2))))
     (= v "stopped")
-    (_stop signal env task (+ "Stopped: " (str (proto-get outcome ':reason)) "."))
+    (_stop signal writes task (+ "Stopped: " (str (proto-get outcome ':reason)) "."))
     (= v "failed")
     [(reply-signal signal (+ "No model could answer: " (str (proto-get outcome ':reason))) "error")]
     (= v "escalate")
     ((.get env "escalate" _not-approvable) signal (proto-get outcome ':action)
                                            (proto-merge outcome [:task-state state]) ctx env)
     True
-    (_carry-out signal env ctx outcome state)))
+    (_carry-out signal env ctx writes outcome state)))
 
-(defn _carry-out [signal env ctx outcome state]
+(defn _carry-out [signal env ctx writes outcome state]
   "Act on an allowed OUTCOME, and decide whether the task goes on."
   (setv session (proto-get signal ':session)
         task (proto-get state ':task)
         n (proto-get state ':step)
         action (proto-get outcome ':action)
-        why (_budget-check env ctx (proto-get state ':usage)))
+        name (. (proto-get action ':action) name)
+        why (_budget-check env writes (proto-get state ':usage)))
   (when why
-    (return (_stop signal env task (+ "Stopped before " (proto-print action) ": " why "."))))
-  (setv result (act action ctx)
-        name (. (proto-get action ':action) name))
+    (return (_stop signal writes task (+ "Stopped before " (proto-print action) ": " why "."))))
+  ;; a message only becomes the answer; anything else may touch the world
+  (when (!= name "message")
+    (.flush writes))
+  (setv result (act action ctx))
   (when (= name "message")
     (setv text (or (proto-get result ':reply) (proto-get result ':error) ""))
-    (_record env "answer" session [:text text :task task])
+    (_record writes "answer" session [:text text :task task])
     (return [(reply-signal signal text)]))
-  (_record env "result" session [:action action :result result :task task :step n])
+  (_record writes "result" session [:action action :result result :task task :step n])
   (setv mark (fingerprint action result)
         budget (context-limit ctx "step-budget" 8)
         trace (reply-signal signal (+ "ran " (proto-print action) " → "

@@ -41,6 +41,7 @@ class _Server(ThreadingHTTPServer):
 
     allow_reuse_address = True
     daemon_threads = True
+    request_queue_size = 128
 
     def handle_error(self, request, client_address):
         if not isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)):
@@ -66,6 +67,7 @@ class BotAPIServer:
         self._message_ids = defaultdict(lambda: itertools.count(1))
         self._callback_ids = itertools.count(1)
         self._stopping = False
+        self.controllable = False
         self.port = port
         self._httpd = None
         if start:
@@ -170,6 +172,17 @@ class BotAPIServer:
         with self._cond:
             return sum(len(v) for v in self.sent.values())
 
+    def wait_answered(self, count, timeout=10.0):
+        """Wait until the bot has sent COUNT messages; how many it has sent."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                sent = sum(len(v) for v in self.sent.values())
+                left = deadline - time.monotonic()
+                if sent >= count or left <= 0 or self._stopping:
+                    return sent
+                self._cond.wait(min(left, 0.5))
+
     def wait_for(self, predicate, timeout=10.0):
         """Wait until PREDICATE() is true; its last value."""
         deadline = time.monotonic() + timeout
@@ -248,6 +261,7 @@ class BotAPIServer:
             message["reply_markup"] = params["reply_markup"]
         with self._cond:
             self.sent[chat].append(message)
+            self._cond.notify_all()
         return message
 
     def _m_editMessageText(self, params):
@@ -278,6 +292,65 @@ class _Refused(Exception):
     pass
 
 
+# * The server in a process of its own
+
+CONTROL = {"message", "edit", "press", "raw", "redeliver", "fail", "requests", "texts", "answered",
+           "wait_answered"}
+
+
+class ServerProcess:
+    """A BotAPIServer running in a child process, so that its threads do not
+    share the GIL of the process under measure, as Telegram's servers would not.
+    The methods in CONTROL are called in the child over its /control/ path;
+    the rest (base_url, wait_for, stop) work as they do on BotAPIServer."""
+
+    def __init__(self):
+        self.proc = subprocess.Popen([sys.executable, __file__, "serve"], stdout=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()
+        if not line.startswith("port "):
+            self.proc.kill()
+            raise RuntimeError(f"the Bot API server process did not start: {line!r}")
+        self.port = int(line.split()[1])
+        self.token = TOKEN
+
+    base_url = BotAPIServer.base_url
+    wait_for = BotAPIServer.wait_for
+
+    def __getattr__(self, name):
+        if name not in CONTROL:
+            raise AttributeError(name)
+
+        def call(*args, **kwargs):
+            import urllib.request
+            body = json.dumps({"args": args, "kwargs": kwargs}).encode()
+            request = urllib.request.Request(f"http://127.0.0.1:{self.port}/control/{name}", data=body,
+                                             headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(request, timeout=30) as answer:
+                return json.loads(answer.read())["result"]
+        return call
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        self.proc.stdout.close()
+
+
+def _serve_for_parent():
+    """The child's side of ServerProcess: serve until the parent terminates it."""
+    server = BotAPIServer()
+    server.controllable = True
+    print(f"port {server.port}", flush=True)
+    done = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: done.set())
+    done.wait()
+    server.stop()
+
+
 def _decode(ctype, raw):
     """The parameters of a request body, JSON values decoded."""
     if not raw:
@@ -299,6 +372,7 @@ def _decode(ctype, raw):
 def _handler_for(server):
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True  # headers and body go out at once, not after a delayed ACK
 
         def log_message(self, *args):
             pass
@@ -310,6 +384,9 @@ def _handler_for(server):
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""
             parts = self.path.split("?")[0].strip("/").split("/")
+            if len(parts) == 2 and parts[0] == "control" and server.controllable:
+                self._control(parts[1], raw)
+                return
             if len(parts) != 2 or parts[0] != "bot" + server.token:
                 self._send(401, {"ok": False, "error_code": 401, "description": "Unauthorized"})
                 return
@@ -327,6 +404,16 @@ def _handler_for(server):
                     pass
                 return
             self._send(status, body)
+
+        def _control(self, name, raw):
+            """Call the server's method NAME with the JSON arguments in RAW, for the
+            process that started this one (see ServerProcess)."""
+            if name not in CONTROL:
+                self._send(404, {"error": f"no control {name}"})
+                return
+            call = json.loads(raw or b"{}")
+            result = getattr(server, name)(*call.get("args", []), **call.get("kwargs", {}))
+            self._send(200, {"result": result})
 
         def _send(self, status, body):
             payload = body if isinstance(body, bytes) else json.dumps(body).encode("utf-8")
@@ -461,7 +548,7 @@ def judge(server, talk):
             "order_kept": order_kept, "answered": server.answered()}
 
 
-def run_in_process(chats=50, per_chat=20, timeout=120.0, in_perceive=False):
+def run_in_process(chats=50, per_chat=20, timeout=120.0, in_perceive=False, server_process=False):
     """The Telegram path in this process: a real Bot API server on loopback, the
     real client, the daemon's serve, and the instant echo model. A dict of
     judge's counts and the seconds from start to the last answer. With
@@ -474,7 +561,7 @@ def run_in_process(chats=50, per_chat=20, timeout=120.0, in_perceive=False):
     from passepartout.perceive import reply_signal
     from passepartout.skills import make_skill, register_skill, registry_restore, registry_snapshot
 
-    server = BotAPIServer()
+    server = ServerProcess() if server_process else BotAPIServer()
     folder = tempfile.mkdtemp(prefix="passepartout-telegram-")
     talk = conversation(chats, per_chat)
     total = chats * per_chat
@@ -490,6 +577,7 @@ def run_in_process(chats=50, per_chat=20, timeout=120.0, in_perceive=False):
                 return [reply_signal(signal_, "echo: " + str(text))]
 
             register_skill(make_skill("bench-echo", priority=1000, handlers=[echo]))
+        import passepartout.gateways.telegram  # noqa: F401  (its import is not part of the figure)
         config = write_config(folder, server, list(talk))
         environ = daemon_environ(folder)
         env = boot(config_path=str(config), environ=environ, providers=[make_provider("symbolic")])
@@ -500,9 +588,8 @@ def run_in_process(chats=50, per_chat=20, timeout=120.0, in_perceive=False):
         async def main():
             stop = asyncio.Event()
             daemon = asyncio.create_task(serve(env, stop=stop))
-            deadline = time.monotonic() + timeout
-            while server.answered() < total and time.monotonic() < deadline and not daemon.done():
-                await asyncio.sleep(0.005)
+            answered = asyncio.create_task(asyncio.to_thread(server.wait_answered, total, timeout))
+            await asyncio.wait([daemon, answered], return_when=asyncio.FIRST_COMPLETED)
             elapsed = time.perf_counter() - started
             stop.set()
             code = await daemon
@@ -727,5 +814,8 @@ def bench_telegram_kill(chats=50, per_chat=20):
 
 
 if __name__ == "__main__":
-    for row in bench_telegram() + bench_telegram_kill():
-        print(row)
+    if sys.argv[1:] == ["serve"]:
+        _serve_for_parent()
+    else:
+        for row in bench_telegram() + bench_telegram_kill():
+            print(row)

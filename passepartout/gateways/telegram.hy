@@ -1,9 +1,11 @@
 (import asyncio logging os re sqlite3 time warnings
+        aiohttp
         datetime [timedelta]
         functools [partial]
         telegram [Bot InlineKeyboardButton InlineKeyboardMarkup Update]
-        telegram.error [BadRequest Conflict Forbidden InvalidToken NetworkError RetryAfter TelegramError]
-        telegram.request [HTTPXRequest]
+        telegram.error [BadRequest Conflict Forbidden InvalidToken NetworkError RetryAfter TelegramError
+                        TimedOut]
+        telegram.request [BaseRequest]
         passepartout.config [ConfigError]
         passepartout.proto [kw proto-get]
         passepartout.store [StoreError kv-get kv-put]
@@ -93,6 +95,67 @@
 (defn _backoff [failures]
   (min MAX-BACKOFF (* 0.5 (** 2 (max 0 (- failures 1))))))
 
+(defn _timeout [value default]
+  "VALUE when the caller gave seconds (or None, for no limit), else DEFAULT."
+  (if (or (is value None) (and (isinstance value #(int float)) (not (isinstance value bool))))
+      value
+      default))
+
+(defclass AiohttpRequest [BaseRequest]
+  "python-telegram-bot's network layer on an aiohttp session."
+
+  (defn __init__ [self [pool-size 16] [read-timeout 5.0] [connect-timeout 5.0] [pool-timeout 1.0]]
+    (setv self.pool-size pool-size
+          self.default-read read-timeout
+          self.default-connect connect-timeout
+          self.default-pool pool-timeout
+          self.session None))
+
+  (defn [property] read-timeout [self]
+    self.default-read)
+
+  (defn :async initialize [self]
+    (when (or (is self.session None) self.session.closed)
+      (setv self.session (aiohttp.ClientSession
+                           :connector (aiohttp.TCPConnector :limit self.pool-size)
+                           :headers {"User-Agent" self.USER-AGENT}))))
+
+  (defn :async shutdown [self]
+    (when (and self.session (not self.session.closed))
+      (await (.close self.session))))
+
+  (defn :async do-request [self url method [request-data None]
+                           [read-timeout BaseRequest.DEFAULT-NONE] [write-timeout BaseRequest.DEFAULT-NONE]
+                           [connect-timeout BaseRequest.DEFAULT-NONE] [pool-timeout BaseRequest.DEFAULT-NONE]]
+    (when (or (is self.session None) self.session.closed)
+      (raise (RuntimeError "this AiohttpRequest is not initialized")))
+    (setv connect (_timeout connect-timeout self.default-connect)
+          pool (_timeout pool-timeout self.default-pool)
+          timeout (aiohttp.ClientTimeout
+                    :total None
+                    :connect (if (or (is connect None) (is pool None)) None (+ connect pool))
+                    :sock-connect connect
+                    :sock-read (_timeout read-timeout self.default-read))
+          data (cond (is request-data None) None
+                     request-data.contains-files (_form request-data)
+                     True request-data.json-parameters))
+    (try
+      (with [:async response (.request self.session method url :data data :timeout timeout)]
+        #(response.status (await (.read response))))
+      (except [e TimeoutError]
+        (raise (TimedOut f"aiohttp: no answer in time ({(. (type e) __name__)})") :from e))
+      (except [e aiohttp.ClientError]
+        (raise (NetworkError f"aiohttp.{(. (type e) __name__)}: {e}") :from e)))))
+
+(defn _form [request-data]
+  "A multipart body for a request that uploads files."
+  (setv form (aiohttp.FormData))
+  (for [[k v] (.items request-data.json-parameters)]
+    (.add-field form k v))
+  (for [[k [filename content mime]] (.items request-data.multipart-data)]
+    (.add-field form k content :filename filename :content-type mime))
+  form)
+
 (setv REFUSAL "Sorry, this is a private assistant: it only answers the people it was set up for."
       NOT-TEXT "I can only read text messages."
       REFUSED-KEY "telegram:refused")
@@ -115,8 +178,8 @@
                              (get self.settings "token_env")))))
     (setv self.allowed (set (get self.settings "allowed_users"))
           self.bot (Bot token :base-url (get self.settings "api_base")
-                        :request (HTTPXRequest :connection-pool-size 64 :read-timeout 15.0)
-                        :get-updates-request (HTTPXRequest :connection-pool-size 2 :read-timeout 10.0))
+                        :request (AiohttpRequest :pool-size 16 :read-timeout 15.0)
+                        :get-updates-request (AiohttpRequest :pool-size 1 :read-timeout 10.0))
           self.hub None
           self.stopping False
           self.poll None
@@ -170,9 +233,9 @@
       (await (_start gw))
       (setv updates (await (_poll gw offset)))
       (when (is updates None) (break))
-      (for [u updates]
-        (await (_handle gw u))
-        (setv offset (+ u.update-id 1)))
+      (await (asyncio.gather #* (gfor u updates (_handle gw u))))
+      (when updates
+        (setv offset (+ (. (get updates -1) update-id) 1)))
       (setv failures 0)
       (except [e Conflict]
         (.error log (+ "telegram: 409 Conflict from the Bot API: another program is polling this bot "
