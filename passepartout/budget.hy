@@ -1,19 +1,25 @@
 (import time
-        passepartout.proto [proto-get]
+        passepartout.proto [kw proto-get]
         passepartout.store [kv-get kv-put])
 
 (setv DEFAULTS {"task_tokens" 200000 "task_cost" 1.0 "day_tokens" 2000000 "day_cost" 10.0}
       ZERO [:prompt-tokens 0 :completion-tokens 0 :cost 0.0])
 
+(setv _prompt (kw "prompt-tokens")
+      _completion (kw "completion-tokens")
+      _cost (kw "cost"))
+
+(defn _usage-values [u]
+  #((or (proto-get u _prompt) 0) (or (proto-get u _completion) 0) (or (proto-get u _cost) 0.0)))
+
 (defn usage-add [a b]
   "The sum of two usage plists (:prompt-tokens N :completion-tokens N :cost X)."
-  (setv a (or a ZERO) b (or b ZERO))
-  [:prompt-tokens (+ (or (proto-get a ':prompt-tokens) 0) (or (proto-get b ':prompt-tokens) 0))
-   :completion-tokens (+ (or (proto-get a ':completion-tokens) 0) (or (proto-get b ':completion-tokens) 0))
-   :cost (+ (or (proto-get a ':cost) 0.0) (or (proto-get b ':cost) 0.0))])
+  (setv [pa ca xa] (_usage-values (or a ZERO))
+        [pb cb xb] (_usage-values (or b ZERO)))
+  [_prompt (+ pa pb) _completion (+ ca cb) _cost (+ xa xb)])
 
 (defn usage-tokens [u]
-  (+ (or (proto-get u ':prompt-tokens) 0) (or (proto-get u ':completion-tokens) 0)))
+  (+ (or (proto-get u _prompt) 0) (or (proto-get u _completion) 0)))
 
 (defn _day-key [now]
   (+ "usage-day:" (time.strftime "%Y-%m-%d" (time.localtime now))))
@@ -35,9 +41,9 @@
 (defn over-budget [task-usage day-usage limits]
   "None while within LIMITS, else the sentence that tells the person which limit was reached."
   (setv checks [#("task" "tokens" (usage-tokens task-usage) (get limits "task_tokens"))
-                #("task" "cost" (or (proto-get task-usage ':cost) 0.0) (get limits "task_cost"))
+                #("task" "cost" (or (proto-get task-usage _cost) 0.0) (get limits "task_cost"))
                 #("day" "tokens" (usage-tokens day-usage) (get limits "day_tokens"))
-                #("day" "cost" (or (proto-get day-usage ':cost) 0.0) (get limits "day_cost"))])
+                #("day" "cost" (or (proto-get day-usage _cost) 0.0) (get limits "day_cost"))])
   (for [[scope what used limit] checks]
     (when (and limit (>= used limit))
       (return (if (= what "cost")

@@ -1,5 +1,4 @@
-(import asyncio fcntl importlib logging logging.handlers os re signal sys time
-        concurrent.futures [ThreadPoolExecutor]
+(import asyncio fcntl importlib logging logging.handlers os queue re signal sys threading time
         pathlib [Path]
         passepartout.config [ConfigError]
         passepartout.proto [ProtoError kw proto-get proto-put]
@@ -51,42 +50,57 @@
       True (.append out ((get g "factory") section env))))
   out)
 
+(defn _settle [done result error]
+  (when (not (.done done))
+    (if (is error None)
+        (.set-result done result)
+        (.set-exception done error))))
+
 (defclass GroupWriter []
-  "Calls (FN store #* args) for every call of the writer, in one store
-   transaction for all the calls that arrive while the previous one commits."
+  "A thread that runs (WRITE store #* args) for each call, in one store transaction
+   for all the calls waiting when it comes round."
 
-  (defn __init__ [self store fn executor]
+  (defn __init__ [self store]
     (setv self.store store
-          self.fn fn
-          self.executor executor
-          self.waiting []
-          self.draining None))
+          self.queue (queue.SimpleQueue)
+          self.thread (threading.Thread :target self._run :name "passepartout-inbox" :daemon True))
+    (.start self.thread))
 
-  (defn :async __call__ [self #* args]
-    (setv done (.create-future (asyncio.get-running-loop)))
-    (.append self.waiting #(args done))
-    (when (is self.draining None)
-      (setv self.draining (asyncio.create-task (self._drain))))
+  (defn :async call [self write #* args]
+    "The value of (WRITE store #* args), written in the next commit."
+    (setv loop (asyncio.get-running-loop)
+          done (.create-future loop))
+    (.put self.queue #(write args loop done))
     (await done))
 
-  (defn :async _drain [self]
-    (setv loop (asyncio.get-running-loop))
-    (try
-      (while self.waiting
-        (setv batch self.waiting
-              self.waiting [])
-        (try
-          (setv results (await (.run-in-executor loop self.executor self._write batch)))
-          (for [[[_ done] r] (zip batch results)]
-            (when (not (.done done)) (.set-result done r)))
-          (except [e Exception]
-            (for [[_ done] batch]
-              (when (not (.done done)) (.set-exception done e))))))
-      (finally (setv self.draining None))))
+  (defn close [self]
+    "Write what is queued, then end the thread."
+    (.put self.queue None)
+    (.join self.thread 30))
 
-  (defn _write [self batch]
-    (with [_ (.transaction self.store)]
-      (lfor [args _] batch (self.fn self.store #* args)))))
+  (defn _run [self]
+    (setv going True)
+    (while going
+      (setv batch [(.get self.queue)])
+      (while (not (.empty self.queue))
+        (.append batch (.get self.queue)))
+      (setv going (not (in None batch))
+            batch (lfor item batch :if (is-not item None) item))
+      (try
+        (with [_ (.transaction self.store)]
+          (setv outcomes (lfor [write args _ _] batch #((write self.store #* args) None))))
+        (except [Exception]
+          (setv outcomes (lfor [write args _ _] batch (self._alone write args)))))
+      (for [[[_ _ loop done] [result error]] (zip batch outcomes)]
+        (try
+          (.call-soon-threadsafe loop _settle done result error)
+          (except [RuntimeError])))))
+
+  (defn _alone [self write args]
+    (try
+      (with [_ (.transaction self.store)]
+        #((write self.store #* args) None))
+      (except [e Exception] #(None e)))))
 
 (defn _gateway-of [source]
   (setv g (proto-get source ':gateway))
@@ -105,9 +119,7 @@
           self.store (get env "store")
           self.gateways (dfor g gateways (get g "name") g)
           self.runner (Runner env self.deliver :concurrency concurrency)
-          self.writer (ThreadPoolExecutor 1 :thread-name-prefix "passepartout-inbox")
-          self.add (GroupWriter self.store inbox-add self.writer)
-          self.done (GroupWriter self.store inbox-done self.writer)
+          self.writer (GroupWriter self.store)
           self.accepting True
           self.outstanding {}
           self.watchers {}))
@@ -115,7 +127,7 @@
   (defn :async receive [self gateway key signal]
     "Persist SIGNAL, received by GATEWAY under KEY, then queue it. False when
      KEY was received before (a redelivery): it is neither stored nor queued again."
-    (setv id (await (self.add gateway key signal)))
+    (setv id (await (.call self.writer inbox-add gateway key signal)))
     (when (is id None)
       (return False))
     (when self.accepting
@@ -124,7 +136,7 @@
 
   (defn :async claim [self gateway key [note "answered by the gateway"]]
     "Record KEY of GATEWAY as received and done; False when it was received before."
-    (is-not (await (self.add gateway key [:note note] True)) None))
+    (is-not (await (.call self.writer inbox-add gateway key [:note note] True)) None))
 
   (defn :async resume [self]
     "Queue again what was received and not answered before the last stop; how many."
@@ -140,7 +152,7 @@
             session (await (.submit self.runner signal)))
       (except [e ProtoError]
         (.error log "inbox row %s holds a signal that cannot be handled (%s); it is set aside" id e)
-        (await (self.done id))
+        (await (.call self.writer inbox-done id))
         (return)))
     (.add (.setdefault self.outstanding session (set)) id)
     (when (not (in session self.watchers))
@@ -158,7 +170,7 @@
         (when (self._quiet session)
           (setv ids (.pop self.outstanding session))
           (for [id ids]
-            (await (self.done id)))))
+            (await (.call self.writer inbox-done id)))))
       (finally
         (.pop self.watchers session None))))
 
@@ -178,7 +190,7 @@
                   session name (cut (str (proto-get (proto-get reply ':payload []) ':text "")) 200)))
     (setv id (proto-get source ':inbox))
     (when (and (is-not id None) (!= (_kind-of reply) "trace"))
-      (await (self.done id))
+      (await (.call self.writer inbox-done id))
       (.discard (.get self.outstanding session (set)) id)))
 
   (defn sessions [self]
@@ -204,7 +216,7 @@
     (for [t (list (.values self.watchers))] (.cancel t))
     (await (asyncio.gather #* (.values self.watchers) :return-exceptions True))
     (await (.close self.runner))
-    (.shutdown self.writer)))
+    (await (asyncio.to-thread self.writer.close))))
 
 (defclass DaemonRunning [Exception]
   "Another daemon holds the pid file.")

@@ -1,4 +1,5 @@
-(import asyncio hashlib logging time uuid
+(import asyncio hashlib logging threading time uuid
+        collections [OrderedDict]
         passepartout.proto [kw proto-get proto-put proto-merge proto-print]
         passepartout.context [make-context context-limit]
         passepartout.perceive [perceive normalize-signal reply-signal sensor-of]
@@ -9,25 +10,57 @@
 
 (setv log (logging.getLogger "passepartout.loop"))
 
-(setv HISTORY-TURNS 20)
+(setv HISTORY-TURNS 20
+      HISTORY-KINDS ["input" "answer" "result"])
 
-(defn session-history [store session]
-  "The recent turns of SESSION as chat messages, oldest first."
-  (setv out [])
-  (for [e (events store :session session :kinds ["input" "answer" "result"]
-                  :limit HISTORY-TURNS :latest True)]
-    (setv data (proto-get e ':data [])
-          kind (proto-get e ':kind))
-    (cond
-      (= kind "input")
-      (.append out {"role" "user" "content" (str (or (proto-get data ':text) ""))})
-      (= kind "answer")
-      (.append out {"role" "assistant" "content" (str (or (proto-get data ':text) ""))})
-      (= kind "result")
-      (.append out {"role" "user"
-                    "content" (+ "Result of " (proto-print (proto-get data ':action []))
-                                 ":\n" (proto-print (proto-get data ':result [])))})))
-  (cut out (- HISTORY-TURNS) None))
+(defn _turn [e]
+  (setv data (proto-get e ':data [])
+        kind (proto-get e ':kind))
+  (cond
+    (= kind "input")
+    {"role" "user" "content" (str (or (proto-get data ':text) ""))}
+    (= kind "answer")
+    {"role" "assistant" "content" (str (or (proto-get data ':text) ""))}
+    True
+    {"role" "user"
+     "content" (+ "Result of " (proto-print (proto-get data ':action []))
+                  ":\n" (proto-print (proto-get data ':result [])))}))
+
+(defn _turns-since [store session since]
+  "The id of the newest turn of SESSION after the id SINCE, and the last
+   HISTORY-TURNS of those turns."
+  (setv new (events store :session session :kinds HISTORY-KINDS :since-id since
+                    :limit HISTORY-TURNS :latest True))
+  #((if new (proto-get (get new -1) ':id) since) (lfor e new (_turn e))))
+
+(defn session-history [store session [histories None]]
+  "The recent turns of SESSION as chat messages, oldest first; HISTORIES, if
+   given, remembers them between calls."
+  (if (is histories None)
+      (list (get (_turns-since store session 0) 1))
+      (.turns histories store session)))
+
+(defclass SessionHistories []
+  "The recent turns of the sessions served last, each with the id of the
+   newest event it includes."
+
+  (defn __init__ [self [sessions 1000]]
+    (setv self.known (OrderedDict)
+          self.sessions sessions
+          self.lock (threading.Lock)))
+
+  (defn turns [self store session]
+    (with [self.lock]
+      (setv [last turns] (.get self.known session #(0 []))))
+    (setv [newest new] (_turns-since store session last)
+          turns (cut (+ turns new) (- HISTORY-TURNS) None))
+    (with [self.lock]
+      (setv (get self.known session) #(newest turns))
+      (.move-to-end self.known session)
+      (while (> (len self.known) self.sessions)
+        (.popitem self.known :last False)))
+    ;; copies: a model client may add to the messages it is given
+    (lfor t turns (dict t))))
 
 (defclass StepWrites []
   "The events and the spending of one step, written in one transaction by flush."
@@ -138,7 +171,8 @@
         tool-result (= (sensor-of signal) "tool-result")
         state (_task-state payload)
         task (proto-get state ':task)
-        history (session-history (get env "store") session))
+        histories (or (.get env "histories") (.setdefault env "histories" (SessionHistories)))
+        history (session-history (get env "store") session histories))
   ;; A tool result is already the last turn of the history; the signal presents it.
   (if tool-result
       (setv history (cut history 0 -1))

@@ -233,18 +233,14 @@
   "The value after KEY in PLIST, or DEFAULT.
 
    (proto-get [:a 1 :b 2] ':b) ⇒ 2"
-  ;; list.index does the scan in C; a match at an odd position is a value, not a key.
+  ;; Names are compared, not keywords: Keyword's own = is Python code, and a
+  ;; scan that calls it on every element (values too) is slower than this loop.
   (when (isinstance plist list)
-    (setv key (kw key)
-          start 0
-          end (- (len plist) 1))
-    (while (< start end)
-      (try
-        (setv i (.index plist key start end))
-        (except [ValueError] (return default)))
-      (when (= (% i 2) 0)
-        (return (get plist (+ i 1))))
-      (setv start (+ i 1))))
+    (setv name (. (kw key) name))
+    (for [i (range 0 (- (len plist) 1) 2)]
+      (setv k (get plist i))
+      (when (and (isinstance k Keyword) (= k.name name))
+        (return (get plist (+ i 1))))))
   default)
 
 (defn proto-has [plist key]

@@ -2,7 +2,7 @@
         passepartout.proto [ProtoError kw proto-get proto-put proto-has proto-without proto-merge
                             proto-read proto-print proto-normalize proto-from-data
                             is-plist]
-        passepartout.skills [actuator-for actuator-table skill-functions all-skills]
+        passepartout.skills [actuator-for actuator-table skill-functions all-skills registry-view]
         passepartout.secrets [redact-value])
 
 (setv VERDICTS #{"allow" "modify" "reject" "escalate"}
@@ -218,6 +218,9 @@
 
 (defn tool-belt []
   "The registered actions and their fields, as prompt text."
+  (registry-view "tool-belt" _tool-belt))
+
+(defn _tool-belt []
   (setv lines [])
   (for [[name spec] (sorted (.items (actuator-table)))]
     (setv schema (get spec "schema")
@@ -229,7 +232,11 @@
   (.join "\n" lines))
 
 (defn tool-definitions []
-  "The registered actions as OpenAI-format tool definitions."
+  "The registered actions as OpenAI-format tool definitions (a fresh copy
+   each time: a model client may change what it is given)."
+  (json.loads (registry-view "tool-definitions" (fn [] (json.dumps (_tool-definitions))))))
+
+(defn _tool-definitions []
   (setv json-types {"string" "string" "integer" "integer" "number" "number"
                     "boolean" "boolean" "list" "array" "keyword" "string"
                     "plist" "object" "any" "string"})

@@ -109,31 +109,33 @@
     (.update _registry snapshot)
     (_changed)))
 
-(defn _cached [key compute]
+(defn registry-view [key compute]
+  "The value of (COMPUTE), kept under KEY until the registry changes."
   (with [_lock]
     (when (not (in key _cache))
       (setv (get _cache key) (compute)))
     (get _cache key)))
 
+
 (defn all-skills []
   "Every skill, by priority (highest first) then name."
-  (_cached "skills"
+  (registry-view "skills"
            (fn [] (sorted (.values _registry)
                           :key (fn [s] #((- (get s "priority")) (get s "name")))))))
 
 (defn skill-functions [key]
   "The (name function) pairs of every skill that has KEY, in skill order."
-  (_cached key
+  (registry-view key
            (fn [] (lfor s (all-skills) :if (get s key) #((get s "name") (get s key))))))
 
 (defn pre-reason-handlers []
   "Every (skill-name handler) pair, in skill order."
-  (_cached "handlers"
+  (registry-view "handlers"
            (fn [] (lfor s (all-skills) h (get s "handlers") #((get s "name") h)))))
 
 (defn actuator-table []
   "A dict from action name to its actuator spec."
-  (_cached "actuators"
+  (registry-view "actuators"
            (fn [] (dfor s (all-skills) [action spec] (.items (get s "actuators")) action spec))))
 
 (defn actuator-for [action-name]

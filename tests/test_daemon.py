@@ -16,7 +16,7 @@ from hy.models import Keyword
 from bot_api_server import (BotAPIServer, InProcessDaemon, echo_complete, inbox_rows, run_killed, start_daemon,
                             daemon_environ, write_config)
 from passepartout.config import ConfigError
-from passepartout.gateway import (DaemonRunning, Hub, claim_pid_file, configured_gateways,
+from passepartout.gateway import (DaemonRunning, GroupWriter, Hub, claim_pid_file, configured_gateways,
                                   daemon_settings, pid_files, register_gateway, release_pid_file)
 from passepartout.proto import proto_get
 from passepartout.skills import make_skill, register_skill
@@ -110,6 +110,60 @@ def test_the_hub_persists_before_the_model_sees_it_and_drops_redeliveries(env):
     assert pending_at_model_call == [["u1"]], pending_at_model_call
     assert rec.texts() == ["echo: hello"], rec.texts()
     assert inbox_count(store) == 0 and inbox_count(store, "done") == 1
+
+
+def _grouped_writes(store, fail=None):
+    """Eleven writes through a GroupWriter: the first holds the writer while the
+    other ten are asked for. Each write inserts a row and notes how many rows
+    a second connection (another process, say) could see at that moment."""
+    import sqlite3
+    import threading
+    store.write("CREATE TABLE IF NOT EXISTS grouped (i INTEGER)")
+    outside = sqlite3.connect(f"file:{store.path}?mode=ro", uri=True, check_same_thread=False)
+    holding = threading.Event()
+    seen = []
+
+    def put(store_, i):
+        if i == 0:
+            holding.wait(10)
+        if i == fail:
+            raise ValueError(f"write {i} refused")
+        store_.conn.execute("INSERT INTO grouped VALUES (?)", (i,))
+        seen.append((i, outside.execute("SELECT count(*) FROM grouped").fetchone()[0]))
+        return i * 10
+
+    async def main():
+        writer = GroupWriter(store)
+        first = asyncio.ensure_future(writer.call(put, 0))
+        await asyncio.sleep(0.1)
+        rest = [asyncio.ensure_future(writer.call(put, i)) for i in range(1, 11)]
+        await asyncio.sleep(0.1)
+        holding.set()
+        results = await asyncio.gather(first, *rest, return_exceptions=True)
+        await asyncio.to_thread(writer.close)
+        return results
+
+    try:
+        return asyncio.run(main()), seen, outside.execute("SELECT count(*) FROM grouped").fetchone()[0]
+    finally:
+        outside.close()
+
+
+def test_writes_asked_together_share_one_commit_in_the_order_asked(env):
+    results, seen, rows = _grouped_writes(env["store"])
+    assert results == [i * 10 for i in range(11)], results
+    assert [i for i, _ in seen] == list(range(11)), seen
+    # the ten asked while the first was being written went in one transaction:
+    # until its commit, nobody outside saw any of them
+    assert [n for _, n in seen[1:]] == [1] * 10, seen
+    assert rows == 11, rows
+
+
+def test_a_write_that_fails_in_a_group_fails_alone(env):
+    results, seen, rows = _grouped_writes(env["store"], fail=4)
+    assert isinstance(results[4], ValueError), results
+    assert [r for i, r in enumerate(results) if i != 4] == [i * 10 for i in range(11) if i != 4], results
+    assert rows == 10, rows
 
 
 def test_replies_go_to_the_gateway_of_their_chat(env, caplog):

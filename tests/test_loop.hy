@@ -1,6 +1,6 @@
 ;; Tests of passepartout/loop.hy: one step, the agent loop's limits, the runner.
 
-(import asyncio os
+(import asyncio os sqlite3
         pathlib [Path]
         pytest
         passepartout.proto [kw proto-get proto-print]
@@ -260,3 +260,24 @@
   (setv kinds (lfor r delivered (kind-of r)))
   (expect kinds ["trace" "answer" "trace" "answer"] "reply kinds, in order")
   (assert (in "first task" (text-of (get delivered 1))) (text-of (get delivered 1))))
+
+;; * What a step writes
+
+(defn test-what-reason-decided-is-on-disk-before-an-action-runs [env]
+  (setv seen []
+        path (. (get env "store") path))
+  (defn probe [action ctx]
+    (setv db (sqlite3.connect f"file:{path}?mode=ro" :uri True))
+    (try
+      (.append seen (lfor [k] (.fetchall (.execute db "SELECT kind FROM events WHERE session = 'test:t1' ORDER BY id"))
+                          k))
+      (finally (.close db)))
+    [:status :ok :output "probed"])
+  (register-skill (make-skill "probe" :actuators {"probe" {"run" probe "schema" [] "doc" "looks at the store"
+                                                           "effect" True}}))
+  (scripted env ["(:action :probe :explanation \"look\")" "(:action :message :text \"done\")"])
+  (setv replies (run-task env (user-says "probe it")))
+  (expect seen [["input" "outcome"]] "the events another process could read while the action ran")
+  (expect (text-of (get replies -1)) "done" "the answer")
+  (expect (lfor e (events (get env "store") :session "test:t1") (proto-get e ':kind))
+          ["input" "outcome" "result" "outcome" "answer"] "the events after the task"))

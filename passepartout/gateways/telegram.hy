@@ -40,6 +40,9 @@
 (defn split-text [text [limit MESSAGE-LIMIT]]
   "TEXT as pieces of at most LIMIT UTF-16 code units, cut at a line break or a
    space in the last half of a piece when there is one."
+  ;; a character is at most two UTF-16 code units
+  (when (<= (* 2 (len text)) limit)
+    (return [text]))
   (setv pieces []
         start 0
         n (len text))
@@ -95,6 +98,8 @@
 (defn _backoff [failures]
   (min MAX-BACKOFF (* 0.5 (** 2 (max 0 (- failures 1))))))
 
+(setv FORM {"Content-Type" "application/x-www-form-urlencoded"})
+
 (defn _timeout [value default]
   "VALUE when the caller gave seconds (or None, for no limit), else DEFAULT."
   (if (or (is value None) (and (isinstance value #(int float)) (not (isinstance value bool))))
@@ -136,11 +141,12 @@
                     :connect (if (or (is connect None) (is pool None)) None (+ connect pool))
                     :sock-connect connect
                     :sock-read (_timeout read-timeout self.default-read))
-          data (cond (is request-data None) None
-                     request-data.contains-files (_form request-data)
-                     True request-data.json-parameters))
+          [data headers] (cond (is request-data None) [None None]
+                               request-data.contains-files [(_form request-data) None]
+                               True [(.encode (.url-encoded-parameters request-data) "utf-8") FORM]))
     (try
-      (with [:async response (.request self.session method url :data data :timeout timeout)]
+      (with [:async response (.request self.session method url :data data :headers headers
+                                       :timeout timeout)]
         #(response.status (await (.read response))))
       (except [e TimeoutError]
         (raise (TimedOut f"aiohttp: no answer in time ({(. (type e) __name__)})") :from e))
@@ -417,7 +423,8 @@
     (and (= kind "trace") (not (get gw.settings "show_traces"))) None
     (is chat None) (.warning log "telegram: a reply with no chat to go to: %s" (cut text 200))
     True
-    (do (await (_call gw "getMe" (partial _start gw)))
+    (do (when (not gw.started)
+          (await (_call gw "getMe" (partial _start gw))))
         (when (and (proto-get source ':callback) (proto-get source ':message)
                    (await (_show-outcome gw chat (proto-get source ':message)
                                          (proto-get source ':shown) text)))
