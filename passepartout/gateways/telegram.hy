@@ -6,12 +6,14 @@
         telegram.error [BadRequest Conflict Forbidden InvalidToken NetworkError RetryAfter TelegramError
                         TimedOut]
         telegram.request [BaseRequest]
+        telegram.warnings [PTBUserWarning]
         passepartout.config [ConfigError]
         passepartout.proto [kw proto-get]
         passepartout.store [StoreError kv-get kv-put]
         passepartout.gateway [register-gateway])
 
 (setv log (logging.getLogger "passepartout.gateways.telegram"))
+(warnings.filterwarnings "ignore" :message "Please use 'Bot.send_message'" :category PTBUserWarning)
 
 (setv DEFAULTS {"token_env" "TELEGRAM_BOT_TOKEN"
                 "api_base" "https://api.telegram.org/bot"
@@ -409,9 +411,11 @@
    Telegram refuses a message of white space only, so such pieces are left out."
   (setv pieces (or (lfor p (split-text text) :if (.strip p) p) ["(no text)"]))
   (for [[i piece] (enumerate pieces)]
+    (setv fields {"chat_id" chat "text" piece})
+    (when (and markup (= i (- (len pieces) 1)))
+      (setv (get fields "reply_markup") markup))
     (await (_call gw "sendMessage"
-                  (fn [] (gw.bot.send-message chat piece
-                                              :reply-markup (when (= i (- (len pieces) 1)) markup)))))))
+                  (fn [] (gw.bot.do-api-request "send_message" :api-kwargs fields))))))
 
 (defn :async _deliver [gw reply]
   (setv payload (proto-get reply ':payload [])
