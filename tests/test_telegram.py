@@ -363,3 +363,64 @@ def test_an_update_is_confirmed_only_after_the_hub_has_it(tg):
     assert keys == [f"123456:{first}", f"123456:{first + 1}"], keys
     assert confirmed <= first and polls == 1, (confirmed, polls)
     assert all_keys == keys, all_keys
+
+
+# * The HTTP transport
+
+def _transport_call(url, read_timeout=0.3):
+    """What AiohttpRequest.post gives for URL: the result, or the exception."""
+    import asyncio
+    from passepartout.gateways.telegram import AiohttpRequest
+
+    async def main():
+        request = AiohttpRequest(pool_size=1, read_timeout=read_timeout, connect_timeout=1.0)
+        await request.initialize()
+        try:
+            return await request.post(url)
+        except Exception as e:  # handed to the test
+            return e
+        finally:
+            await request.shutdown()
+
+    return asyncio.run(main())
+
+
+def test_the_transport_gives_the_librarys_errors():
+    """A server that never answers is TimedOut; one that is not there is a
+    NetworkError; both are errors the gateway retries. A bad request is BadRequest."""
+    import socket
+    import threading
+    from telegram.error import BadRequest, NetworkError, TimedOut
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(4)
+    held = []
+    threading.Thread(target=lambda: held.append(silent.accept()), daemon=True).start()
+    try:
+        started = time.monotonic()
+        quiet = _transport_call(f"http://127.0.0.1:{silent.getsockname()[1]}/bot1:x/getMe")
+        waited = time.monotonic() - started
+    finally:
+        for conn, _ in held:
+            conn.close()
+        silent.close()
+    assert isinstance(quiet, TimedOut), repr(quiet)
+    assert waited < 5, waited
+
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()
+    refused = _transport_call(f"http://127.0.0.1:{port}/bot1:x/getMe")
+    assert isinstance(refused, NetworkError) and not isinstance(refused, TimedOut), repr(refused)
+
+    server = BotAPIServer()
+    try:
+        server.fail("getMe", "400")
+        bad = _transport_call(server.base_url + server.token + "/getMe")
+        good = _transport_call(server.base_url + server.token + "/getMe")
+    finally:
+        server.stop()
+    assert isinstance(bad, BadRequest), repr(bad)
+    assert good["username"] == "passepartout_test_bot", good
