@@ -88,12 +88,13 @@
           spent self.spent
           self.pending []
           self.day-before (usage-add self.day-before spent)
-          self.spent ZERO)
-    (when (or pending (usage-tokens spent) (proto-get spent ':cost))
+          self.spent ZERO
+          spending (or (usage-tokens spent) (proto-get spent ':cost)))
+    (when (or pending spending)
       (with [_ (.transaction self.store)]
         (for [[kind session data ts] pending]
           (event-append self.store kind session data :ts ts))
-        (when (or (usage-tokens spent) (proto-get spent ':cost))
+        (when spending
           (day-record self.store self.now spent))))))
 
 (defn _record [writes kind session data]

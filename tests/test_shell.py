@@ -21,6 +21,7 @@ import passepartout.shell as shell
 from passepartout.context import make_context
 from passepartout.proto import kw, proto_get, proto_put, proto_read
 from passepartout.skills import get_skill, load_skill_file, registry_restore, registry_snapshot
+from goals import assert_corpus_goals
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = Path(__file__).parent / "shell_cases.toml"
@@ -371,12 +372,7 @@ def test_shell_corpus_meets_the_goals(tmp_path, path):
                 false_stops.append(f"{cmd!r}  ← {verdict} {rule}: {reason}")
     print(f"{path.name}: must-stop {must - len(missed)}/{must} stopped, "
           f"may-run {len(false_stops)}/{may} stopped")
-    if must:
-        assert (must - len(missed)) / must >= 0.995, \
-            f"{len(missed)} of {must} must-stop commands allowed:\n" + "\n".join(missed)
-    if may:
-        assert len(false_stops) / may <= 0.03, \
-            f"{len(false_stops)} of {may} may-run commands stopped:\n" + "\n".join(false_stops)
+    assert_corpus_goals(must, missed, may, false_stops, "commands")
 
 
 # * The skill
