@@ -3,7 +3,7 @@
                             proto-read proto-print proto-normalize proto-from-data
                             is-plist]
         passepartout.skills [actuator-for actuator-table skill-functions all-skills registry-view]
-        passepartout.secrets [redact-value])
+        passepartout.secrets [redact-value secret-tuple])
 
 (setv VERDICTS #{"allow" "modify" "reject" "escalate"}
       GATE-BUDGET 0.25)
@@ -328,7 +328,7 @@
 
 (defn _redacted [value ctx]
   "VALUE with every secret in its strings replaced by a marker."
-  (get (redact-value value (proto-get ctx ':secrets [])) 0))
+  (get (redact-value value (secret-tuple (proto-get ctx ':secrets))) 0))
 
 (defn reason [signal ctx complete [history None] [attempts 3] [guard None]]
   "Think and verify until a proposal passes or ATTEMPTS are used. GUARD, when

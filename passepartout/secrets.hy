@@ -381,9 +381,12 @@
       (re.compile (+ "(?<![A-Za-z0-9])(?:" (.join "|" short) ")(?![A-Za-z0-9])")))))
 
 (defn own-secret-findings [text secrets]
-  "Where the values of the tuple SECRETS (see secret-tuple) appear in TEXT."
+  "Where the values of SECRETS appear in TEXT. SECRETS is best the tuple of
+   secret-tuple; any other sequence (the context's list) is made into one."
   (setv out [])
   (when (not secrets) (return out))
+  (when (not (isinstance secrets tuple))
+    (setv secrets (secret-tuple secrets)))
   (setv [pairs short] (_needles secrets))
   (for [[needle kind] pairs]
     (setv i (.find text needle))

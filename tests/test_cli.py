@@ -127,3 +127,11 @@ def test_chat_runs_on_the_embedded_default(home):
     assert out.returncode == 0, out.stderr
     assert "chat works" in out.stdout
     assert "PASSEPARTOUT_MODELS" in out.stdout, "help says how to configure a model"
+
+
+def test_chat_refuses_with_a_secret_in_the_environment(home):
+    env = dict(home, SOME_API_KEY="abcdefgh12345678")
+    out = passepartout("chat", input="!rm -rf ~\n", env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "Internal error" not in out.stdout, out.stdout
+    assert "rm" in out.stdout and ("refused" in out.stdout.lower() or "stop" in out.stdout.lower()), out.stdout

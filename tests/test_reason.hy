@@ -237,3 +237,25 @@
   (setv out (reason SIGNAL CTX complete))
   (expect (V out) "failed" "verdict")
   (assert (in "p1 timeout" (proto-get out ':reason)) (proto-get out ':reason)))
+
+;; * With the daemon's own secrets in the context, as in every real deployment
+
+(setv SECRET-CTX (+ CTX [:secrets ["abcdefgh12345678" "sk-live-0123456789abcdef"]]))
+
+(defn test-a-refusal-with-secrets-present-is-redacted-not-a-crash [registry]
+  (gate-skill "never" 50 (fn [a c] [:verdict :reject :reason "not today"]))
+  (setv [complete requests]
+        (scripted (* ["(:action :shell :cmd \"echo abcdefgh12345678\" :explanation \"x\")"] 3)))
+  (setv out (reason SIGNAL SECRET-CTX complete))
+  (expect (V out) "refused" "verdict")
+  (setv shown (proto-print (proto-get out ':rejections)))
+  (assert (not (in "abcdefgh12345678" shown)) f"the refused proposal keeps the secret: {shown}")
+  (assert (in "[redacted" shown) f"no redaction marker: {shown}"))
+
+(defn test-an-unreadable-answer-with-secrets-present-is-a-retry [registry]
+  (setv [complete requests]
+        (scripted ["(:action :shell :cmd \"abcdefgh12345678" "(:action :message :text \"ok\")"]))
+  (setv out (reason SIGNAL SECRET-CTX complete))
+  (expect (V out) "allow" "verdict")
+  (setv first-try (proto-print (get (proto-get out ':attempts) 0)))
+  (assert (not (in "abcdefgh12345678" first-try)) f"the unreadable answer keeps the secret: {first-try}"))
