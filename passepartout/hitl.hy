@@ -1,4 +1,5 @@
-(import asyncio hashlib os re secrets shlex socket statistics sys tempfile time uuid
+(import asyncio hashlib os re secrets socket statistics sys tempfile time uuid
+        collections [Counter]
         pathlib [Path]
         hy.models [Keyword]
         passepartout.proto [kw proto-get proto-put proto-merge proto-print proto-normalize]
@@ -9,6 +10,8 @@
         passepartout.act [act action-name]
         passepartout.budget [usage-add]
         passepartout.workspace [resolve-path path-inside]
+        passepartout.shell [analyse judge-command]
+        passepartout.shell :as shell
         passepartout.skills [all-skills]
         passepartout.store [event-append data-print data-read]
         passepartout.loop [fingerprint])
@@ -110,79 +113,46 @@
     (.update h (_file-bytes f)))
   (cut (.hexdigest h) 24))
 
-(setv INTERPRETERS #{"sh" "bash" "dash" "zsh" "ksh" "mksh" "fish" "python" "pypy" "perl"
-                     "ruby" "node" "nodejs" "deno" "bun" "php" "lua" "tclsh" "Rscript"
-                     "source" "."}
-      SHELLS #{"sh" "bash" "dash" "zsh" "ksh" "mksh"}
-      WRAPPERS #{"env" "nohup" "time" "command" "exec" "nice" "sudo" "stdbuf" "timeout" "xargs"}
-      _operator-chars "();<>|&"
-      _assignment-re (re.compile r"[A-Za-z_][A-Za-z0-9_]*=")
-      _version-re (re.compile r"([A-Za-z]+?)[0-9.]*\Z"))
+(defn _feeds-program [rec program]
+  "True when REC, run by PROGRAM or through it as a launcher, reads its program
+   from its input."
+  (setv name (get rec "name"))
+  (and name
+       (or (= name program) (in program (get rec "via")))
+       (if (in name shell.SHELLS)
+           (get rec "reads-stdin")
+           (and (or (shell._interpreter name) (in name #("source" ".")))
+                (is (_run-path rec) None)))))
 
-(defn _shell-words [cmd]
-  "The words and operators of CMD, or None when it does not split (an open quote)."
-  (try
-    (setv lex (shlex.shlex (.replace cmd "\n" " ; ") :posix True :punctuation-chars True)
-          lex.whitespace-split True)
-    (list lex)
-    (except [ValueError] None)))
+(defn _run-path [rec]
+  (if shell.RULES
+      (shell._run-path rec shell.RULES)
+      (get rec "script")))
 
-(defn _operator [word]
-  (and word (all (gfor c word (in c _operator-chars)))))
-
-(defn _interpreter [word]
-  "The interpreter WORD names (python3.11 is python), or None."
-  (setv base (os.path.basename word)
-        m (.match _version-re base))
-  (cond (in base INTERPRETERS) base
-        (and m (in (.group m 1) INTERPRETERS)) (.group m 1)
-        True None))
-
-(defn _run-words [cmd [depth 0]]
-  "The words of CMD that name a program or script it runs."
-  (setv words (_shell-words cmd)
-        found []
-        start True
-        interp None
-        script-seen False
-        code-next False
-        redirect None)
-  (when (is words None) (return found))
-  (for [w words]
-    (cond
-      (_operator w)
-      (if (in (get w 0) "<>")
-          (setv redirect w)
-          (setv start True interp None script-seen False code-next False))
-      redirect
-      (do (when (and (= redirect "<") interp) (.append found w))
-          (setv redirect None))
-      start
-      (when (not (or (.match _assignment-re w)
-                     (in (os.path.basename w) WRAPPERS)
-                     (.startswith w "-")
-                     (.isdigit w)))
-        (setv start False
-              interp (_interpreter w))
-        (when (in "/" w) (.append found w)))
-      code-next
-      (do (when (and (in interp SHELLS) (< depth 2))
-            (.extend found (_run-words w (+ depth 1))))
-          (setv code-next False script-seen True))
-      (and interp (not script-seen))
-      (cond (= w "-c") (setv code-next True)
-            (in w #("-m" "-e" "-E" "--eval" "--command")) (setv script-seen True)
-            (.startswith w "-") None
-            True (do (.append found w) (setv script-seen True)))))
+(defn _runs [cmd]
+  "The files the command line CMD runs, as (word folders) pairs from its analysis."
+  (setv out (analyse cmd)
+        commands (lfor rec (get out "commands") :if (get rec "name") rec)
+        found (lfor rec commands
+                    :setv run (_run-path rec)
+                    :if run
+                    #(run (get rec "cwd"))))
+  (for [r (get out "redirects")]
+    (when (and (= (get r "kind") "read") (get r "program")
+               (any (gfor rec commands (_feeds-program rec (get r "program")))))
+      (.append found #((get r "target") (get r "cwd")))))
   found)
 
 (defn script-files [cmd workspace]
   "The files inside WORKSPACE that the shell command CMD runs, resolved and sorted."
   (setv out (set))
   (when (and (isinstance cmd str) workspace)
-    (for [w (_run-words cmd)]
-      (when (not (.startswith w "~"))
-        (setv p (os.path.realpath (os.path.join workspace w)))
+    (for [[word folders] (_runs cmd)
+          folder folders]
+      (setv path (.replace word shell.HERE workspace)
+            folder (.replace folder shell.HERE workspace))
+      (when (not (any (gfor m shell.MARKERS (or (in m path) (in m folder)))))
+        (setv p (os.path.realpath (os.path.join workspace folder path)))
         (when (and (path-inside p workspace) (os.path.isfile p))
           (.add out p)))))
   (sorted out))
@@ -372,7 +342,7 @@
         now (proto-get ctx ':now)
         session (proto-get signal ':session)
         emitted (expire-due store now)
-        grant (grant-covering store session action ctx now))
+        grant (grant-covering store session action ctx now (proto-get outcome ':decisions)))
   (when grant
     (return (+ emitted (_run-granted signal action outcome ctx store grant now))))
   (setv rows (.query store (+ _select "WHERE session = ? AND state = 'pending' AND action_hash = ?
@@ -628,11 +598,11 @@
     (return (_result False (_settled-text (get-approval store (proto-get approval ':id)) now) emitted)))
   (setv grant-note "")
   (when grant-minutes
-    (setv scope (grant-scope action ctx))
+    (setv scope (grant-scope action ctx (proto-get approval ':decisions)))
     (if scope
         (do (setv gid (add-grant store asked-in scope now grant-minutes who (proto-get approval ':id)))
             (setv grant-note f" Grant #{gid} allows {(describe-scope scope)} in this conversation until {(_when (+ now (* 60 grant-minutes)) now)}."))
-        (setv grant-note " No grant was made: only a single simple command, a file action or a skill's action can be granted.")))
+        (setv grant-note " No grant was made: an escalation of this command belongs to no single program, or its program is only known when it runs.")))
   (setv result (act action ctx))
   (with [conn (.transaction store)]
     (.execute conn "UPDATE approvals SET state = 'executed', finished = ?, result = ?
@@ -643,24 +613,60 @@
                              f" (approved as {code})"))
   (_result True (+ f"Approved {code}." grant-note) (+ emitted continued)))
 
-(defn _shell-scope [cmd workspace]
-  (when (or (not (isinstance cmd str)) (in "\n" cmd) (in "$(" cmd) (in "`" cmd))
+(defn shell-escalations [cmd ctx]
+  "The (program rule) pairs for which the shell judge escalates the command line
+   CMD in CTX, sorted; None when it rejects CMD, when an escalation belongs to no
+   single command, or when a program is only known when it runs.
+   (shell-escalations \"timeout 5 sudo -n true\" ctx) ⇒ [[\"sudo\" \"privilege-escalation\"]]"
+  (setv rules shell.RULES)
+  (when (or (is rules None) (not (isinstance cmd str))
+            (= (proto-get (judge-command cmd ctx) ':verdict) ':reject))
     (return None))
-  (setv words (_shell-words cmd))
-  (when (or (not words) (any (gfor w words (_operator w)))
-            (.match _assignment-re (get words 0)))
+  (setv out (analyse cmd)
+        pc (shell._places ctx rules)
+        left (Counter (gfor [severity _ rule] (get (shell._judge-out out pc rules 0) 0)
+                            :if (= severity shell.ESCALATE)
+                            rule))
+        pairs (set))
+  (for [rec (get out "commands")
+        [severity _ rule] (get (shell._judge-record rec pc rules 0) 0)
+        :if (= severity shell.ESCALATE)]
+    (when (is (get rec "name") None) (return None))
+    (.add pairs #((get rec "name") rule))
+    (-= (get left rule) 1))
+  (when (any (gfor n (.values left) (> n 0)))
     (return None))
-  (setv prefix [(get words 0)])
-  (for [w (cut words 1 None)]
-    (.append prefix w)
-    (when (not (.startswith w "-")) (break)))
-  [:action :shell :words prefix :cwd workspace])
+  (lfor [program rule] (sorted pairs) [program rule]))
 
-(defn grant-scope [action ctx]
-  "The scope a grant for ACTION would cover, or None when it cannot be granted."
+(defn _programs [cmd]
+  "The programs CMD runs, launchers left out when anything else runs."
+  (setv commands (get (analyse cmd) "commands"))
+  (sorted (or (sfor rec commands :if (not (get rec "launcher")) (get rec "name"))
+              (sfor rec commands (get rec "name")))))
+
+(defn _shell-scope [cmd ctx decisions]
+  (setv pairs (shell-escalations cmd ctx))
+  (when (is pairs None) (return None))
+  (setv rules (sfor [_ rule] pairs rule)
+        found (sfor [program rule] pairs #(program rule)))
+  (for [d (or decisions [])
+        :if (and (= (proto-get d ':verdict) ':escalate)
+                 (not (in (proto-get d ':rule) rules)))]
+    (setv gate (proto-get d ':gate)
+          rule (proto-get d ':rule)
+          why (if rule f"{gate} gate: {rule}" f"{gate} gate"))
+    (for [program (_programs cmd)]
+      (.add found #(program why))))
+  (when found
+    [:action :shell :cwd (proto-get ctx ':workspace)
+     :escalations (lfor [program rule] (sorted found) [program rule])]))
+
+(defn grant-scope [action ctx [decisions None]]
+  "The scope a grant for ACTION would cover, or None when it cannot be granted.
+   DECISIONS are the gates' decisions on ACTION (the outcome's :decisions)."
   (setv name (action-name action))
   (cond
-    (= name "shell") (_shell-scope (proto-get action ':cmd) (proto-get ctx ':workspace))
+    (= name "shell") (_shell-scope (proto-get action ':cmd) ctx decisions)
     (in name #("read-file" "write-file"))
     (do (setv found (resolve-path (proto-get action ':path) ctx :write (= name "write-file")))
         (when (proto-get found ':ok)
@@ -669,10 +675,28 @@
     True None))
 
 (defn describe-scope [scope]
-  (setv name (. (proto-get scope ':action) name))
-  (cond (= name "shell") (+ "`" (.join " " (proto-get scope ':words)) " …` in " (proto-get scope ':cwd))
+  (setv name (. (proto-get scope ':action) name)
+        pairs (proto-get scope ':escalations))
+  (cond (and (= name "shell") pairs)
+        (do (setv rules {})
+            (for [[program rule] pairs]
+              (.append (.setdefault rules program []) rule))
+            (+ (.join ", " (gfor [program names] (.items rules) f"`{program}` ({(.join "; " names)})"))
+               " in " (proto-get scope ':cwd)))
+        (= name "shell")
+        (+ "`" (.join " " (proto-get scope ':words [])) " …` in " (proto-get scope ':cwd)
+           " (an older kind of grant, which covers nothing now)")
         (proto-get scope ':folder) (+ ":" name " in " (proto-get scope ':folder))
         True (+ ":" name)))
+
+(defn _covers [granted scope]
+  "True when the GRANTED scope covers SCOPE, the scope of a later action."
+  (if (= (proto-get scope ':action) ':shell)
+      (and (= (proto-get granted ':action) ':shell)
+           (= (proto-get granted ':cwd) (proto-get scope ':cwd))
+           (<= (sfor p (proto-get scope ':escalations) (tuple p))
+               (sfor p (or (proto-get granted ':escalations) []) (tuple p))))
+      (= (data-print granted) (data-print scope))))
 
 (defn add-grant [store session scope now minutes who [approval None]]
   "Grant SCOPE in SESSION for MINUTES; its id."
@@ -695,16 +719,16 @@
                 #(session now))
         [:id id :scope (data-read scope) :policy policy :created created :expires expires :by by]))
 
-(defn grant-covering [store session action ctx now]
-  "The grant of SESSION that covers ACTION now, or None."
-  (setv scope (grant-scope action ctx))
+(defn grant-covering [store session action ctx now [decisions None]]
+  "The grant of SESSION that covers ACTION, escalated with the gates' DECISIONS, now; or None."
+  (setv scope (grant-scope action ctx decisions))
   (when (is scope None) (return None))
-  (setv rows (.query store "SELECT id, expires FROM grants
-                            WHERE session = ? AND scope = ? AND policy = ? AND revoked IS NULL
-                              AND expires > ? ORDER BY expires DESC LIMIT 1"
-                     #(session (data-print scope) (policy-version) now)))
-  (when rows
-    [:id (get rows 0 0) :expires (get rows 0 1) :scope scope]))
+  (for [[id granted expires] (.query store "SELECT id, scope, expires FROM grants
+                                            WHERE session = ? AND policy = ? AND revoked IS NULL
+                                              AND expires > ? ORDER BY expires DESC, id"
+                                     #(session (policy-version) now))]
+    (when (_covers (data-read granted) scope)
+      (return [:id id :expires expires :scope scope]))))
 
 (defn _run-granted [signal action outcome ctx store grant now]
   (setv session (proto-get signal ':session)

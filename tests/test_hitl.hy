@@ -10,8 +10,10 @@
         passepartout.loop [step]
         passepartout.act [action-name]
         passepartout.store [events store-open store-close store-path-for]
+        passepartout.context [make-context]
         passepartout.hitl [escalate answer-approval expire-due approvals-boot approvals-config
-                           grant-scope script-files policy-version get-approval find-approval
+                           grant-scope grant-covering add-grant describe-scope shell-escalations
+                           script-files binding-of binding-problem policy-version get-approval find-approval
                            pending-approvals cmd-approvals bench-approval identity-of
                            CODE-ALPHABET token-hash _executor])
 
@@ -425,6 +427,33 @@
   (expect (found "sh ../outside.sh") [] "a file outside the workspace")
   (expect (found "sh 'unclosed") [] "a command that does not split"))
 
+(defn test-script-files-reads-the-shell-analysis [tmp-path]
+  (setv ws (str (.resolve tmp-path)))
+  (.mkdir (/ tmp-path "sub"))
+  (for [name ["x.js" "env.sh" "t.py" "in.py" "sub/x.sh"]]
+    (.write-text (/ tmp-path name) "x"))
+  (defn found [cmd] (lfor p (script-files cmd ws) (os.path.relpath p ws)))
+  (expect (found "node --inspect x.js") ["x.js"] "an interpreter with an option")
+  (expect (found ". ./env.sh") ["env.sh"] "a sourced file")
+  (expect (found "uv run python t.py") ["t.py"] "an interpreter behind a sub-launcher")
+  (expect (found "timeout 5 python3 < in.py") ["in.py"] "a program fed to an interpreter through a launcher")
+  (expect (found "cat < in.py") [] "a file fed to a reader")
+  (expect (found "cd sub && sh x.sh") ["sub/x.sh"] "a script in the folder its command runs in")
+  (expect (found "sh ~/x.sh") [] "a script in the home folder"))
+
+(defn test-a-changed-script-is-caught-however-it-is-run [tmp-path]
+  (setv ws (str (.resolve tmp-path))
+        ctx (make-context :workspace ws :session "s1"))
+  (for [[cmd file] [["sh x.sh" "x.sh"] ["bash ./x.sh" "x.sh"] ["python3 x.py" "x.py"]
+                    ["node x.js" "x.js"] [". ./env.sh" "env.sh"]]]
+    (.write-text (/ tmp-path file) "one")
+    (setv action [:action :shell :cmd cmd]
+          approval [:action action :session "s1" :binding (binding-of action "s1" ctx)])
+    (expect (binding-problem approval ctx) None f"{cmd}, unchanged")
+    (.write-text (/ tmp-path file) "two")
+    (expect (binding-problem approval ctx)
+            f"the script {(os.path.join ws file)} changed since it was asked for" cmd)))
+
 ;; * Grants
 
 (defn test-a-grant-covers-the-same-kind-of-action-until-revoked [env]
@@ -479,16 +508,82 @@
   (setv ctx (hy.I.passepartout.loop.context-for (says "x") env)
         ws (proto-get ctx ':workspace))
   (defn scope [cmd] (grant-scope [:action :shell :cmd cmd] ctx))
-  (expect (scope "git push origin main") [:action :shell :words ["git" "push"] :cwd ws] "git push")
-  (expect (scope "git push --force") (scope "git push origin main") "same program and subcommand")
-  (assert (!= (scope "git status") (scope "git push")) "git status and git push share a scope")
-  (expect (scope "ls -la") [:action :shell :words ["ls" "-la"] :cwd ws] "options only")
-  (for [cmd ["git push; rm -rf x" "git push | tee log" "echo $(id)" "echo `id`" "FOO=1 git push"
-             "git push > out" "git push\nrm x"]]
+  (expect (scope "timeout 5 sudo -n true")
+          [:action :shell :cwd ws :escalations [["sudo" "privilege-escalation"]]]
+          "the program after the launcher, and its rule")
+  (expect (scope "timeout 5 git push --force")
+          [:action :shell :cwd ws :escalations [["git" "git-push-force"]]] "a forced push")
+  (expect (scope "timeout 10 git push --force origin y") (scope "git push --force origin x")
+          "the same program escalated by the same rule")
+  (expect (shell-escalations "git push --force; sudo -n true" ctx)
+          [["git" "git-push-force"] ["sudo" "privilege-escalation"]] "every escalation of a line")
+  (expect (shell-escalations "bash -c 'git push --force'" ctx) [["git" "git-push-force"]]
+          "a command string")
+  (for [cmd ["$CMD -rf x" "git push --force 'x" "rm -rf /" "ls -la"]]
     (expect (scope cmd) None cmd))
+  (setv decisions [[:gate "shell-safety" :verdict :allow]
+                   [:gate "test-ask" :verdict :escalate :reason "a person decides"]
+                   [:gate "test-rule" :verdict :escalate :reason "a person decides" :rule "r1"]])
+  (expect (grant-scope [:action :shell :cmd "timeout 5 ls"] ctx decisions)
+          [:action :shell :cwd ws :escalations [["ls" "test-ask gate"] ["ls" "test-rule gate: r1"]]]
+          "other gates' escalations")
+  (expect (describe-scope (grant-scope [:action :shell :cmd "ls"] ctx decisions))
+          f"`ls` (test-ask gate; test-rule gate: r1) in {ws}" "described by program")
+  (expect (describe-scope (scope "git push --force; sudo -n true"))
+          f"`git` (git-push-force), `sudo` (privilege-escalation) in {ws}" "described")
   (expect (grant-scope [:action :write-file :path "notes/a.txt" :content ""] ctx)
           [:action :write-file :folder (str (/ (Path ws) "notes"))] "a file's folder")
   (expect (grant-scope [:action :memory-add :text "x"] ctx) [:action :memory-add] "another action"))
+
+(defn test-a-grant-covers-its-program-and-rule-only [env]
+  (setv ctx (hy.I.passepartout.loop.context-for (says "x") env)
+        store (get env "store")
+        now ((get env "clock")))
+  (defn covering [cmd] (grant-covering store "s1" [:action :shell :cmd cmd] ctx now))
+  (add-grant store "s1" (grant-scope [:action :shell :cmd "timeout 5 sudo -n true"] ctx)
+             now 30 "test:alice")
+  (assert (covering "sudo -n ls") "a grant for sudo does not cover sudo")
+  (expect (covering "timeout 5 git push --force") None "a sudo grant lets a forced push through")
+  (expect (covering "sudo -n true; git push --force") None "a sudo grant lets a line with a forced push through")
+  (add-grant store "s1" (grant-scope [:action :shell :cmd "git push --force origin x"] ctx)
+             now 30 "test:alice")
+  (expect (proto-get (covering "timeout 10 git push --force origin y") ':id) 2
+          "the same program and rule behind a launcher")
+  (expect (grant-covering store "s2" [:action :shell :cmd "git push --force"] ctx now) None
+          "another session")
+  (expect (covering "git push --force > ~/pushed") None "a redirection escalated as well"))
+
+(defn test-an-older-shell-grant-covers-nothing [env]
+  (setv ctx (hy.I.passepartout.loop.context-for (says "x") env)
+        store (get env "store")
+        now ((get env "clock"))
+        old [:action :shell :words ["git" "push"] :cwd (proto-get ctx ':workspace)])
+  (add-grant store "s1" old now 30 "test:alice")
+  (expect (grant-covering store "s1" [:action :shell :cmd "git push --force"] ctx now) None
+          "an older grant")
+  (has (describe-scope old) "covers nothing now"))
+
+(defn test-a-granted-forced-push-runs-again-behind-a-launcher [env]
+  (setv [_ code _] (ask env "!git push --force origin x"))
+  (has (texts (answer env f"/approve {code} 30m")) "Grant #1 allows `git` (git-push-force")
+  (has (texts (run-task env (says "!timeout 10 git push --force origin y"))) "under grant #1")
+  (has (texts (answer env "/grants")) "#1  `git` (git-push-force")
+  (ask env "!git push --force origin x; sudo -n true")
+  (expect (len (approval-events env "grant-used")) 1 "grant uses"))
+
+(defn test-a-granted-sudo-does-not-let-a-forced-push-through [env]
+  (setv [_ code _] (ask env "!timeout 5 sudo -n true"))
+  (has (texts (answer env f"/approve {code} 30m")) "Grant #1 allows `sudo` (privilege-escalation)")
+  (ask env "!timeout 5 git push --force")
+  (expect (approval-events env "grant-used") [] "grant uses"))
+
+(defn test-a-grant-for-another-gates-escalation [env]
+  (escalate-scripts env)
+  (.write-text (/ (workspace env) "job.sh") "echo one >> marker.txt\n")
+  (setv [_ code _] (ask env "!sh job.sh"))
+  (has (texts (answer env f"/approve {code} 30m")) "test-ask-for-scripts gate)")
+  (has (texts (run-task env (says "!sh job.sh"))) "under grant #1")
+  (expect (.read-text (/ (workspace env) "marker.txt")) "one\none\n" "the script ran twice"))
 
 ;; * Restart
 
