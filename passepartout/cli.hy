@@ -2,26 +2,53 @@
         pathlib [Path]
         passepartout.config [ConfigError])
 
+(import re)
+
+(setv _surrogate-re (re.compile "[\ud800-\udfff]"))
+
+(defn _clean [s]
+  "S with lone surrogates replaced, so that it encodes as UTF-8; other values as they are."
+  (if (isinstance s str) (_surrogate-re.sub "\ufffd" s) s))
+
+(defn _unjudged [gate offset chunk reason]
+  {"verdict" "reject" "gate" gate
+   "reason" (_clean reason)
+   "action" (_clean (cut chunk 200))})
+
+(defn _judge [action ctx offset chunk]
+  "The verdict dict for ACTION, read at OFFSET from CHUNK."
+  (import passepartout.proto [proto-print proto-get]
+          passepartout.reason [verify])
+  (try
+    (setv outcome (verify action ctx))
+    {"verdict" (. (proto-get outcome ':verdict) name)
+     "gate" (_clean (proto-get outcome ':gate))
+     "reason" (_clean (proto-get outcome ':reason))
+     "action" (proto-print (proto-get outcome ':action))}
+    (except [e Exception]
+      (_unjudged "verify" offset chunk
+                 (try f"the proposal at offset {offset} could not be judged: {(. (type e) __name__)}: {e}"
+                      (except [Exception] f"the proposal at offset {offset} could not be judged"))))))
+
 (defn verify-text [text ctx]
   "One verdict dict per proposal in TEXT."
-  (import passepartout.proto [ProtoError proto-split proto-read proto-normalize proto-print proto-get]
-          passepartout.reason [verify proposal-action])
-  (setv out [])
-  (for [[offset chunk] (proto-split text)]
-    (try
-      (setv action (proposal-action (proto-normalize (proto-read chunk))))
-      (except [e ProtoError]
-        (.append out {"verdict" "reject" "gate" "proto"
-                      "reason" f"unreadable proposal at offset {offset}: {e}"
-                      "action" (cut chunk 200)})
-        (continue)))
-    (setv outcome (verify action ctx)
-          v (proto-get outcome ':verdict))
-    (.append out {"verdict" v.name
-                  "gate" (proto-get outcome ':gate)
-                  "reason" (proto-get outcome ':reason)
-                  "action" (proto-print (proto-get outcome ':action))}))
-  out)
+  (import passepartout.proto [proto-read-each proto-normalize]
+          passepartout.reason [proposal-action])
+  (lfor [offset chunk action error] (proto-read-each text (fn [v] (proposal-action (proto-normalize v))))
+        (if error
+            (_unjudged "proto" offset chunk f"unreadable proposal at offset {offset}: {error}")
+            (_judge action ctx offset chunk))))
+
+(defn verify-lines [text ctx]
+  "The output of verify for TEXT: one JSON line per proposal."
+  (lfor v (verify-text text ctx) (json.dumps v :ensure-ascii False)))
+
+(defn _read-input [file]
+  "The proposals in FILE (- for standard input) as text, invalid UTF-8 replaced."
+  (setv data (if (in file #(None "-"))
+                 (if (hasattr sys.stdin "buffer") (.read sys.stdin.buffer) (.read sys.stdin))
+                 (.read-bytes (Path file))))
+  (.removeprefix (if (isinstance data bytes) (.decode data "utf-8" "replace") data) "\ufeff"))
 
 (defn _gate-context [args]
   "The config and a gate context for commands that judge without a daemon."
@@ -42,11 +69,14 @@
 
 (defn cmd-verify [args]
   (setv ctx (_gate-context args)
-        text (if (in args.file #(None "-"))
-                 (.read sys.stdin)
-                 (.read-text (Path args.file) :encoding "utf-8" :errors "replace")))
-  (for [line (verify-text text ctx)]
-    (print (json.dumps line :ensure-ascii False)))
+        text (_read-input args.file)
+        out (getattr sys.stdout "buffer" None))
+  (.flush sys.stdout)
+  (for [line (verify-lines text ctx)]
+    (if out
+        (.write out (.encode (+ line "\n") "utf-8" "replace"))
+        (.write sys.stdout (+ line "\n"))))
+  (if out (.flush out) (.flush sys.stdout))
   0)
 
 (defn cmd-rules [args]

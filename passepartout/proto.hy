@@ -22,7 +22,7 @@
                           #[re[(?P<string>"(?:[^"\\]|\\.)*")]re]
                           #[re[(?P<atom>[^\s()";]+)]re]])
                   re.S)
-      _keyword-re (re.compile r"[A-Za-z0-9_.*+!?<>=/&%$-]+\Z")
+      _keyword-re (re.compile r"[A-Za-z0-9_*+!?<>=/&%$-]+\Z")
       _int-re (re.compile r"[+-]?[0-9]+\Z")
       _float-re (re.compile r"[+-]?(?:[0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)(?:[eE][+-]?[0-9]+)?\Z")
       _escape-re (re.compile #[re[\\(x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|.)]re] re.S)
@@ -83,11 +83,26 @@
     (raise (ProtoError f"bare word {(_clip text)}: strings must be quoted" pos))))
 
 (defn _clip [s [n 24]]
-  "S cut short for an error message."
-  (if (> (len s) n) (+ (cut s n) "…") s))
+  "S cut short for an error message, lone surrogates written as escapes."
+  (setv s (.decode (.encode (if (> (len s) n) (+ (cut s n) "…") s) "utf-8" "backslashreplace")
+                   "utf-8"))
+  s)
 
 (defn _read-forms [text max-depth]
   "Yield each top-level value of TEXT."
+  (setv where [0])
+  (try
+    (yield :from (_read-tokens text max-depth where))
+    (except [ProtoError] (raise))
+    (except [e Exception]
+      (raise (ProtoError f"unreadable text ({(_clip (_describe e) 80)})" (get where 0))))))
+
+(defn _describe [e]
+  (try f"{(. (type e) __name__)}: {e}"
+       (except [Exception] (. (type e) __name__))))
+
+(defn _read-tokens [text max-depth where]
+  "Yield each top-level value of TEXT, keeping the offset of the token being read in WHERE."
   (setv stack []
         opened []
         pos 0
@@ -97,10 +112,11 @@
     (when (is m None)
       (raise (ProtoError (if (= (get text pos) "\"")
                              "unterminated string"
-                             f"unexpected character {(repr (get text pos))}")
+                             f"unexpected character {(_clip (repr (get text pos)))}")
                          pos)))
     (setv kind m.lastgroup
           start pos
+          (get where 0) pos
           pos (.end m)
           value None
           complete False)
@@ -151,34 +167,84 @@
   (_check-size text max-bytes)
   (list (_read-forms text max-depth)))
 
-(setv _split-re (re.compile #[re[[ \t\r\n\f\v,]+|;[^\n]*|"(?:[^"\\]|\\.)*"?|\(|\)|[^\s()";]+]re] re.S))
+(setv _stream-re (re.compile
+                   #[re[[ \t\r\n\f\v,]+|;[^\n]*|"(?:[^"\\\n]|\\[^\n]|\\?\n(?!\())*"?|\(|\)|[^\s()";]+|.]re]
+                   re.S))
 
-(defn proto-split [text]
-  "The top-level chunks of TEXT, as (offset chunk-text) pairs."
-  (setv chunks []
-        depth 0
-        start None)
-  (for [m (.finditer _split-re text)]
-    (setv tok (.group m 0)
-          c (get tok 0))
-    (cond
-      (or (in c " \t\r\n\f\v,") (= c ";")) (continue)
-      (= c "(")
-      (do (when (= depth 0) (setv start (.start m)))
-          (+= depth 1))
-      (= c ")")
-      (if (= depth 0)
-          (.append chunks #((.start m) tok))
-          (do (-= depth 1)
-              (when (= depth 0)
-                (.append chunks #(start (cut text start (.end m)))))))
-      (= depth 0) (.append chunks #((.start m) tok))))
-  (when (> depth 0)
-    (.append chunks #(start (cut text start None))))
-  chunks)
+(defn _stream-tokens [text]
+  "#(starts ends kinds): the tokens of TEXT that are not space or comments, each of kind
+   \"(\", \")\" or \"x\"."
+  (setv starts []
+        ends []
+        kinds [])
+  (for [m (.finditer _stream-re text)]
+    (setv c (get text (.start m)))
+    (when (not (or (in c " \t\r\n\f\v,") (= c ";")))
+      (.append starts (.start m))
+      (.append ends (.end m))
+      (.append kinds (if (in c "()") c "x"))))
+  #(starts ends kinds))
+
+(defn proto-read-each [text [convert None] [max-bytes None] [max-depth None]]
+  "Yield #(offset chunk value error) for each proposal-sized chunk of TEXT: VALUE is
+   what was read (passed through CONVERT when given) and ERROR None, or VALUE is None
+   and ERROR the ProtoError that says why the chunk is refused."
+  (setv max-bytes (or max-bytes MAX-BYTES)
+        [starts ends kinds] (_stream-tokens text)
+        n (len starts)
+        closes (* [-1] n)
+        pending [])
+  (for [i (range n)]
+    (setv k (get kinds i))
+    (cond (= k "(") (.append pending i)
+          (and (= k ")") pending) (setv (get closes (.pop pending)) i)))
+  ;; line-opens[i]: the first token after i that is a ( in the first column, or n.
+  (setv line-opens (* [n] (+ n 1))
+        following n)
+  (for [i (range (- n 1) -1 -1)]
+    (setv (get line-opens i) following)
+    (setv s (get starts i))
+    (when (and (= (get kinds i) "(") (or (= s 0) (= (get text (- s 1)) "\n")))
+      (setv following i)))
+  (defn upto [i] (if (< i n) (get starts i) (len text)))
+  (defn read [s e]
+    (setv chunk (cut text s (min e (+ s max-bytes 1))))
+    (try
+      (setv value (proto-read chunk max-bytes max-depth))
+      (when convert (setv value (convert value)))
+      #(s chunk value None)
+      (except [err ProtoError]
+        #(s chunk None err))
+      (except [err Exception]
+        #(s chunk None (ProtoError f"refused: {(_clip (_describe err) 80)}")))))
+  (setv i 0)
+  (while (< i n)
+    (setv s (get starts i)
+          j (get closes i))
+    (if (< j 0)
+        (do (setv stop (get line-opens i))
+            (yield (read s (upto stop)))
+            (setv i stop))
+        (do (setv e (get ends j)
+                  after (+ j 1))
+            (if (and (< after n) (!= (get kinds after) "(")
+                     (= (.find text "\n" e (get starts after)) -1))
+                (do (setv stop (get line-opens after))
+                    (yield (read s (upto stop)))
+                    (setv i stop))
+                (do (setv [o chunk value err] (read s e)
+                          inner (get line-opens i))
+                    (cond
+                      (is err None) (do (yield #(o chunk value None))
+                                        (setv i after))
+                      (<= inner j) (do (yield #(o (cut text s (min (get starts inner) (+ s max-bytes 1)))
+                                                 None err))
+                                       (setv i inner))
+                      True (do (yield #(o chunk None err))
+                               (setv i after)))))))))
 
 (setv _print-escapes {"\\" "\\\\" "\"" "\\\"" "\n" "\\n" "\t" "\\t" "\r" "\\r"}
-      _needs-escape-re (re.compile #[re[[\\"\x00-\x1f\x7f\u2028\u2029]]re]))
+      _needs-escape-re (re.compile #[re[[\\"\x00-\x1f\x7f\u2028\u2029\ud800-\udfff]]re]))
 
 (defn _print-string [s]
   (defn esc [m]

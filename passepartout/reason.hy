@@ -6,7 +6,8 @@
         passepartout.secrets [redact-value secret-tuple])
 
 (setv VERDICTS #{"allow" "modify" "reject" "escalate"}
-      GATE-BUDGET 0.25)
+      GATE-BUDGET 0.25
+      GATE-MEMORY (* 256 1024 1024))
 
 (defn verdict [kind [reason None] #** more]
   "A verdict plist: (verdict \"reject\" \"outside the workspace\")."
@@ -90,41 +91,178 @@
         (isinstance v float) "number"
         True "list"))
 
+(import math os threading)
+
+(defclass GateTimeout [BaseException]
+  "Raised inside a gate's thread by the watchdog when the gate is past its deadline.")
+
+(defclass GateMemory [BaseException]
+  "Raised inside a gate's thread by the watchdog when the process grew past GATE-MEMORY.")
+
+(setv _WATCH-POLL 0.01
+      _NO-GATE #(math.inf None))
+
+(defclass _Slot []
+  "One verify under watch: its thread, the gate running now as #(deadline name),
+   what the watchdog saw at its last wake, the resident size it took as the
+   baseline, and #(exception name) once it fired."
+  (setv __slots__ #("tid" "current" "seen" "rss0" "fired"))
+  (defn __init__ [self tid]
+    (setv self.tid tid
+          self.current _NO-GATE
+          self.seen None
+          self.rss0 None
+          self.fired None)))
+
+(defn _async-raiser []
+  "The function that raises an exception in another thread, or None where there is none."
+  (try
+    (import ctypes)
+    (setv f ctypes.pythonapi.PyThreadState_SetAsyncExc)
+    (fn [tid exc] (f (ctypes.c-ulong tid) (if (is exc None) None (ctypes.py-object exc))))
+    (except [Exception] None)))
+
+(setv _page-size (try (os.sysconf "SC_PAGE_SIZE") (except [Exception] 4096)))
+
+(defn _resident-size []
+  "This process's resident size in bytes, or None where /proc does not say."
+  (try
+    (with [f (open "/proc/self/statm" "rb")]
+      (* (int (get (.split (.read f)) 1)) _page-size))
+    (except [Exception] None)))
+
+(defclass _Watchdog []
+  "The one thread that interrupts gates past their deadline or their memory bound."
+  (defn __init__ [self]
+    (setv self.lock (threading.Lock)
+          self.active {}
+          self.wake (threading.Event)
+          self.idle True
+          self.raise-in (_async-raiser))
+    (when self.raise-in
+      (.start (threading.Thread :target self.run :name "passepartout-gate-watchdog"
+                                :daemon True))))
+
+  (defn arm [self slot]
+    (when self.raise-in
+      (with [self.lock]
+        (setv (get self.active (id slot)) slot
+              idle self.idle
+              self.idle False))
+      (when idle (.set self.wake))))
+
+  (defn disarm [self slot]
+    (with [self.lock]
+      (.pop self.active (id slot) None)
+      (when slot.fired
+        (self.raise-in slot.tid None))))
+
+  (defn _check [self slot now]
+    "Fire SLOT if its gate is past its deadline or its memory bound; else its deadline."
+    (setv current slot.current
+          [deadline name] current)
+    (cond
+      (>= now deadline)
+      (do (setv slot.fired #(GateTimeout name))
+          (self.raise-in slot.tid GateTimeout)
+          None)
+      (is-not current slot.seen)
+      (do (setv slot.seen current
+                slot.rss0 None)
+          deadline)
+      (math.isinf deadline) deadline
+      True
+      (do (setv rss (_resident-size))
+          (cond (is rss None) None
+                (is slot.rss0 None) (setv slot.rss0 rss)
+                (> (- rss slot.rss0) GATE-MEMORY)
+                (do (setv slot.fired #(GateMemory name))
+                    (self.raise-in slot.tid GateMemory)
+                    (return None)))
+          deadline)))
+
+  (defn run [self]
+    (setv timeout None)
+    (while True
+      (.wait self.wake timeout)
+      (.clear self.wake)
+      (try
+        (with [self.lock]
+          (setv now (time.monotonic)
+                soonest None)
+          (for [slot (list (.values self.active))]
+            (when (not slot.fired)
+              (setv deadline (self._check slot now))
+              (when (is-not deadline None)
+                (setv soonest (if (is soonest None) deadline (min soonest deadline))))))
+          (setv self.idle (is soonest None)
+                timeout (if self.idle None (max 0.0 (min _WATCH-POLL (- soonest now))))))
+        (except [Exception]
+          (setv timeout _WATCH-POLL))))))
+
+(setv _watchdog None)
+
+(defn _forget-watchdog []
+  (global _watchdog)
+  (setv _watchdog None))
+
+(when (hasattr os "register_at_fork")
+  (os.register-at-fork :after-in-child _forget-watchdog))
+
+(defn _the-watchdog []
+  (global _watchdog)
+  (when (is _watchdog None)
+    (setv _watchdog (_Watchdog)))
+  _watchdog)
+
 (defn _decision [gate kind [reason None] [rule None]]
   (+ [:gate gate :verdict (kw kind)]
      (if reason [:reason reason] [])
      (if rule [:rule rule] [])))
 
-(defn verify [action ctx [gates None] [clock time.perf-counter]]
-  "The outcome of running the gates over ACTION in CTX."
-  (setv gates (if (is gates None) (skill-functions "gate") gates)
-        proposed action
-        stripped [])
-  (when (is-plist action)
-    (setv [action stripped] (strip-authority action)))
-  (setv problem (check-schema action)
-        decisions [(_decision "schema" (if problem "reject" "allow") problem)])
-  (defn outcome [kind gate reason [final None] [rule None]]
-    (+ [:verdict (kw kind) :gate gate :reason reason :action (if (is final None) action final)
-        :proposed proposed :stripped stripped :decisions decisions]
-       (if rule [:rule rule] [])))
-  (when problem
-    (return (outcome "reject" "schema" problem)))
+(defn _describe [e]
+  "E as \"Type: message\", even when its message cannot be made."
+  (try f"{(. (type e) __name__)}: {e}"
+       (except [Exception] (. (type e) __name__))))
+
+(defn _gate-failure [name error took budget]
+  "Why the answer of gate NAME is refused, or None when it came in time and without error."
+  (setv ms (round (* 1000 budget)))
+  (cond
+    (isinstance error GateTimeout) f"gate {name} did not answer within {ms} ms"
+    (isinstance error GateMemory)
+    f"gate {name} failed closed: the daemon grew by more than {(// GATE-MEMORY 1048576)} MiB while it ran"
+    error f"gate {name} failed closed: {(_describe error)}"
+    (> took budget) f"gate {name} did not answer within {ms} ms (it took {(round (* 1000 took))} ms)"
+    True None))
+
+(defn _run-gates [gates action ctx clock budget slot decisions]
+  "Run GATES over ACTION, appending each decision to DECISIONS, and tell SLOT which
+   gate runs until when. #(kind gate reason final-action rule)."
   (setv escalation None
         modified None)
   (for [[name gate] gates]
-    (setv started (clock))
+    (setv started (clock)
+          slot.current #((+ (time.monotonic) budget) name))
     (try
-      (setv [kind reason new rule] (_check-verdict (gate action ctx)))
-      (when (> (- (clock) started) GATE-BUDGET)
-        (raise (TimeoutError f"took longer than {GATE-BUDGET} s")))
+      (setv answer (gate action ctx)
+            error None)
       (except [e Exception]
-        (setv reason f"gate {name} failed closed: {(. (type e) __name__)}: {e}")
-        (.append decisions (_decision name "reject" reason))
-        (return (outcome "reject" name reason))))
+        (setv answer None
+              error e)))
+    (setv slot.current _NO-GATE
+          failure (_gate-failure name error (- (clock) started) budget))
+    (when (is failure None)
+      (try
+        (setv [kind reason new rule] (_check-verdict answer))
+        (except [e Exception]
+          (setv failure f"gate {name} failed closed: {(_describe e)}"))))
+    (when failure
+      (.append decisions (_decision name "reject" failure))
+      (return #("reject" name failure action None)))
     (.append decisions (_decision name kind reason rule))
     (cond
-      (= kind "reject") (return (outcome "reject" name reason None rule))
+      (= kind "reject") (return #("reject" name reason action rule))
       (= kind "escalate") (when (is escalation None) (setv escalation #(name reason rule)))
       (= kind "modify")
       (do (setv [new _] (strip-authority new)
@@ -132,13 +270,47 @@
           (when problem
             (setv reason f"gate {name} modified the action into an invalid one: {problem}")
             (.append decisions (_decision name "reject" reason))
-            (return (outcome "reject" name reason)))
+            (return #("reject" name reason action None)))
           (setv action new
                 modified #(name reason rule)))))
-  (cond escalation (outcome "escalate" (get escalation 0) (get escalation 1)
-                            :rule (get escalation 2))
-        modified (outcome "modify" (get modified 0) (get modified 1) :rule (get modified 2))
-        True (outcome "allow" None None)))
+  (cond escalation #("escalate" (get escalation 0) (get escalation 1) action (get escalation 2))
+        modified #("modify" (get modified 0) (get modified 1) action (get modified 2))
+        True #("allow" None None action None)))
+
+(defn verify [action ctx [gates None] [clock time.perf-counter] [budget None]]
+  "The outcome of running the gates over ACTION in CTX. Each gate has BUDGET
+   seconds (GATE-BUDGET unless given)."
+  (setv gates (if (is gates None) (skill-functions "gate") gates)
+        budget (or budget GATE-BUDGET)
+        proposed action
+        stripped [])
+  (when (is-plist action)
+    (setv [action stripped] (strip-authority action)))
+  (setv problem (check-schema action)
+        decisions [(_decision "schema" (if problem "reject" "allow") problem)])
+  (defn outcome [kind gate reason final rule]
+    (+ [:verdict (kw kind) :gate gate :reason reason :action final
+        :proposed proposed :stripped stripped :decisions decisions]
+       (if rule [:rule rule] [])))
+  (when problem
+    (return (outcome "reject" "schema" problem action None)))
+  (setv w (_the-watchdog)
+        slot (_Slot (threading.get-ident))
+        result None)
+  (try
+    (w.arm slot)
+    (setv result (_run-gates gates action ctx clock budget slot decisions))
+    (w.disarm slot)
+    (except [e #(GateTimeout GateMemory)]
+      (w.disarm slot)
+      (setv name (or (get (or slot.fired slot.current) 1) "verify")
+            reason (_gate-failure name e 0 budget))
+      (.append decisions (_decision name "reject" reason))
+      (setv result #("reject" name reason action None)))
+    (except [BaseException]
+      (w.disarm slot)
+      (raise)))
+  (outcome #* result))
 
 (setv _fence-re (re.compile r"```[A-Za-z0-9_-]*[ \t]*\n(.*?)\n?```" re.S)
       MAX-PROPOSAL-BYTES 65536)

@@ -9,7 +9,7 @@ from hy.models import Keyword
 from hypothesis import given, settings, strategies as st, HealthCheck
 
 from passepartout.proto import (
-    ProtoError, proto_read, proto_read_all, proto_print, proto_split, proto_get, proto_put,
+    ProtoError, proto_read, proto_read_all, proto_print, proto_read_each, proto_get, proto_put,
     proto_merge, proto_without, proto_normalize, proto_from_data, proto_to_data, is_plist, kw,
 )
 
@@ -142,11 +142,96 @@ def test_reading_returns_plain_python_values():
 
 # * Streams
 
-def test_split_keeps_each_proposal_apart():
-    text = "(:a 1)\n(:b \"(\" ) junk ) (:c (1 2)) (:d"
-    chunks = [c for _, c in proto_split(text)]
-    assert chunks == ["(:a 1)", "(:b \"(\" )", "junk", ")", "(:c (1 2))", "(:d"]
+def test_a_stream_keeps_each_proposal_apart():
+    text = ('(:a 1)\n(:b "(" ) junk ) (:c (1 2))\n(:d\n  (:e 1))\nword\nmore words\n'
+            '(:g "unclosed\n(:h 2)\n(:i 1) (:j 2)\n(:m 1\n(:n 2))\n(:o 1\n(:p 1)\n:a.b\n(:q "\\ud800")')
+    got = [(chunk, value, str(err) if err else None) for _, chunk, value, err in proto_read_each(text)]
+    assert [c for c, _, _ in got] == [
+        "(:a 1)", '(:b "(" ) junk ) (:c (1 2))\n', "(:d\n  (:e 1))", "word\nmore words\n",
+        '(:g "unclosed\n', "(:h 2)", "(:i 1)", "(:j 2)", "(:m 1\n(:n 2))", "(:o 1\n", "(:p 1)",
+        ":a.b\n", '(:q "\\ud800")'], got
+    errors = [e for _, _, e in got]
+    assert "bare word junk" in errors[1] and "bare word word" in errors[3], errors
+    assert "unterminated string" in errors[4] and "not closed" in errors[9], errors
+    assert "malformed keyword :a.b" in errors[11], errors
+    assert got[12][1] == [kw("q"), "\ud800"], got[12]
+    assert [o for o, *_ in proto_read_each(text)][:3] == [0, 7, 35]
     assert proto_read_all("(:a 1) (:b 2)") == [[kw("a"), 1], [kw("b"), 2]]
+
+
+def plist_only(value):
+    if not is_plist(value):
+        raise ProtoError("not a plist")
+    return value
+
+
+def test_a_stream_resumes_at_a_line_that_starts_a_form():
+    text = "(:m 1\n(:n 2))\n(:a (\n(:b 1)\n"
+    got = [(chunk, value) for _, chunk, value, _ in proto_read_each(text, plist_only)]
+    assert got == [("(:m 1\n", None), ("(:n 2))\n", None), ("(:a (\n", None),
+                   ("(:b 1)", [kw("b"), 1])], got
+
+
+good_lines = values.filter(lambda v: isinstance(v, list) and is_plist(v)).map(lambda v: (proto_print(v), v))
+garbage_lines = st.one_of(
+    st.text(st.characters(codec=None, categories=None, exclude_characters="()\n"), min_size=1),
+    st.text(st.characters(codec=None, categories=None, exclude_characters="()\n")).map(lambda t: "(" + t),
+).filter(lambda t: t.strip() and not t.startswith("("))
+
+
+@given(st.lists(st.one_of(good_lines.map(lambda p: ("good", p)),
+                          garbage_lines.map(lambda t: ("bad", t)),
+                          st.text(st.characters(codec=None, categories=None, exclude_characters="()\n"))
+                          .map(lambda t: ("bad", "(" + t))), max_size=12))
+@settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
+def test_garbage_never_swallows_a_good_line(lines):
+    text = "\n".join(p[0] if kind == "good" else p for kind, p in lines)
+    got = list(proto_read_each(text, plist_only))
+    want = [p[1] for kind, p in lines if kind == "good"]
+    assert [v for _, _, v, e in got if e is None] == want, (text, got)
+    assert len(got) <= len(lines)
+    assert all((v is None) != (e is None) for _, _, v, e in got)
+
+
+# * Anything at all
+
+any_char = st.characters(codec=None, categories=None)
+PIECES = [":", "::", ":a", ".", ":a.b", ":.", ":1.", "(", ")", '"', "\\", "\\u", "\\U", "\\x",
+          "\\N{DASH}", "\\ud800", "\ud800", "\udfff", "1", "9" * 4400, "e", "E", "+", "-", "1e",
+          "1.", "\u0663", "\u00b2", "\u2167", "\x00", "\u2028", "\x85", "\xa0", " ", "\n", ";", ",",
+          "t", "nil", "#", "'", "`", "~", "@", "\ufb01", "\u0130", "K", "\U0001F600", "\ufeff",
+          "\u200b", ":\u0130", ":\u00df", "1e99999", "0x1", "1_0"]
+any_text = st.one_of(st.text(any_char),
+                     st.lists(st.one_of(st.sampled_from(PIECES), st.text(any_char, max_size=3)),
+                              max_size=24).map("".join))
+
+
+@given(any_text)
+@settings(max_examples=3000, deadline=None, suppress_health_check=list(HealthCheck))
+def test_reading_raises_nothing_but_proto_error(text):
+    try:
+        value = proto_read(text)
+    except ProtoError as e:
+        str(e).encode("utf-8")
+        return
+    printed = proto_print(value)
+    printed.encode("utf-8")
+    assert same(proto_read(printed), value), printed
+
+
+def test_dotted_keywords_and_lone_surrogates():
+    for text in ["(:a.b 1)", ":.", "(:a :x.y)", "(:1. 2)"]:
+        with pytest.raises(ProtoError, match="malformed keyword"):
+            proto_read(text)
+    with pytest.raises(ProtoError, match="not a name"):
+        proto_from_data({"a.b": 1})
+    value = proto_read('(:a "\\ud800x\\udfff")')
+    assert value == [kw("a"), "\ud800x\udfff"]
+    assert proto_print(value) == '(:a "\\ud800x\\udfff")'
+    assert proto_read(proto_print([kw("a"), "\ud83d"])) == [kw("a"), "\ud83d"]
+    with pytest.raises(ProtoError) as e:
+        proto_read("(:a b\ud800)")
+    str(e.value).encode("utf-8")
 
 
 # * Plists

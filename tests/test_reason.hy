@@ -1,6 +1,6 @@
 ;; Tests of passepartout/reason.hy: verdicts, verify, parsing, the retry loop.
 
-(import pytest
+(import pytest random time
         passepartout.proto [kw proto-get proto-read proto-print ProtoError]
         passepartout.skills [make-skill register-skill registry-snapshot registry-restore]
         passepartout.reason [verify parse-proposal reason think build-request tool-belt
@@ -106,7 +106,51 @@
   (gate-skill "slow" 50 (fn [a c] [:verdict :allow]))
   (setv out (verify LS CTX :clock (fn [] (next ticks))))
   (expect (V out) "reject" "verdict")
-  (assert (in "longer" (proto-get out ':reason)) (proto-get out ':reason)))
+  (assert (in "did not answer within 250 ms" (proto-get out ':reason)) (proto-get out ':reason)))
+
+(defn timed-verify [budget]
+  "The outcome of verify on LS with each gate given BUDGET seconds, and the seconds it took."
+  (setv started (time.monotonic)
+        out (verify LS CTX :budget budget))
+  #(out (- (time.monotonic) started)))
+
+(defn [(pytest.mark.parametrize "name, gate"
+         [#("spins" (fn [a c] (while True None)))
+          #("hoards" (fn [a c] (setv xs []) (while True (.append xs 1))))
+          #("swallows" (fn [a c] (while True (try (while True None) (except [Exception] None)))))])]
+  test-a-gate-that-never-answers-is-interrupted [registry name gate]
+  (gate-skill name 50 gate)
+  (setv [out took] (timed-verify 0.2))
+  (expect (V out) "reject" "verdict")
+  (expect (proto-get out ':gate) name "deciding gate")
+  (assert (in f"gate {name} did not answer within 200 ms" (proto-get out ':reason))
+          (proto-get out ':reason))
+  (assert (< took 2.0) f"verify came back after {took:.2f} s")
+  (expect (V (verify LS CTX :gates [#("fine" (fn [a c] [:verdict :allow]))])) "allow"
+          "the next verify"))
+
+(defn test-a-gate-that-allocates-without-bound-is-interrupted [registry]
+  (gate-skill "grows" 50 (fn [a c] (setv xs []) (while True (.append xs (* b"x" 1000000)))))
+  (setv [out took] (timed-verify 20.0))
+  (expect (V out) "reject" "verdict")
+  (assert (in "gate grows failed closed: the daemon grew by more than 256 MiB" (proto-get out ':reason))
+          (proto-get out ':reason))
+  (assert (< took 10.0) f"verify came back after {took:.2f} s"))
+
+(defn test-an-interruption-never-lands-after-the-gate [registry]
+  ;; Gates that finish around their deadline, many times: an interruption that
+  ;; escaped would surface in the loop below, outside any gate.
+  (gate-skill "edge" 50 (fn [a c]
+                          (setv until (+ (time.monotonic) (random.uniform 0.0 0.02)))
+                          (while (< (time.monotonic) until) None)
+                          [:verdict :allow]))
+  (setv seen #{})
+  (for [i (range 200)]
+    (setv out (verify LS CTX :budget 0.01))
+    (.add seen (V out))
+    (setv until (+ (time.monotonic) 0.0005))
+    (while (< (time.monotonic) until) None))
+  (assert (<= seen #{"allow" "reject"}) f"verdicts {seen}"))
 
 (defn test-a-proposal-cannot-approve-itself [registry]
   (setv seen [])
