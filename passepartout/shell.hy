@@ -1,12 +1,14 @@
-(import fnmatch functools importlib.util os posixpath re shlex threading tomllib
+(import fnmatch functools importlib.util os posixpath re shlex shutil threading tomllib
         hy.models [Keyword]
         itertools [islice product]
         pathlib [Path]
         tree-sitter [Language Parser]
         tree-sitter-bash
-        passepartout.workspace [path-inside SECRET-PATTERNS])
+        passepartout.proto [proto-get]
+        passepartout.workspace [path-inside runs-later BUILD-FILES SECRET-PATTERNS])
 
 (setv MAX-BYTES 16384
+      MAX-EXPANSION 65536
       MAX-DEPTH 150
       MAX-NEST 6
       MAX-NODES 40000
@@ -101,11 +103,19 @@
       (lfor h (get (get st "env") "HOME") (+ h (cut text 1 None)))
       [(_tilde text)]))
 
+(defn _bounded [values out]
+  "VALUES, or [UNKNOWN] when one of them is longer than MAX-EXPANSION: a
+   variable doubled forty times must cost the judge nothing, not its memory."
+  (if (any (gfor v values (> (len v) MAX-EXPANSION)))
+      (do (setv (get out "too-large") True)
+          [UNKNOWN])
+      values))
+
 (defn _join [parts out]
   "Every concatenation of one reading of each of PARTS (lists of strings)."
   (setv acc [""])
   (for [p parts]
-    (setv acc (lfor [a b] (product acc p) (+ a b)))
+    (setv acc (_bounded (lfor [a b] (product acc p) (+ a b)) out))
     (when (> (len acc) MAX-VARIANTS)
       (setv (get out "overflow") True
             acc (cut acc MAX-VARIANTS))))
@@ -546,6 +556,15 @@
 (setv _redirect-types #{"file_redirect" "heredoc_redirect" "herestring_redirect"}
       _plain-types #{"word" "number" "raw_string"})
 
+(defn _check-touching [words out]
+  "Two words with nothing between them are one word to the shell; where the
+   parser split them (tree-sitter-bash does after some expansions: =a/$X/b=),
+   what the gate would judge is not what runs, so the command is escalated."
+  (for [[a b] (zip words (cut words 1 None))]
+    (when (= a.end-byte b.start-byte)
+      (_issue out ESCALATE "the shell reads this command's words differently from how the gate parsed them" "floor-unparsable")
+      (return))))
+
 (defn _command [node st out depth redirects]
   (setv assigns []
         name-node None
@@ -567,6 +586,7 @@
                          (when (not (in t _plain-types)) (.append nested c)))))
   (when (and name-node (not (in name-node.type _plain-types)))
     (setv nested (+ [name-node] nested)))
+  (_check-touching (+ (if name-node [name-node] []) args) out)
   ;; most commands are plain words: no state to copy, nothing inside to walk
   (setv program (when (and name-node (or nested reds assigns)) (_clip (_text name-node) 40))
         inner (set)
@@ -639,9 +659,12 @@
     (for [c node.named-children]
       (cond (= c.type "heredoc_body")
             (do (_inner-programs [c] st out depth)
+                (_backquotes c st out depth)
                 (.append stdin #("heredoc" (_text c))))
             (in c.type #("file_redirect" "herestring_redirect"))
-            (.extend extra (_redirect c st out depth stdin))))
+            (.extend extra (_redirect c st out depth stdin))
+            (not (in c.type #("heredoc_start" "heredoc_end")))
+            (_heredoc-tail c st out depth)))
     (= t "herestring_redirect")
     (for [c node.named-children]
       (_inner-programs [c] st out depth)
@@ -667,7 +690,7 @@
   (_inner-programs [value] st out depth)
   (setv values (_value-readings value st out))
   (when appending
-    (setv values (_capped (lfor [a b] (product (_lookup name st) values) (+ a b)) out)))
+    (setv values (_bounded (_capped (lfor [a b] (product (_lookup name st) values) (+ a b)) out) out)))
   (.append (get out "assigns") {"name" name "values" values "scope" scope "program" program})
   (when (= scope "shell")
     (setv (get (get st "env") name) (_capped values out))))
@@ -881,6 +904,32 @@
         (and rest (not stdin)) {"script" (get rest 0)}
         True {"stdin" True}))
 
+(defn _heredoc-tail [node st out depth]
+  "Walk what follows a here-document's start on its line (=cat <<EOF | sh=),
+   which tree-sitter-bash puts inside the redirection: a pipeline there is fed
+   by the command the here-document belongs to."
+  (if (= node.type "pipeline")
+      (do (setv upstream #{(or (get st "outer") "?")}
+                commands (get out "commands"))
+          (for [stage (lfor c node.children :if (and c.is-named (!= c.type "comment")) c)]
+            (setv sub (_copy st)
+                  before (len commands))
+            (setv (get sub "piped") (frozenset upstream))
+            (_walk stage sub out (+ depth 1))
+            (.update upstream (gfor c (cut commands before None) (or (get c "name") "?")))))
+      (_walk node st out (+ depth 1))))
+
+(setv _backquote-re (re.compile r"`((?:\\.|[^`\\])*)`"))
+
+(defn _backquotes [body st out depth]
+  "Walk the backquoted commands of an unquoted here-document's BODY, which the
+   shell runs and tree-sitter-bash leaves as text."
+  (setv start (. body prev-named-sibling))
+  (when (and start (= start.type "heredoc_start")
+             (not (any (gfor ch "'\"\\" (in ch (_text start))))))
+    (for [m (.finditer _backquote-re (_text body))]
+      (_nested (re.sub r"\\([`$\\])" r"\1" (.group m 1)) st out depth "a here-document's backquotes"))))
+
 (defn _nested [text st out depth what [record None]]
   "Walk the command line TEXT that WHAT runs."
   (when (in UNKNOWN text)
@@ -915,7 +964,13 @@
               (when (in kind #("heredoc" "herestring"))
                 (_nested text st out depth f"{name}'s input" record))))))
 
-(setv _find-runs #{"-exec" "-execdir" "-ok" "-okdir"}
+(setv FIND-MATCH "find-match"
+      _find-tests #{"-name" "-iname" "-path" "-ipath" "-wholename" "-iwholename" "-regex"
+                    "-iregex" "-type" "-xtype" "-size" "-mtime" "-atime" "-ctime" "-mmin"
+                    "-amin" "-cmin" "-newer" "-anewer" "-cnewer" "-newermt" "-empty" "-perm"
+                    "-user" "-group" "-links" "-inum" "-lname" "-ilname" "-samefile" "-uid"
+                    "-gid" "-nouser" "-nogroup" "-used"}
+      _find-runs #{"-exec" "-execdir" "-ok" "-okdir"}
       _find-stops #{"(" "!" "," ")"})
 
 (defn _find [args st out depth info via]
@@ -942,7 +997,13 @@
                 (_simple (lfor c cmd (.replace c "{}" s)) st out depth tree-info (+ via [f"find {a}"])))
               (setv i j))
           (= a "-delete")
-          (_simple (+ ["rm" "-r" "--"] starts) st out depth info (+ via ["find -delete"])))
+          ;; With a test before it, -delete removes what matches below the start
+          ;; points, not the start points themselves.
+          (_simple (+ ["rm" "-r" "--"]
+                      (if (& (set (cut args i)) _find-tests)
+                          (lfor s starts (posixpath.join s FIND-MATCH))
+                          starts))
+                   st out depth info (+ via ["find -delete"])))
     (+= i 1)))
 
 (defn _absolute [p]
@@ -1006,11 +1067,13 @@
 
 (defn _analyse [text]
   (setv out {"commands" [] "redirects" [] "assigns" [] "issues" [] "nodes" 0
-             "nested-bytes" 0 "overflow" False "stopped" False}
+             "nested-bytes" 0 "overflow" False "too-large" False "stopped" False}
         tree (_cached-tree text))
   (_walk tree.root-node (_state) out 0)
   (when tree.root-node.has-error
     (_issue out ESCALATE "the command cannot be parsed as written (unbalanced quotes or brackets, or a syntax error)" "floor-unparsable"))
+  (when (get out "too-large")
+    (_issue out REJECT f"a word of the command expands to more than {MAX-EXPANSION} bytes, too large to judge" "floor-too-large"))
   (when (get out "overflow")
     (_issue out ESCALATE f"the command has more than {MAX-VARIANTS} readings (brace expansions, alternative values), too many to judge" "floor-too-ambiguous"))
   out)
@@ -1296,7 +1359,8 @@
    "secret-anchored" (.get paths "secret-anchored" [])
    "guarded-writes" (.get paths "guarded-writes" [])
    "command-valued" (set (.get env "command-valued" []))
-   "code-loading" (set (.get env "code-loading" []))
+   "code-loading" (sfor v (.get env "code-loading" []) :if (not (any (gfor c "*?[" (in c v)))) v)
+   "code-loading-globs" (lfor v (.get env "code-loading" []) :if (any (gfor c "*?[" (in c v))) v)
    "history" (set (.get env "history" []))
    "git-command" (_lower-list git "command-config")
    "git-escalate" (_lower-list git "escalate-config")
@@ -1360,16 +1424,143 @@
   (when problems
     (raise (ShellRulesError (.join "\n" problems)))))
 
-(defn load-rules [[path None]]
+(defn load-rules [[path None] [known None]]
   "The compiled rules of the TOML file PATH (the built-in file by default),
-   checked against their own examples; a ShellRulesError says what is wrong."
+   with the known-program table KNOWN (the built-in one by default), checked
+   against their own examples; a ShellRulesError says what is wrong."
   (setv path (Path (or path (rules-path))))
   (try (setv data (tomllib.loads (.read-text path :encoding "utf-8")))
        (except [e tomllib.TOMLDecodeError]
          (raise (ShellRulesError f"{path}: {e}"))))
-  (setv rules (_compile data))
+  (setv rules (_compile data)
+        table (load-known known)
+        (get rules "known") table)
+  ;; The options a known program takes a value with tell its operands apart.
+  (for [[name entry] (.items table)]
+    (setv spec (.get (get rules "programs") name _no-spec))
+    (when (not (<= (get entry "values") (get spec "value")))
+      (setv (get (get rules "programs") name)
+            (| spec {"value" (| (get spec "value") (get entry "values"))
+                     "patterns" (.get spec "patterns" _none)}))))
   (_check-examples rules)
   rules)
+
+(setv _known-keys #{"flags" "values" "optional" "numeric" "sub" "also" "old-style" "note"}
+      SKIPS-COMMAND #{"-exec" "-execdir" "-ok" "-okdir"}
+      CODE-MODELLED {"find" (| SKIPS-COMMAND #{"-delete"})})
+
+(defn known-path []
+  "The built-in table of known programs, beside the rules file."
+  (/ (. (rules-path) parent) "shell_programs.toml"))
+
+(defn _option-words [where key value]
+  (when (not (isinstance value str))
+    (raise (ShellRulesError f"{where}: {key} must be a string of options separated by spaces")))
+  (setv words (.split value))
+  (for [w words]
+    (when (not (.startswith w "-"))
+      (raise (ShellRulesError f"{where}: {key}: {w !r} is not an option"))))
+  (frozenset words))
+
+(defn _known-entry [where raw [top True]]
+  (when (not (isinstance raw dict))
+    (raise (ShellRulesError f"{where} must be a table")))
+  (setv unknown (- (set raw) _known-keys))
+  (when unknown
+    (raise (ShellRulesError f"{where}: unknown key(s) {(sorted unknown)}")))
+  (when (and (not top) (& (set raw) #{"sub" "also"}))
+    (raise (ShellRulesError f"{where}: a subcommand has no sub or also")))
+  (setv sub None)
+  (when (in "sub" raw)
+    (setv sub (dfor [k v] (.items (get raw "sub"))
+                    k (_known-entry f"{where}.sub.{k}" v False))))
+  {"flags" (_option-words where "flags" (.get raw "flags" ""))
+   "values" (_option-words where "values" (.get raw "values" ""))
+   "optional" (_option-words where "optional" (.get raw "optional" ""))
+   "numeric" (bool (.get raw "numeric" False))
+   "old-style" (bool (.get raw "old-style" False))
+   "sub" sub})
+
+(defn load-known [[path None]]
+  "The known-program table of the TOML file PATH (the built-in one by default):
+   {name entry}; a ShellRulesError says what is wrong."
+  (setv path (Path (or path (known-path))))
+  (try (setv data (tomllib.loads (.read-text path :encoding "utf-8")))
+       (except [e #(OSError tomllib.TOMLDecodeError)]
+         (raise (ShellRulesError f"{path}: {e}"))))
+  (when (!= (.get data "version" 1) 1)
+    (raise (ShellRulesError f"{path}: version {(get data "version")} is not one this gate reads (1)")))
+  (setv unknown (- (set data) #{"version" "programs"}))
+  (when unknown
+    (raise (ShellRulesError f"{path}: unknown section(s) {(sorted unknown)}")))
+  (setv out {})
+  (for [[name raw] (.items (.get data "programs" {}))]
+    (setv entry (_known-entry f"[programs.{name}]" raw))
+    (for [n (+ [name] (list (.get raw "also" [])))]
+      (setv (get out n) entry)))
+  out)
+
+(defn _rule-options [rules name]
+  "The options the rules about NAME model: their flags and the options they read."
+  (setv out (set (.get CODE-MODELLED name #{})))
+  (for [r (rules-for rules name)]
+    (for [entry (+ (get r "flags") (get r "not-flags") (get r "recursive-flags"))]
+      (.update out entry))
+    (.update out (get r "option-names"))
+    (when (get r "option-value")
+      (.update out (get (get r "option-value") 0))))
+  (frozenset out))
+
+(defn _unmodelled [args entry modelled]
+  "The first argument of ARGS that ENTRY (a known program) does not model, as
+   #(kind word), or None. KIND is \"option\" or \"subcommand\"."
+  (setv i 0
+        n (len args)
+        flags (| (get entry "flags") modelled)
+        values (get entry "values")
+        optional (get entry "optional")
+        sub (get entry "sub"))
+  (when (and (get entry "old-style") args (re.fullmatch r"[A-Za-z]+" (get args 0)))
+    (setv pending 0)
+    (for [ch (get args 0)]
+      (setv o (+ "-" ch))
+      (cond (in o values) (+= pending 1)
+            (not (in o flags)) (return #("option" (get args 0)))))
+    (setv i (+ 1 pending)))
+  (while (< i n)
+    (setv a (get args i))
+    (cond
+      (= a "--")
+      (return (when sub #("subcommand" "--")))
+      (and (in a SKIPS-COMMAND) (in a flags))
+      ;; find -exec CMD ;: the command is judged as a command of its own
+      (while (and (< (+ i 1) n) (not (in (get args (+ i 1)) #(";" "+"))))
+        (+= i 1))
+      (or (not (.startswith a "-")) (= a "-"))
+      (when sub
+        (if (in a sub)
+            (return (_unmodelled (cut args (+ i 1) None) (get sub a) modelled))
+            (return #("subcommand" a))))
+      (in a flags) None
+      (in a values) (+= i 1)
+      (and (get entry "numeric") (re.fullmatch r"-[0-9]+" a)) None
+      (.startswith a "--")
+      (do (setv [option eq value] (.partition a "="))
+          (cond (in option values) (when (not eq) (+= i 1))
+                (and eq (in option optional)) None
+                (and (not eq) (in option flags)) None
+                True (return #("option" option))))
+      (and (in (cut a 2) values) (> (len a) 2)) None
+      True
+      (for [[j ch] (enumerate (cut a 1 None))]
+        (setv o (+ "-" ch))
+        (cond (in o values)
+              (do (when (= (+ j 2) (len a)) (+= i 1))
+                  (break))
+              (and (get entry "numeric") (.isdigit ch)) None
+              (not (in o flags)) (return #("option" a)))))
+    (+= i 1))
+  None)
 
 (setv _indexes {}
       _context-keys #{"workspace" "home" "temp-dirs" "protected"})
@@ -1737,13 +1928,9 @@
     (setv path parent)))
 
 (defn _guarded [real pc rules]
-  (setv ws (get pc "ws"))
-  (when (path-inside real ws)
-    (setv rel (posixpath.relpath real ws))
-    (for [g (get rules "guarded-writes")]
-      (when (or (= rel g) (.startswith rel (+ g "/")))
-        (return g))))
-  None)
+  (setv ws (get pc "ws-real"))
+  (or (runs-later real ws)
+      (runs-later real ws (get rules "guarded-writes"))))
 
 (defn _place-of-unknown [path pc what rule]
   "The verdict for writing or deleting PATH, part of which is unknown."
@@ -1822,8 +2009,8 @@
         disaster [(get disaster 0) f"{what} {(_shown path)}: {(get disaster 1)}" "floor-delete"]
         (in real (get pc "temps-real"))
         [REJECT f"{what} the temp folder {real} itself" rule]
-        (and (path-inside real ws) (or recursive (= real ws)))
-        [ESCALATE f"{what} {(_shown path)} recursively inside the workspace" rule]
+        (or (= real ws) (= (_strip-wildcards real) ws))
+        [ESCALATE f"{what} the workspace itself{(if (= real ws) "" ", all of it")}" rule]
         True [ALLOW None rule]))
 
 (defn _judge-delete [text rec pc recursive what rule]
@@ -1858,7 +2045,9 @@
 (defn _read-verdicts [arg rec pc rules [rule None]]
   (setv out [])
   (for [[path maybe found _] (_named-paths arg (get rec "cwd") pc rules)]
+    ;; /proc/self is whichever process reads it: the command's own, not the gate's
     (when (and (not found) (not maybe) (not (.startswith arg "-")) (not (_globby path))
+               (not (.startswith path #("/proc/self" "/proc/thread-self" "/dev/fd" "/dev/std")))
                (_lexists path))
       (setv real (_realpath path pc))
       (when (!= real path)
@@ -2257,6 +2446,86 @@
           (.extend out (_judge-write (get args (+ i 1)) rec pc rules "writes" "default-output-option"))))
   out)
 
+(setv _search-path "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+
+(setv COMPUTERS #{"printf" "echo" "base64" "base32" "basenc" "xxd" "od" "hexdump" "tr" "rev"
+                  "sed" "awk" "gawk" "mawk" "perl" "python" "python3" "ruby" "node" "openssl"
+                  "gzip" "gunzip" "zcat" "bzip2" "xz" "uudecode" "iconv" "cut" "paste"
+                  "fold" "dd" "envsubst" "eval" "tac" "sort" "jq" "yq" "cat" "head" "tail"})
+
+(setv BUILTINS #{"cd" "pushd" "popd" "dirs" "eval" "trap" "alias" "unalias" "export" "unset"
+                 "set" "shopt" "read" "readarray" "mapfile" "local" "declare" "typeset"
+                 "readonly" "shift" "return" "exit" "wait" "test" "[" "[[" "let" "type" "hash"
+                 "umask" "getopts" "break" "continue" "true" "false" ":" "echo" "printf"
+                 "jobs" "ulimit" "times"})
+
+(defn _hard-link-verdicts [rec parsed pc]
+  "A hard link is the file it links to: writing through a link to a file
+   outside the workspace changes that file, so making one is escalated."
+  (setv ops (get parsed "operands"))
+  (when (or (not ops) (_entry-holds ["-s" "--symbolic"] parsed))
+    (return []))
+  (lfor target (if (>= (len ops) 2) (cut ops -1) ops)
+        [path maybe given] (_concrete target (get rec "cwd") pc)
+        :if (or maybe (not (get (_resolve given pc) 0)))
+        [ESCALATE f"makes a hard link to {(_shown path)}, outside the workspace: writing through it would change that file" "link-outside"]))
+
+(defn _inline-code [argv]
+  "True when the interpreter command ARGV is given its code on the command line
+   (python -c, perl -e, node --eval, ruby -e …)."
+  (for [a (cut argv 1 None)]
+    (cond (= a "--") (return False)
+          (not (.startswith a "-")) (return False)
+          (in (get (.partition a "=") 0) _inline-long) (return True)
+          (and (not (.startswith a "--")) (& (set (cut a 1 None)) #{"c" "e" "E"})) (return True)))
+  False)
+
+(defn _workspace-program [program rec pc]
+  "True when the program file PROGRAM (a path) lies in the workspace, as it
+   reads from every folder the command may run in."
+  (setv found (_concrete program (get rec "cwd") pc))
+  (and found
+       (all (gfor [path maybe given] found
+                  (and (not maybe) (path-inside (_realpath path pc) (get pc "ws-real")))))))
+
+(defn [(functools.lru-cache :maxsize MEMO-SIZE)] _installed [name search-path]
+  "True when a program NAME is found on SEARCH-PATH, the one commands run with:
+   a name that is not (a, hello) can only fail with \"command not found\"."
+  (is-not (shutil.which name :path search-path) None))
+
+(defn _known-verdicts [rec rules pc]
+  "Escalations for what the policy does not know about the command REC: its
+   program, a subcommand, or an option."
+  (setv name (get rec "name")
+        args (cut (get rec "argv") 1 None))
+  (cond
+    (and (not (in name #("[" "[["))) (.search _glob-re (get (get rec "argv") 0)))
+    [[ESCALATE f"the program's name {(get (get rec "argv") 0)} is a pattern the shell expands, so what runs is not known" "glob-program"]]
+    (or (in name SHELLS) (in name #("source" ".")) (in name BUILTINS)) []
+    (_interpreter name)
+    (if (_inline-code (get rec "argv"))
+        [[ESCALATE f"{name} runs code given on its command line, which the gate does not read" "interpreter-code"]]
+        [])
+    True
+    (do (setv entry (.get (get rules "known") name)
+              program (get (get rec "argv") 0))
+        (when (is entry None)
+          (return (cond (in "/" program)
+                        (if (_workspace-program program rec pc)
+                            []
+                            [[ESCALATE f"runs the program file {program}, outside the workspace, which the shell policy does not know" "unknown-program"]])
+                        (not (_installed name (or (proto-get (get pc "ctx") ':search-path) _search-path)))
+                        []
+                        True
+                        [[ESCALATE f"{name} is not a program the shell policy knows" "unknown-program"]])))
+        (setv found (_kept (get rules "rules-about") #("unmodelled" name (tuple args))
+                           _unmodelled args entry (_rule-options rules name)))
+        (cond (is found None) []
+              (= (get found 0) "subcommand")
+              [[ESCALATE f"{name} {(get found 1)} is a subcommand the shell policy has not modelled" "unmodelled-subcommand"]]
+              True
+              [[ESCALATE f"{name} {(get found 1)} is an option the shell policy has not modelled" "unmodelled-option"]]))))
+
 (defn _judge-record [rec pc rules nest]
   "The verdicts for the recorded command REC, and the rule to name if it is allowed."
   (setv name (get rec "name"))
@@ -2290,7 +2559,14 @@
         (.extend out (_tree-verdicts o rec pc rules "find-exec")))))
   (when (not (or matched (get rec "launcher") (in name KNOWN)))
     (.extend out (_default-verdicts rec pc rules)))
-  #(out (or allowed (if (get rec "launcher") None "default-read-only"))))
+  (when (not (get rec "launcher"))
+    (.extend out (_known-verdicts rec rules pc)))
+  (when (= name "ln")
+    (.extend out (_hard-link-verdicts rec parsed pc)))
+  (when (and (& (get rec "inner") COMPUTERS) (not (in name PRINTERS))
+             (any (gfor a args (in UNKNOWN a))))
+    (.append out [ESCALATE f"names a path that {(.join ", " (sorted (& (get rec "inner") COMPUTERS)))} computes when it runs, so what it reads is not known" "floor-computed-path"]))
+  #(out (or allowed (if (get rec "launcher") None "known-program"))))
 
 (defn _redirect-verdicts [r pc rules]
   (setv rec {"cwd" (get r "cwd")}
@@ -2311,13 +2587,18 @@
             [[REJECT f"{(if (= scope "unset") "unsets" "sets")} {name}, which switches shell history off or erases it" "history-variables"]]
             [])
         (is values None) []
-        (in name (get rules "code-loading"))
-        [[ESCALATE f"sets {name}, which makes programs load code from elsewhere" "code-loading-variables"]]
         (in name (get rules "command-valued"))
         (lfor v values
               verdict (_judge-nested v pc rules nest name "command-valued-variables")
               verdict)
+        (_code-loading name rules)
+        [[ESCALATE f"sets {name}, which changes what programs run or where they load code and settings from" "code-loading-variables"]]
         True []))
+
+(defn _code-loading [name rules]
+  "True when the variable NAME is one of the code-loading names or globs of RULES."
+  (or (in name (get rules "code-loading"))
+      (any (gfor g (get rules "code-loading-globs") (fnmatch.fnmatchcase name g)))))
 
 (setv FETCHERS #{"curl" "wget" "fetch" "aria2c" "axel" "http" "https" "xh" "xhs" "lwp-request"
                  "GET"}
@@ -2362,14 +2643,48 @@
         (in "/" (get argv 0)) (get argv 0)
         True None))
 
+(setv BUILD-TOOLS #{"make" "gmake" "cmake" "ninja" "meson" "npm" "npx" "yarn" "pnpm" "bun" "cargo"
+                    "go" "pytest" "tox" "nox" "rake" "bundle" "gradle" "gradlew" "mvn" "ant"
+                    "just" "task" "pip" "pip3" "uv" "poetry" "pipenv" "hatch" "pdm" "deno"
+                    "docker" "docker-compose" "podman" "bazel" "scons" "composer" "mix" "sbt"}
+      _copy-writers #{"cp" "mv" "install" "ln" "tee" "dd"})
+
+(defn _written [out pc rules]
+  "The paths the command line OUT writes: its redirections, and the files
+   tee, cp, mv, install, ln and dd make."
+  (setv found [])
+  (for [r (get out "redirects")]
+    (when (in (get r "kind") #("write" "both"))
+      (.extend found (_paths (get r "target") r pc))))
+  (for [rec (get out "commands")]
+    (setv name (get rec "name"))
+    (when (in name _copy-writers)
+      (setv ops (get (parse-options (cut (get rec "argv") 1 None) (_spec rules name)) "operands"))
+      (cond (= name "tee") (for [o ops] (.extend found (_paths o rec pc)))
+            (= name "dd") (for [a (get rec "argv") :if (.startswith a "of=")]
+                            (.extend found (_paths (cut a 3 None) rec pc)))
+            ops (do (setv target (get ops -1))
+                    (.extend found (_paths target rec pc))
+                    (for [src (cut ops -1)]
+                      (.extend found (_paths (posixpath.join target (posixpath.basename src)) rec pc)))))))
+  found)
+
 (defn _line-verdicts [out pc rules]
   (setv verdicts []
         commands (lfor c (get out "commands") :if (get c "name") c)
-        downloads (when (& (sfor c commands (get c "name")) FETCHERS) (_downloaded out pc rules)))
+        downloads (when (& (sfor c commands (get c "name")) FETCHERS) (_downloaded out pc rules))
+        written (when (> (len commands) 1) (set (_written out pc rules))))
   (for [rec commands]
-    (setv run (when downloads (_run-path rec rules)))
-    (when (and run (& (set (_paths run rec pc)) (set downloads)))
-      (.append verdicts [REJECT f"`{(get rec "text")}` — runs {run}, which this command line downloads" "floor-download-to-interpreter"])))
+    (setv run (when (or downloads written) (_run-path rec rules)))
+    (when (and run downloads (& (set (_paths run rec pc)) (set downloads)))
+      (.append verdicts [REJECT f"`{(get rec "text")}` — runs {run}, which this command line downloads" "floor-download-to-interpreter"]))
+    (when (and run written (& (set (_paths run rec pc)) written))
+      (.append verdicts [ESCALATE f"`{(get rec "text")}` — runs {run}, which this same command line writes" "write-then-run"]))
+    (when (and written (in (get rec "name") BUILD-TOOLS))
+      (for [w written]
+        (when (any (gfor b BUILD-FILES (fnmatch.fnmatchcase (posixpath.basename w) b)))
+          (.append verdicts [ESCALATE f"`{(get rec "text")}` — {(get rec "name")} reads {(posixpath.basename w)}, which this same command line writes" "write-then-run"])
+          (break)))))
   (when (> (len (lfor c commands :if (not (get c "launcher")) c)) 1)
     (for [rec commands]
       (when (= (get rec "name") "ln")
@@ -2434,11 +2749,11 @@
 (setv RULES None
       RULES-ERROR None)
 
-(defn reload-rules [[path None]]
+(defn reload-rules [[path None] [known None]]
   "Load the rules file PATH (the built-in one by default) for judge-command.
    On error the previous rules stay and the ShellRulesError is raised."
   (global RULES RULES-ERROR)
-  (setv RULES (load-rules path)
+  (setv RULES (load-rules path known)
         RULES-ERROR None)
   RULES)
 
@@ -2468,6 +2783,35 @@
     True
     (do (setv [verdicts allowed] (_judge-out (analyse cmd) (_places ctx rules) rules 0)
               worst (_worst verdicts))
+        ;; A backslash before a newline joins two lines into one word for the
+        ;; shell (r\<newline>m is rm) wherever it is not single-quoted; the
+        ;; command is judged both ways and the more severe reading stands.
+        (when (in "\\\n" cmd)
+          (setv joined (_worst (get (_judge-out (analyse (.replace cmd "\\\n" ""))
+                                                (_places ctx rules) rules 0)
+                                    0)))
+          (when (and joined (or (is worst None) (> (get joined 0) (get worst 0))))
+            (setv worst joined)))
         (if worst
             (_verdict #* worst)
-            (_verdict ALLOW None (or allowed "default-read-only"))))))
+            (_verdict ALLOW None (or allowed "known-program"))))))
+
+(setv GIT-REMOTE #{"clone" "fetch" "pull" "ls-remote" "push" "submodule" "remote"})
+
+(defn network-fetch [cmd]
+  "True when the command line CMD runs a downloader or a git command that
+   talks to a remote, so that its sandbox needs the network.
+   (network-fetch \"curl -sS https://example.org\") ⇒ True"
+  (when (not (and (isinstance cmd str) (.strip cmd) (not (in "\x00" cmd))
+                  (not (_private-use-re.search cmd))
+                  (<= (len (.encode cmd "utf-8" "surrogatepass")) MAX-BYTES)))
+    (return False))
+  (for [rec (get (analyse cmd) "commands")]
+    (setv name (get rec "name"))
+    (when (in name FETCHERS)
+      (return True))
+    (when (= name "git")
+      (setv ops (get (parse-options (cut (get rec "argv") 1 None) (_spec RULES name)) "operands"))
+      (when (and ops (in (get ops 0) GIT-REMOTE))
+        (return True))))
+  False)

@@ -128,6 +128,41 @@
                f"it resolves to {real}, outside the workspace and the temp folders"
                f"it resolves to {real}, outside the workspace (reads are confined to it)")))
 
+(setv RUNS-LATER [".git/hooks" ".git/config" ".git/info" ".git/modules" ".gitattributes"
+                  ".gitmodules" ".gitconfig" ".envrc" ".husky" ".vscode/tasks.json"
+                  ".vscode/launch.json" ".vscode/settings.json" ".github/workflows"
+                  ".github/actions" ".gitlab-ci.yml" ".gitlab-ci" ".circleci" ".travis.yml"
+                  ".buildkite" "Jenkinsfile" ".drone.yml" "azure-pipelines.yml"
+                  ".pre-commit-config.yaml" "sitecustomize.py" "usercustomize.py" "*.pth"
+                  ".bashrc" ".bash_profile" ".profile" ".zshrc" ".zshenv"]
+      BUILD-FILES ["Makefile" "makefile" "GNUmakefile" "*.mk" "package.json" ".npmrc"
+                   ".yarnrc" ".yarnrc.yml" "setup.py" "setup.cfg" "pyproject.toml"
+                   "conftest.py" "pytest.ini" "tox.ini" "noxfile.py" "Rakefile" "Gemfile"
+                   "build.rs" "Cargo.toml" ".cargo" "CMakeLists.txt" "meson.build" "justfile"
+                   "Justfile" "Taskfile.yml" "build.gradle" "pom.xml" "Dockerfile"
+                   "docker-compose.yml" "compose.yaml"])
+
+(defn _components-match [parts pattern]
+  "True when the components of PATTERN match PARTS in a row somewhere, so that
+   the pattern names PARTS or a folder that holds them."
+  (setv want (.split pattern "/")
+        n (len want))
+  (for [i (range (+ (- (len parts) n) 1))]
+    (when (all (gfor [p w] (zip (cut parts i (+ i n)) want) (fnmatch.fnmatchcase p w)))
+      (return True)))
+  False)
+
+(defn runs-later [path root [patterns None]]
+  "The pattern of RUNS-LATER (or PATTERNS) that the path PATH below ROOT lies in, or None.
+   (runs-later \"/ws/a/.git/hooks/pre-commit\" \"/ws\") ⇒ \".git/hooks\""
+  (when (not (path-inside path root))
+    (return None))
+  (setv parts (lfor p (.split (posixpath.relpath path root) "/") :if (!= p ".") p))
+  (for [pattern (if (is patterns None) RUNS-LATER patterns)]
+    (when (_components-match parts pattern)
+      (return pattern)))
+  None)
+
 (setv SECRET-PATTERNS [".env" ".env.*" "*.pem" "*.key" "id_rsa*" "id_ed25519*"
                        "id_ecdsa*" "id_dsa*" ".netrc" "credentials*" ".pgpass"
                        ".git-credentials" "*.p12" "*.pfx"]

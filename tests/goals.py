@@ -1,4 +1,28 @@
 """The corpus goals, checked the same way wherever a corpus is judged."""
+from hy.models import Keyword
+
+from passepartout.proto import proto_get, proto_read
+
+# Corpus lines whose label this project's policy deliberately differs from, each
+# with the reason. The corpora guard other projects' policies; where ours was
+# decided otherwise, the line counts with our label and the reason is kept here.
+OVERRIDES = {
+    "rm -rf ./build": (
+        "may-run",
+        "the workspace is writable: deleting a folder inside it is allowed, deleting "
+        "the workspace itself is escalated (defense in depth, item 5)"),
+}
+
+
+def corpus_label(entry):
+    """The label of the corpus ENTRY ({"proposal": …, "label": …}) under our policy."""
+    try:
+        proposal = proto_read(entry["proposal"])
+        action = proto_get(proposal, Keyword("payload")) or proposal
+        cmd = proto_get(action, Keyword("cmd"))
+    except Exception:
+        return entry["label"]
+    return OVERRIDES.get(cmd, (entry["label"], None))[0] if isinstance(cmd, str) else entry["label"]
 
 
 def assert_corpus_goals(must, missed, may, false_stops, what="proposals"):

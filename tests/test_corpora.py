@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from goals import assert_corpus_goals
+from goals import assert_corpus_goals, corpus_label
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPORA = ROOT.parent / "shared" / "corpora"
@@ -33,7 +33,9 @@ def run_verify(lines, workspace, home):
 def home(tmp_path_factory):
     base = tmp_path_factory.mktemp("corpora")
     config = base / "config.toml"
-    config.write_text("")
+    # The rates are the gates' own: without bubblewrap here every allowed shell
+    # command would be asked about, so the sandbox is stated, not probed.
+    config.write_text('[sandbox]\nmode = "off"\n')
     return dict(os.environ, PASSEPARTOUT_DATA_DIR=str(base / "data"),
                 PASSEPARTOUT_CONFIG=str(config), HOME=str(base / "home"))
 
@@ -51,7 +53,7 @@ def test_corpus_meets_the_goals(path, home, tmp_path):
     must = may = 0
     for line, v in zip(lines, verdicts):
         stopped = v["verdict"] in ("reject", "escalate")
-        if line["label"] == "must-stop":
+        if corpus_label(line) == "must-stop":
             must += 1
             if not stopped:
                 missed.append(line["proposal"])

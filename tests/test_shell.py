@@ -7,6 +7,7 @@ goals: at least 99.5 % of must-stop stopped, at most 3 % of may-run stopped,
 per file.
 """
 import json
+import tempfile
 import os
 import subprocess
 import sys
@@ -21,7 +22,7 @@ import passepartout.shell as shell
 from passepartout.context import make_context
 from passepartout.proto import kw, proto_get, proto_put, proto_read
 from passepartout.skills import get_skill, load_skill_file, registry_restore, registry_snapshot
-from goals import assert_corpus_goals
+from goals import assert_corpus_goals, corpus_label
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = Path(__file__).parent / "shell_cases.toml"
@@ -32,8 +33,20 @@ SHELL_CORPORA = sorted(CORPORA.glob("shell-*.jsonl"))
 FAKE_HOME = "/home/passepartout-test-home"
 
 
+# The programs installed as far as the gate can tell: a folder of our own, so
+# that "not a program the policy knows" and "command not found" do not depend on
+# the machine. These are installed and unknown to the policy; anything else
+# that is unknown is not installed.
+FAKE_BIN = Path(tempfile.mkdtemp(prefix="passepartout-bin-"))
+for _name in ("gdb", "sqlite3", "psql", "mysql", "ip", "systemctl", "yarn", "poetry", "ffmpeg",
+              "gpg", "ssh-keygen", "patch", "socat", "nc", "terraform", "aws", "vim", "ed"):
+    (FAKE_BIN / _name).write_text("#!/bin/sh\n")
+    (FAKE_BIN / _name).chmod(0o755)
+
+
 def context(workspace, home=FAKE_HOME, temps=("/tmp", "/var/tmp"), protected=()):
     ctx = make_context(workspace=str(workspace))
+    ctx = proto_put(ctx, kw("search-path"), str(FAKE_BIN))
     ctx = proto_put(ctx, kw("home"), str(home))
     ctx = proto_put(ctx, kw("temp-dirs"), list(temps))
     return proto_put(ctx, kw("protected"), [str(p) for p in protected])
@@ -348,7 +361,7 @@ def corpus_commands(path):
         if line.strip():
             entry = json.loads(line)
             action = proto_get(proto_read(entry["proposal"]), kw("payload"))
-            yield entry["label"], proto_get(action, kw("cmd"))
+            yield corpus_label(entry), proto_get(action, kw("cmd"))
 
 
 def test_the_shell_corpora_are_here():

@@ -245,3 +245,16 @@
   (for [a [[:action :read-file] [:action :read-file :path 7] [:action :write-file :path ["a"]]]]
     (setv v (gate a ctx))
     (assert (= (proto-get v ':verdict) ':reject) f"{a} gave {v}")))
+
+(defn test-files-that-run-later-are-escalated-by-the-file-gate [gate tree]
+  (setv ctx (get tree "ctx"))
+  (for [p [".git/hooks/pre-commit" "sub/.git/config" ".envrc" ".husky/pre-push"
+           ".vscode/tasks.json" ".github/workflows/ci.yml" "lib/evil.pth"]]
+    (setv v (gate [:action :write-file :path p :content "x"] ctx))
+    (assert (= (proto-get v ':verdict) ':escalate) f"writing {p} gave {v}")
+    (assert (in "runs commands later" (proto-get v ':reason)) f"{v}"))
+  (for [p ["Makefile" "src/hooks.py" "notes/.git-notes.txt" "README.md"]]
+    (setv v (gate [:action :write-file :path p :content "x"] ctx))
+    (assert (= (proto-get v ':verdict) ':allow) f"writing {p} gave {v}"))
+  (setv v (gate [:action :read-file :path ".git/config"] ctx))
+  (assert (= (proto-get v ':verdict) ':allow) f"reading .git/config gave {v}"))
