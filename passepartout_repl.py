@@ -17,6 +17,11 @@ The daemon listens on a Unix socket. One request per connection: a JSON object
 
 Exit status: 0 on a value, 1 on an error in the forms (or a refusal), 2 when no
 daemon answers or the command line is wrong.
+
+The REPL answers people only. Run from inside one of the agent's actions (a
+shell started with PASSEPARTOUT_SANDBOX set, or anything descended from one),
+this client refuses before connecting; the daemon refuses such a caller too, and
+its check is the one that counts, since a caller need not use this client.
 """
 import json
 import os
@@ -25,6 +30,7 @@ import sys
 
 SOCKET_NAME = "repl.sock"
 MAX_ANSWER = 64 * 1024 * 1024
+MARKER = "PASSEPARTOUT_SANDBOX"
 
 
 def _env(name):
@@ -99,6 +105,29 @@ def evaluate(forms, socket_path, timeout):
     return json.loads(answer)
 
 
+def inside_action():
+    """Why this process runs inside an action (the marker on it or on an
+    ancestor's starting environment), or None."""
+    if MARKER in os.environ:
+        return f"{MARKER} is set, as in every action's shell"
+    key = MARKER.encode() + b"="
+    pid, steps = os.getppid(), 0
+    while pid > 0 and steps < 512:
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if any(e.startswith(key) for e in f.read().split(b"\0")):
+                    return f"its ancestor {pid} was started with {MARKER} set"
+        except OSError:
+            pass
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                pid = int(f.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+        steps += 1
+    return None
+
+
 USAGE = """usage: repl [--socket PATH] [--timeout SECONDS] [FORMS]
 
 Evaluate Hy forms in the running Passepartout daemon and print the value of
@@ -161,6 +190,11 @@ def main(argv=None):
     except UsageError as e:
         sys.stderr.write(f"repl: {e}\n{USAGE}")
         return 2
+    why = inside_action()
+    if why:
+        print(f"repl: refused: the REPL answers people only, and this runs inside one of "
+              f"the agent's actions ({why}).", file=sys.stderr)
+        return 1
     if forms is None or forms == "-":
         forms = sys.stdin.read()
     if not forms.strip():

@@ -13,8 +13,11 @@
             (- (time.perf-counter) t))))
 
 (defn _gate-context [workspace]
+  ;; The figures are the shell policy's own: whether this machine has a sandbox
+  ;; (without one every allowed command is asked about) must not move them.
   (import passepartout.context [make-context])
-  (make-context :workspace workspace :session "bench"))
+  (make-context :workspace workspace :session "bench"
+                :sandbox [:kind "off" :network "on" :why "the bench measures the gates alone"]))
 
 (defn _load-default-skills []
   (import passepartout.skills [load-skills skill-functions])
@@ -161,6 +164,29 @@
       [#("idle chat resident memory" (/ rss 1024) "MiB" "")]
       [#("idle chat resident memory" "not measured: the chat did not reach its prompt" "" "")]))
 
+(defn bench-sandbox [n]
+  (import passepartout.act [act]
+          passepartout.context [make-context]
+          passepartout.proto [proto-get proto-put]
+          passepartout.sandbox [sandbox-status]
+          passepartout.skills [load-skills])
+  (load-skills)
+  (setv status (sandbox-status)
+        ws (tempfile.mkdtemp :prefix "passepartout-bench-")
+        boxed (make-context :workspace ws :session "bench" :sandbox status)
+        plain (proto-put boxed ':sandbox [:kind "off"]))
+  (when (!= (proto-get status ':kind) "bubblewrap")
+    (return [#("sandbox start-up per shell action" f"not measured: {(proto-get status ':why)}" "" "")]))
+  (setv action [:action :shell :cmd "true"]
+        run (fn [ctx] (act action ctx))
+        bare (_timed (fn [] (run plain)) n)
+        wrapped (_timed (fn [] (run boxed)) n)
+        added (- (statistics.median wrapped) (statistics.median bare)))
+  [#("shell action `true`, no sandbox, p50" (* 1000 (statistics.median bare)) "ms" "")
+   #("shell action `true`, bubblewrap, p50" (* 1000 (statistics.median wrapped)) "ms" "")
+   #("sandbox start-up added per shell action, p50" (* 1000 added) "ms" "< 20 ms")
+   #("shell action `true`, bubblewrap, p99" (* 1000 (_percentile wrapped 0.99)) "ms" "")])
+
 (defn _tests-module [name]
   (setv tests (/ (. (Path __file__) parent parent) "tests"))
   (when (not (.is-file (/ tests f"{name}.py")))
@@ -191,6 +217,7 @@
                (fn [] (bench-verify n))
                bench-corpora
                (fn [] (bench-cold-start (if quick 3 7)))
+               (fn [] (bench-sandbox (if quick 30 200)))
                bench-chat-memory
                (fn [] (hy.I.passepartout/repl.bench-repl (if quick 10 40)))
                (fn [] (hy.I.passepartout/hitl.bench-approval (if quick 50 300)))

@@ -118,10 +118,12 @@
 
 (defn cmd-chat [args]
   (import asyncio
-          passepartout.daemon [boot shutdown skill-failures])
+          passepartout.daemon [boot shutdown skill-failures]
+          passepartout.sandbox [sandbox-summary])
   (setv env (boot :config-path args.config :workspace args.workspace))
   (for [line (skill-failures env)] (print "passepartout:" line :file sys.stderr))
   (print (+ "Passepartout — workspace " (get env "config" "workspace") ". Type help, or Ctrl-D to leave."))
+  (print (+ "Protection: " (sandbox-summary (get env "sandbox")) "."))
   (try
     (asyncio.run (_chat env (and (.isatty sys.stdin) (.isatty sys.stdout))))
     (except [KeyboardInterrupt] (print)))
@@ -133,8 +135,80 @@
   (run-daemon args))
 
 (defn cmd-approvals [args]
-  (import passepartout.hitl [cmd-approvals :as run])
+  (import passepartout.sandbox [inside-action]
+          passepartout.hitl [cmd-approvals :as run])
+  (setv why (inside-action))
+  (when why
+    (print (+ "passepartout approvals: refused: approvals are answered by people, "
+              f"and this runs inside one of the agent's actions ({why})")
+           :file sys.stderr)
+    (return 1))
   (run args))
+
+(defn _folder-check [path private]
+  "#(status detail) for the folder PATH, which should be PRIVATE (0700)."
+  (setv p (Path path))
+  (cond
+    (not (.exists p))
+    (do (setv parent (next (gfor a p.parents :if (.exists a) a)))
+        (if (os.access parent os.W-OK)
+            #("ok" f"{p} (made at the first start)")
+            #("fail" f"{p} does not exist and {parent} is not writable")))
+    (not (.is-dir p)) #("fail" f"{p} is not a folder")
+    True
+    (do (setv st (.stat p))
+        (cond (!= st.st-uid (os.getuid)) #("fail" f"{p} belongs to uid {st.st-uid}, not to this user")
+              (not (os.access p os.W-OK)) #("fail" f"{p} is not writable")
+              (and private (& st.st-mode 0o077)) #("warn" f"{p} is open to others (mode {(oct (& st.st-mode 0o777))}); chmod 700")
+              True #("ok" (str p))))))
+
+(defn _socket-check [config]
+  (import socket
+          passepartout.repl [socket-path])
+  (setv path (socket-path config)
+        [status detail] (_folder-check (get config "runtime_dir") True))
+  (when (= status "fail")
+    (return #(status detail)))
+  (when (not (os.path.exists path))
+    (return #(status f"{path}: no daemon listens (none running)")))
+  (with [s (socket.socket socket.AF-UNIX socket.SOCK-STREAM)]
+    (.settimeout s 1.0)
+    (try
+      (.connect s path)
+      (return #(status f"{path}: a daemon listens"))
+      (except [OSError]
+        (return #(status f"{path}: left by a daemon that is gone"))))))
+
+(defn doctor-checks [config-path]
+  "Rows #(check status detail) about the machine and the config at CONFIG-PATH."
+  (import passepartout.config [load-config config-file]
+          passepartout.proto [proto-get]
+          passepartout.sandbox [sandbox-status sandbox-summary])
+  (setv [file _] (config-file config-path))
+  (try
+    (setv config (load-config config-path))
+    (except [e ConfigError]
+      (return [#("config" "fail" (str e))])))
+  (setv status (sandbox-status config)
+        kind (proto-get status ':kind)
+        gateways (lfor [name section] (.items (.get config "gateways" {}))
+                       :if (and (isinstance section dict) (.get section "enabled" True))
+                       name))
+  [#("config" "ok" (if (get config "config_file") file f"{file} (absent: the defaults)"))
+   #("data dir" #* (_folder-check (get config "data_dir") True))
+   #("REPL socket" #* (_socket-check config))
+   #("sandbox" (if (= kind "bubblewrap") "ok" "warn")
+     (+ (sandbox-summary status)
+        f"; [sandbox] mode = {(proto-get status ':mode)}"
+        f", network = {(get config "sandbox" "network")}"))
+   #("gateways" (if gateways "ok" "warn") (if gateways (.join ", " gateways) "none is turned on"))])
+
+(defn cmd-doctor [args]
+  (setv rows (doctor-checks args.config)
+        width (max (gfor r rows (len (get r 0)))))
+  (for [[check status detail] rows]
+    (print f"{check :<{width}}  {status :<4}  {detail}"))
+  (if (any (gfor r rows (= (get r 1) "fail"))) 1 0))
 
 (defn _project-root [start]
   "The nearest folder at or above START that holds org/ and passepartout/."
@@ -192,6 +266,9 @@
   (.add-argument a "code" :nargs "?" :help "the approval's code or token")
   (.add-argument a "--reason" :help "why it is denied")
   (.set-defaults a :func cmd-approvals)
+
+  (setv dr (.add-parser sub "doctor" :help "check the config, folders, sandbox and gateways; say which protection is in force"))
+  (.set-defaults dr :func cmd-doctor)
 
   (setv t (.add-parser sub "tangle" :help "tangle org/ into the code, or check that they agree"))
   (.add-argument t "--check" :action "store_true" :help "write nothing; exit 1 if any file differs")

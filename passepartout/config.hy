@@ -131,7 +131,28 @@
    "skills" {"dirs" [(os.path.join data-dir "skills")]
              "disabled" []
              "immutable" []}
+   "sandbox" {"mode" "auto"
+              "network" "policy"
+              "bwrap" ""
+              "home_paths" []}
    "gateways" {"terminal" {"enabled" True}}})
+
+(setv _sandbox-choices {"mode" #("auto" "bubblewrap" "off")
+                        "network" #("off" "policy" "on")})
+
+(defn _sandbox [section file env]
+  "The [sandbox] SECTION checked, with its paths absolute."
+  (for [[key choices] (.items _sandbox-choices)]
+    (when (not (in (get section key) choices))
+      (raise (ConfigError (+ f"{file}: sandbox.{key} should be one of "
+                             (.join ", " (gfor c choices f"\"{c}\""))
+                             f", not {(get section key) !r}")))))
+  (setv paths (get section "home_paths"))
+  (when (not (all (gfor p paths (and (isinstance p str) p))))
+    (raise (ConfigError f"{file}: sandbox.home_paths should be an array of paths")))
+  (| section
+     {"home_paths" (lfor p paths (_expand p env (_home env)))
+      "bwrap" (if (get section "bwrap") (_expand (get section "bwrap") env (os.path.dirname file)) "")}))
 
 (defn _file-path [raw key file env]
   "The path the file gives for KEY, absolute, or None."
@@ -173,7 +194,8 @@
   (when (not (all (gfor d dirs (isinstance d str))))
     (raise (ConfigError f"{file}: skills.dirs should be an array of strings")))
   (setv (get cfg "skills") (| (get cfg "skills")
-                              {"dirs" (lfor d dirs (_expand d env (os.path.dirname file)))}))
+                              {"dirs" (lfor d dirs (_expand d env (os.path.dirname file)))})
+        (get cfg "sandbox") (_sandbox (get cfg "sandbox") file env))
   (| cfg {"data_dir" data-dir
           "workspace" workspace
           "runtime_dir" runtime-dir

@@ -1,7 +1,8 @@
 (import os tempfile time
         functools [lru-cache]
         pathlib [Path]
-        passepartout.proto [kw proto-get proto-put proto-without])
+        passepartout.proto [kw proto-get proto-put proto-without]
+        passepartout.sandbox [sandbox-status])
 
 (defn [(lru-cache :maxsize 256)] _real [p]
   (str (.resolve (.expanduser (Path p)))))
@@ -35,8 +36,9 @@
 (setv _limit-defaults {"shell_timeout" 30 "output_limit" 16000 "step_budget" 8 "attempts" 3})
 
 (defn make-context [[workspace "."] [session "local"] [config None] [store None]
-                    [secrets None] [now None] [env None]]
-  "The context plist for one signal."
+                    [secrets None] [now None] [env None] [sandbox None]]
+  "The context plist for one signal. SANDBOX is the protection in force (the
+   daemon finds it at boot); by default it is found from CONFIG, once."
   (setv config (or config {})
         env (if (is env None) os.environ env)
         limits (| _limit-defaults (.get config "limits" {}))
@@ -44,11 +46,13 @@
   [:workspace (_real workspace)
    :temp-dirs (temp-dirs env)
    :home (_real "~")
+   :search-path (.get env "PATH" "/usr/local/bin:/usr/bin:/bin")
    :protected protected
    :session session
    :now (if (is now None) (time.time) now)
    :limits (lfor [k v] (.items limits) x [(kw (.replace k "_" "-")) v] x)
    :secrets (list (or secrets []))
+   :sandbox (if (is sandbox None) (sandbox-status config) sandbox)
    :runtime {"store" store "config" config}])
 
 (defn context-limit [ctx name [default None]]

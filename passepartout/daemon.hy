@@ -5,7 +5,8 @@
         passepartout.proto [proto-get]
         passepartout.skills [load-skills set-immutable-skills]
         passepartout.cascade [make-cascade providers-from-config cascade-complete]
-        passepartout.hitl [escalate approvals-boot])
+        passepartout.hitl [escalate approvals-boot]
+        passepartout.sandbox [sandbox-status])
 
 (setv log (logging.getLogger "passepartout.daemon"))
 
@@ -42,6 +43,7 @@
              "escalate" escalate
              "secrets" (config-secrets config environ)
              "skill-report" report
+             "sandbox" (sandbox-status config)
              "clock" time.time})
   (setv (get env "boot-notices") (approvals-boot env))
   env)

@@ -441,11 +441,15 @@
 
 (defn cmd-daemon [args]
   "Run the headless daemon; the exit status."
-  (import passepartout.daemon [boot shutdown skill-failures])
+  (import passepartout.daemon [boot shutdown skill-failures]
+          passepartout.sandbox [sandbox-summary])
   (setv env (boot :config-path args.config :workspace (getattr args "workspace" None))
         handlers (setup-logging (get env "config")))
   (for [line (skill-failures env)]
     (.error log "%s" line))
+  ;; Said at every start, and on stderr when shell actions run with less than the sandbox.
+  (.log log (if (= (proto-get (get env "sandbox") ':kind) "bubblewrap") logging.INFO logging.WARNING)
+        "protection: %s" (sandbox-summary (get env "sandbox")))
   (try
     (asyncio.run (serve env :services (daemon-services)))
     (except [e DaemonRunning]

@@ -525,6 +525,7 @@
                 :config config
                 :store (get env "store")
                 :secrets (.get env "secrets" [])
+                :sandbox (.get env "sandbox")
                 :now now))
 
 (defn _fail [store approval state why now]
@@ -603,7 +604,7 @@
         (do (setv gid (add-grant store asked-in scope now grant-minutes who (proto-get approval ':id)))
             (setv grant-note f" Grant #{gid} allows {(describe-scope scope)} in this conversation until {(_when (+ now (* 60 grant-minutes)) now)}."))
         (setv grant-note " No grant was made: an escalation of this command belongs to no single program, or its program is only known when it runs.")))
-  (setv result (act action ctx))
+  (setv result (act action (proto-put ctx ':approved True)))
   (with [conn (.transaction store)]
     (.execute conn "UPDATE approvals SET state = 'executed', finished = ?, result = ?
                     WHERE id = ? AND state = 'executing'"

@@ -125,6 +125,7 @@
                 :config config
                 :store (get env "store")
                 :secrets (.get env "secrets" [])
+                :sandbox (.get env "sandbox")
                 :now ((.get env "clock" time.time))))
 
 (setv REFUSALS-TO-STOP 3)

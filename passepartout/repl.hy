@@ -7,6 +7,7 @@
         passepartout.config [ConfigError]
         passepartout.proto [proto-get proto-put]
         passepartout.perceive [reply-signal sensor-of]
+        passepartout.sandbox [in-action-process]
         passepartout.context [context-runtime]
         passepartout.store [event-append]
         passepartout.skills [all-skills builtin-skills-dir skill-files reload-skill-file
@@ -490,6 +491,12 @@
       (await (self._in-pool record-evaluation (.get self.env "store") "repl" uid None None
                             None f"peer uid {uid} (pid {pid}) is not the daemon's"))
       (return (_refusal "this REPL answers only the user the daemon runs as")))
+    (setv inside (await (self._in-pool in-action-process pid)))
+    (when inside
+      (await (self._in-pool record-evaluation (.get self.env "store") "repl" uid None None
+                            None f"peer pid {pid} runs inside an action: {inside}"))
+      (return (_refusal (+ "this REPL answers people only, and the caller runs inside "
+                           f"one of the agent's actions ({inside})"))))
     (try
       (setv line (await (asyncio.wait-for (.readline reader) READ-TIMEOUT)))
       (except [asyncio.TimeoutError]

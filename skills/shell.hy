@@ -2,7 +2,8 @@
 (import os selectors signal subprocess time
         passepartout.act [clip-output error-result]
         passepartout.context [context-limit]
-        passepartout.proto [proto-get])
+        passepartout.proto [proto-get]
+        passepartout.sandbox [shell-argv])
 
 (setv ENV-NAMES #{"PATH" "HOME" "LANG" "TERM" "USER" "LOGNAME" "SHELL" "TZ" "TMPDIR"}
       _default-path "/usr/local/bin:/usr/bin:/bin")
@@ -69,17 +70,21 @@
     (return (error-result f"the workspace {workspace !r} is not a real folder; nothing was run")))
   (setv limit (context-limit ctx "output-limit" 16000)
         timeout (_timeout action ctx)
+        [argv env] (shell-argv cmd action ctx (shell-env ctx))
         deadline (+ (time.monotonic) timeout)
         head (bytearray)
         total 0
-        timed-out False
-        proc (subprocess.Popen ["/bin/sh" "-c" cmd]
-                               :cwd workspace
-                               :env (shell-env ctx)
-                               :stdin subprocess.DEVNULL
-                               :stdout subprocess.PIPE
-                               :stderr subprocess.STDOUT
-                               :start-new-session True))
+        timed-out False)
+  (try
+    (setv proc (subprocess.Popen argv
+                                 :cwd workspace
+                                 :env env
+                                 :stdin subprocess.DEVNULL
+                                 :stdout subprocess.PIPE
+                                 :stderr subprocess.STDOUT
+                                 :start-new-session True))
+    (except [e OSError]
+      (return (error-result f"the command could not be started: {(get argv 0)}: {(or e.strerror e)}"))))
   (try
     (setv fd (.fileno proc.stdout)
           [total ended] (_collect fd head total limit deadline))

@@ -167,22 +167,28 @@
   (setv r (ok (shell ctx "printf 'a\\377b'")))
   (assert (= (proto-get r ':output) "a\ufffdb") f"{r}"))
 
-(defn _gone [pid]
-  "True once PID no longer runs (absent, or a zombie nobody reaped)."
-  (try (setv state (get (.split (.read-text (Path f"/proc/{pid}/stat")) ") " 1) 0))
-       (except [FileNotFoundError] (return True)))
-  (= state "Z"))
+(defn _running [tag]
+  "Pids of live (not zombie) processes running `sleep TAG`, found from outside:
+   inside a sandbox the command sees pids of its own namespace."
+  (setv found [])
+  (for [p (.iterdir (Path "/proc")) :if (.isdigit p.name)]
+    (try
+      (when (in (.encode f"sleep\x00{tag}\x00") (.read-bytes (/ p "cmdline")))
+        (when (!= (get (.split (get (.rsplit (.read-text (/ p "stat")) ")" 1) 1)) 0) "Z")
+          (.append found p.name)))
+      (except [OSError])))
+  found)
 
 (defn test-shell-timeout-kills-the-whole-group [registry ctx]
-  (setv r (failed (shell (limited ctx :shell-timeout 1) "sleep 30 & echo $!; wait" :timeout 20)
+  (setv tag f"30.{(% (time.time-ns) 1000000000)}"
+        r (failed (shell (limited ctx :shell-timeout 1) f"sleep {tag} & wait" :timeout 20)
                   "timed out"))
   (assert (is (proto-get r ':timed-out) True) f"{r}")
-  (setv pid (int (.strip (proto-get r ':output))))
   ;; the kill is sent before the actuator returns; give the kernel a moment to finish it
   (for [_ (range 100)]
-    (when (_gone pid) (break))
+    (when (not (_running tag)) (break))
     (time.sleep 0.05))
-  (assert (_gone pid) f"the background sleep {pid} survived the timeout"))
+  (assert (not (_running tag)) f"the background sleep {(_running tag)} survived the timeout"))
 
 (defn test-shell-timeout-from-the-action-when-lower [registry ctx]
   (setv r (failed (shell ctx "sleep 30" :timeout 1) "timed out after 1 s"))

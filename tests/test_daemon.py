@@ -67,7 +67,8 @@ class Recorder:
 
 @pytest.fixture
 def env(booted, tmp_path):
-    e = booted('[daemon]\nheartbeat = 0.2\n[gateways.terminal]\nenabled = false\n',
+    e = booted('[daemon]\nheartbeat = 0.2\n[gateways.terminal]\nenabled = false\n'
+               '[sandbox]\nmode = "off"\n',
                {"PASSEPARTOUT_RUNTIME_DIR": str(tmp_path / "run")})
     e["complete"] = echo_complete
     return e

@@ -1,0 +1,229 @@
+(import functools [lru-cache]
+        importlib os shutil subprocess
+        passepartout.proto [proto-get])
+
+(setv MARKER "PASSEPARTOUT_SANDBOX"
+      MODES #("auto" "bubblewrap" "off")
+      NETWORK-MODES #("off" "policy" "on")
+      SETTINGS {"mode" "auto" "network" "policy" "bwrap" "" "home_paths" []}
+      SYSTEM-DIRS ["/usr" "/bin" "/sbin" "/lib" "/lib32" "/lib64" "/libx32" "/etc" "/opt"])
+
+(defn sandbox-settings [config]
+  "The [sandbox] table of CONFIG with the defaults filled in."
+  (| SETTINGS (or (.get (or config {}) "sandbox") {})))
+
+(defn _probe-argv [bwrap]
+  [bwrap "--ro-bind" "/" "/" "--proc" "/proc" "--dev" "/dev"
+   "--unshare-pid" "--unshare-net" "--unshare-ipc" "--unshare-uts" "--unshare-cgroup-try"
+   "--die-with-parent" "--new-session" "/bin/sh" "-c" ":"])
+
+(defn [(lru-cache :maxsize 16)] probe [bwrap]
+  "None when the bubblewrap binary BWRAP runs a sandbox here, else why not."
+  (try
+    (setv r (subprocess.run (_probe-argv bwrap) :capture-output True :timeout 10
+                            :stdin subprocess.DEVNULL :env {"PATH" "/usr/bin:/bin"}))
+    (except [FileNotFoundError]
+      (return f"{bwrap} is not there"))
+    (except [e OSError]
+      (return f"{bwrap} cannot be run ({(or e.strerror e)})"))
+    (except [subprocess.TimeoutExpired]
+      (return f"{bwrap} did not finish a trial run in 10 s")))
+  (if (= r.returncode 0)
+      None
+      (do (setv lines (.splitlines (.decode r.stderr "utf-8" "replace")))
+          (+ f"{bwrap} failed a trial run (exit {r.returncode})"
+             (if lines f": {(.strip (get lines -1))}" "")))))
+
+(defn _home-paths [paths]
+  (setv home (os.path.expanduser "~"))
+  (lfor p paths :if (and (isinstance p str) p)
+        (os.path.normpath (os.path.join home (os.path.expanduser p)))))
+
+(defn [(lru-cache :maxsize 16)] _status [mode network bwrap home-paths]
+  (when (= mode "off")
+    (return [:kind "off" :mode mode :network "on"
+             :why "the config turns the sandbox off ([sandbox] mode = \"off\")"]))
+  (setv found (if bwrap bwrap (shutil.which "bwrap"))
+        why (if found (probe found) "bubblewrap (bwrap) is not installed"))
+  (if why
+      [:kind "none" :mode mode :network network :why why]
+      [:kind "bubblewrap" :mode mode :network network :bwrap found
+       :home-paths (list home-paths)]))
+
+(defn sandbox-status [[config None]]
+  "The protection in force for CONFIG's shell actions, as a plist:
+   (:kind \"bubblewrap\" :network \"policy\" :bwrap \"/usr/bin/bwrap\" …),
+   (:kind \"none\" :why …) when bubblewrap does not work, (:kind \"off\" …)
+   when the config turns it off."
+  (setv s (sandbox-settings config)
+        mode (get s "mode")
+        network (get s "network"))
+  (list (_status (if (in mode MODES) mode "auto")
+                 (if (in network NETWORK-MODES) network "off")
+                 (or (get s "bwrap") None)
+                 (tuple (_home-paths (get s "home_paths"))))))
+
+(defn sandbox-summary [status]
+  "One line saying which protection STATUS puts in force."
+  (setv kind (proto-get status ':kind)
+        network (proto-get status ':network))
+  (cond
+    (= kind "bubblewrap")
+    (+ "shell actions run in a bubblewrap sandbox, network "
+       (cond (= network "on") "on"
+             (= network "off") "off"
+             True "off except for network fetches and approved actions"))
+    (= kind "off")
+    "no sandbox: the config turns it off, so shell actions run unconfined as the gates allow"
+    True
+    f"no sandbox ({(proto-get status ':why)}): every shell action asks a person first"))
+
+(defn _network-fetch [cmd]
+  (try
+    (setv f (getattr (importlib.import-module "passepartout.shell") "network_fetch" None))
+    (is (and f (f cmd)) True)
+    (except [Exception] False)))
+
+(defn network-allowed [action ctx]
+  "True when the sandbox of ACTION in CTX shares the host's network."
+  (setv mode (proto-get (or (proto-get ctx ':sandbox) []) ':network "off"))
+  (cond (= mode "on") True
+        (!= mode "policy") False
+        (is (proto-get ctx ':approved) True) True
+        True (_network-fetch (proto-get action ':cmd))))
+
+(defn _under [path root]
+  (or (= path root) (.startswith path (+ (.rstrip root "/") "/"))))
+
+(defn _system-mounts []
+  (setv out [])
+  (for [d SYSTEM-DIRS]
+    (cond (os.path.islink d) (.extend out ["--symlink" (os.readlink d) d])
+          (os.path.isdir d) (.extend out ["--ro-bind" d d])))
+  out)
+
+(defn _safe-target [p]
+  "True for a folder that may be replaced by an empty one: absolute, not the
+   root, not inside the system."
+  (and (isinstance p str) (os.path.isabs p) (!= (os.path.normpath p) "/")
+       (not (any (gfor d SYSTEM-DIRS (_under p d))))))
+
+(defn _daemon-files [ctx]
+  (setv config (or (.get (or (proto-get ctx ':runtime) {}) "config") {})
+        out (list (or (proto-get ctx ':protected) [])))
+  (for [key ["config_path" "runtime_dir" "data_dir"]]
+    (when (.get config key) (.append out (os.path.realpath (get config key)))))
+  (when (.get config "data_dir")
+    (.append out (os.path.realpath (os.path.join (get config "data_dir") "logs"))))
+  (list (dict.fromkeys out)))
+
+(defn _masks [ctx workspace bound]
+  (setv out [])
+  (for [p (_daemon-files ctx)]
+    (when (and (os.path.lexists p)
+               (not (_under workspace p))
+               (any (gfor b bound (_under p b))))
+      (if (os.path.isdir p)
+          (.extend out ["--tmpfs" p])
+          (.extend out ["--ro-bind" "/dev/null" p]))))
+  out)
+
+(defn _resolver [network]
+  (setv conf "/etc/resolv.conf")
+  (if (and network (os.path.islink conf))
+      (do (setv target (os.path.realpath conf))
+          (if (_under target "/run") ["--ro-bind-try" target target] []))
+      []))
+
+(defn sandbox-argv [status ctx argv env [network False]]
+  "The bwrap command line that runs ARGV (a list) in the sandbox STATUS for the
+   context CTX, with exactly the environment ENV and the network when NETWORK."
+  (setv workspace (os.path.realpath (proto-get ctx ':workspace))
+        home (os.path.realpath (or (proto-get ctx ':home) (os.path.expanduser "~")))
+        home-paths (lfor p (or (proto-get status ':home-paths) [])
+                         :if (os.path.exists p) (os.path.realpath p))
+        temps (lfor t (+ ["/tmp" "/var/tmp"] (list (or (proto-get ctx ':temp-dirs) [])))
+                    :if (_safe-target t) (os.path.normpath t))
+        home-mounts (+ (if (_safe-target home) ["--tmpfs" home] [])
+                       (lfor p home-paths x ["--ro-bind" p p] x))
+        home-inside (and (!= home workspace) (_under home workspace))
+        bound (+ SYSTEM-DIRS [workspace] home-paths)
+        out [(proto-get status ':bwrap)
+             "--unshare-pid" "--unshare-ipc" "--unshare-uts" "--unshare-cgroup-try"
+             "--die-with-parent" "--new-session" "--clearenv"])
+  (when (not network) (.append out "--unshare-net"))
+  ;; As root, bwrap keeps its capabilities inside unless told otherwise.
+  (when (= (os.geteuid) 0) (.extend out ["--cap-drop" "ALL"]))
+  (.extend out (_system-mounts))
+  (.extend out ["--proc" "/proc" "--dev" "/dev"])
+  (for [t (list (dict.fromkeys temps))] (.extend out ["--tmpfs" t]))
+  (when (not home-inside) (.extend out home-mounts))
+  (.extend out ["--bind" workspace workspace])
+  (when home-inside (.extend out home-mounts))
+  (.extend out (_masks ctx workspace bound))
+  (.extend out (_resolver network))
+  (.extend out ["--chdir" workspace])
+  (for [[k v] (.items env)] (.extend out ["--setenv" k v]))
+  (+ out argv))
+
+(setv _holder "/bin/sh -c \"$1\"; exit $?")
+
+(defn shell-argv [cmd action ctx env]
+  "#(argv env) that run the shell command CMD of ACTION in CTX: under the
+   sandbox when bubblewrap is in force, under a marked parent shell otherwise.
+   ENV gains the marker either way."
+  (setv env (| env {MARKER "1"})
+        status (proto-get ctx ':sandbox))
+  (when (is status None)
+    (setv status (sandbox-status (.get (or (proto-get ctx ':runtime) {}) "config"))))
+  (if (= (proto-get status ':kind) "bubblewrap")
+      (do (setv home (os.path.realpath (or (proto-get ctx ':home) (os.path.expanduser "~")))
+                env (| env {"HOME" home}))
+          #((sandbox-argv status ctx ["/bin/sh" "-c" cmd] env :network (network-allowed action ctx))
+            env))
+      #(["/bin/sh" "-c" _holder "/bin/sh" cmd] env)))
+
+(defn _pid-ns [pid]
+  (os.readlink f"/proc/{pid}/ns/pid"))
+
+(defn _parent [pid]
+  (setv stat (with [f (open f"/proc/{pid}/stat" "rb")] (.read f)))
+  (int (get (.split (get (.rsplit stat b")" 1) 1)) 1)))
+
+(defn _marked [pid]
+  "True when PID was started with the marker, False when not, None when its
+   environment cannot be read."
+  (try
+    (with [f (open f"/proc/{pid}/environ" "rb")]
+      (setv data (.read f)))
+    (except [OSError] (return None)))
+  (setv key (+ (.encode MARKER) b"="))
+  (any (gfor e (.split data b"\x00") (.startswith e key))))
+
+(defn in-action-process [pid]
+  "Why the process PID runs inside an action, or None when nothing says so."
+  (try
+    (when (!= (_pid-ns pid) (_pid-ns "self"))
+      (return "it runs in another pid namespace, as an action's sandbox does"))
+    (except [e OSError]
+      (return f"its pid namespace cannot be read ({(or e.strerror e)})")))
+  (setv p pid
+        steps 0)
+  (while (and (> p 0) (< steps 512))
+    (setv marked (_marked p))
+    (cond (is marked True)
+          (return (if (= p pid)
+                      f"it was started with {MARKER} set, as every action's shell is"
+                      f"its ancestor {p} was started with {MARKER} set: it descends from a shell action"))
+          (and (is marked None) (= p pid))
+          (return "its environment cannot be read, so it cannot be told apart from an action"))
+    (try (setv p (_parent p))
+         (except [OSError] (break)))
+    (+= steps 1))
+  None)
+
+(defn inside-action []
+  "Why this process runs inside an action, or None."
+  (if (in MARKER os.environ)
+      f"{MARKER} is set, as in every action's shell"
+      (in-action-process (os.getpid))))
