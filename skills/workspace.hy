@@ -1,7 +1,7 @@
 (require passepartout.macros [defskill])
 (import passepartout.act [action-name]
         passepartout.proto [proto-get]
-        passepartout.workspace [resolve-path])
+        passepartout.workspace [resolve-path runs-later])
 
 (setv _writes {"read-file" False "write-file" True})
 
@@ -21,6 +21,9 @@
         (proto-get found ':secret)
         [:verdict :escalate
          :reason f"{name} {(_shown path)} touches a file that usually holds secrets; a person must approve"]
+        (and (get _writes name) (runs-later (proto-get found ':path) (proto-get ctx ':workspace)))
+        [:verdict :escalate
+         :reason f"{name} {(_shown path)} writes {(runs-later (proto-get found ':path) (proto-get ctx ':workspace))}, which runs commands later, unseen; a person must approve"]
         True [:verdict :allow]))
 
 (defskill workspace
