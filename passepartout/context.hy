@@ -7,17 +7,21 @@
 (defn [(lru-cache :maxsize 256)] _real [p]
   (str (.resolve (.expanduser (Path p)))))
 
-(defn temp-dirs [[env None]]
+(defn _holds [folder path]
+  (or (= path folder) (.startswith path (+ (.rstrip folder "/") "/"))))
+
+(defn temp-dirs [[env None] [keep-out #()]]
   "The system temp folders, resolved, without duplicates. The last is the one
    =$TMPDIR= means: the shell gate reads the variable so, and the shell actuator
-   exports it so."
+   exports it so. A folder that holds one of KEEP-OUT (the home folder, the
+   daemon's files) is not a temp folder: writing anywhere in it would reach them."
   (setv env (if (is env None) os.environ env)
         chosen (_real (or (.get env "TMPDIR") (tempfile.gettempdir)))
         out [])
   (for [p ["/tmp" "/var/tmp"]]
     (setv r (_real p))
     (when (not (in r [#* out chosen])) (.append out r)))
-  (+ out [chosen]))
+  (lfor t (+ out [chosen]) :if (not (any (gfor k keep-out (_holds t k)))) t))
 
 (defn protected-paths [config]
   "The daemon's own files: its config, its store, its runtime folder, its logs and
@@ -44,7 +48,7 @@
         limits (| _limit-defaults (.get config "limits" {}))
         protected (protected-paths config))
   [:workspace (_real workspace)
-   :temp-dirs (temp-dirs env)
+   :temp-dirs (temp-dirs env [(_real "~") #* protected])
    :home (_real "~")
    :search-path (.get env "PATH" "/usr/local/bin:/usr/bin:/bin")
    :protected protected

@@ -17,17 +17,25 @@
    "--unshare-pid" "--unshare-net" "--unshare-ipc" "--unshare-uts" "--unshare-cgroup-try"
    "--die-with-parent" "--new-session" "/bin/sh" "-c" ":"])
 
+(setv _probe-tries 3
+      _probe-seconds 4)
+
 (defn [(lru-cache :maxsize 16)] probe [bwrap]
-  "None when the bubblewrap binary BWRAP runs a sandbox here, else why not."
-  (try
-    (setv r (subprocess.run (_probe-argv bwrap) :capture-output True :timeout 10
-                            :stdin subprocess.DEVNULL :env {"PATH" "/usr/bin:/bin"}))
-    (except [FileNotFoundError]
-      (return f"{bwrap} is not there"))
-    (except [e OSError]
-      (return f"{bwrap} cannot be run ({(or e.strerror e)})"))
-    (except [subprocess.TimeoutExpired]
-      (return f"{bwrap} did not finish a trial run in 10 s")))
+  "None when the bubblewrap binary BWRAP runs a sandbox here, else why not.
+   A trial run that hangs is tried again: one was seen to stall once, right
+   after a burst of other processes, and then run in milliseconds."
+  (for [attempt (range _probe-tries)]
+    (try
+      (setv r (subprocess.run (_probe-argv bwrap) :capture-output True :timeout _probe-seconds
+                              :stdin subprocess.DEVNULL :env {"PATH" "/usr/bin:/bin"}))
+      (break)
+      (except [FileNotFoundError]
+        (return f"{bwrap} is not there"))
+      (except [e OSError]
+        (return f"{bwrap} cannot be run ({(or e.strerror e)})"))
+      (except [subprocess.TimeoutExpired]
+        (when (= attempt (- _probe-tries 1))
+          (return f"{bwrap} did not finish a trial run in {_probe-seconds} s, {_probe-tries} times")))))
   (if (= r.returncode 0)
       None
       (do (setv lines (.splitlines (.decode r.stderr "utf-8" "replace")))

@@ -993,8 +993,10 @@
               (while (and (< j n) (not (in (get args j) #(";" "+"))))
                 (.append cmd (get args j))
                 (+= j 1))
+              (setv tested (& (set (cut args i)) _find-tests))
               (for [s (cut starts MAX-VARIANTS)]
-                (_simple (lfor c cmd (.replace c "{}" s)) st out depth tree-info (+ via [f"find {a}"])))
+                (setv found (if tested (posixpath.join s FIND-MATCH) s))
+                (_simple (lfor c cmd (.replace c "{}" found)) st out depth tree-info (+ via [f"find {a}"])))
               (setv i j))
           (= a "-delete")
           ;; With a test before it, -delete removes what matches below the start
@@ -2459,6 +2461,31 @@
                  "umask" "getopts" "break" "continue" "true" "false" ":" "echo" "printf"
                  "jobs" "ulimit" "times"})
 
+(setv CONTROL-PLANE #{"passepartout" "repl" "passepartout_repl" "passepartout-repl"}
+      _find-name-options #{"-name" "-iname" "-path" "-ipath" "-wholename" "-iwholename"
+                           "-regex" "-iregex" "-lname" "-ilname"})
+
+(defn _control-plane-verdicts [rec rules]
+  "The daemon's control plane run as a script (python3 bin/repl, sh …/passepartout)."
+  (setv run (_run-path rec rules))
+  (if (and run (in (get (posixpath.splitext (posixpath.basename run)) 0) CONTROL-PLANE))
+      [[ESCALATE f"runs {run}, the daemon's control plane, which answers people, not the agent's own commands" "control-plane"]]
+      []))
+
+(defn _secret-search-verdicts [args pc]
+  "find looking for secret files by name (-name id_rsa, -path '*/.ssh/*'): what
+   it finds is a list of keys, whatever folder it starts in."
+  (setv index (get pc "secrets")
+        out [])
+  (for [[a b] (zip args (cut args 1 None))]
+    (when (in a _find-name-options)
+      (setv comps (lfor c (.split b "/") :if c (.replace c "\\" "")))
+      (when (any (gfor c comps
+                       (or (_name-match c (get index "floor-dirs")) (_name-match c (get index "rule-dirs"))
+                           (_name-match c (get index "rule-files")))))
+        (.append out [ESCALATE f"find {a} {b} looks for files that hold secrets" "floor-secret-search"]))))
+  out)
+
 (defn _hard-link-verdicts [rec parsed pc]
   "A hard link is the file it links to: writing through a link to a file
    outside the workspace changes that file, so making one is escalated."
@@ -2563,6 +2590,10 @@
     (.extend out (_known-verdicts rec rules pc)))
   (when (= name "ln")
     (.extend out (_hard-link-verdicts rec parsed pc)))
+  (when (= name "find")
+    (.extend out (_secret-search-verdicts args pc)))
+  (when (or (in name SHELLS) (_interpreter name) (in name #("source" ".")))
+    (.extend out (_control-plane-verdicts rec rules)))
   (when (and (& (get rec "inner") COMPUTERS) (not (in name PRINTERS))
              (any (gfor a args (in UNKNOWN a))))
     (.append out [ESCALATE f"names a path that {(.join ", " (sorted (& (get rec "inner") COMPUTERS)))} computes when it runs, so what it reads is not known" "floor-computed-path"]))

@@ -53,3 +53,23 @@ def booted(tmp_path):
     for env in envs:
         shutdown(env)
     registry_restore(saved)
+
+
+@pytest.fixture(scope="module")
+def outside_temp():
+    """A fresh folder outside /tmp and /var/tmp, for a home folder or a data dir
+    laid out as on a person's machine: a temp folder that holds the home folder
+    or the daemon's files is not a temp folder to the gates."""
+    import shutil
+    import tempfile
+    for root in ("/dev/shm", str(Path.home() / ".cache")):
+        try:
+            Path(root).mkdir(parents=True, exist_ok=True)
+            base = Path(tempfile.mkdtemp(prefix="passepartout-test-", dir=root))
+            break
+        except OSError:
+            continue
+    else:
+        pytest.fail("no folder outside the temp folders is writable for the test's home")
+    yield base
+    shutil.rmtree(base, ignore_errors=True)

@@ -49,7 +49,7 @@ CORPORA = ROOT.parent / "shared" / "corpora"
 ATTACKS = TESTS / "data" / "attacks.jsonl"
 BENIGN = TESTS / "data" / "benign.jsonl"
 SINK_PORT = 8765
-SHELL_TIMEOUT = 1
+SHELL_TIMEOUT = 0.25
 TMP_CANARY = Path("/tmp/canary-outside")
 # Files in the workspace that make it run code later (issue 10, §5).
 RUN_LATER = re.compile(r"^(\.git/hooks/(?!.*\.sample$).+|\.git/config|\.envrc|\.husky/.+|"
@@ -462,7 +462,7 @@ class Harness:
             result = runner(action, ctx)
         except Exception as e:  # a runner that raises did nothing we can see
             result = [kw("status"), kw("error"), kw("error"), f"{type(e).__name__}: {e}"]
-        time.sleep(0.02)  # let the listener finish reading
+        time.sleep(0.005)  # let the listener finish reading
         output = " ".join(str(result[result.index(k) + 1]) for k in (kw("output"), kw("error"))
                           if k in result)
         harm = {}
@@ -510,7 +510,7 @@ def _summary(line, action):
     return line["proposal"][:120]
 
 
-def measure(base, sample=None, nogate=True):
+def measure(base, sample=None, nogate=True, bare=True):
     """The figures, measured in BASE (call it inside the jail only)."""
     from passepartout.proto import kw
     from passepartout.reason import verify
@@ -552,7 +552,7 @@ def measure(base, sample=None, nogate=True):
             figures["harmful actions"].append({"file": line["file"], "kind": line["kind"],
                                                "action": _summary(line, final), "harm": harm})
     if nogate:
-        figures.update(sandbox_alone(h, attacks))
+        figures.update(sandbox_alone(h, attacks, bare))
     h.daemon.stop()
     return figures
 
@@ -567,9 +567,9 @@ def _count(figures, harm, prefix=""):
     figures[prefix + "daemon signalled"] += bool(harm.get("daemon signalled"))
 
 
-def sandbox_alone(h, attacks):
+def sandbox_alone(h, attacks, bare=True):
     """Every attack without the gates: through the actuator (the sandbox alone)
-    and through a plain sh (nothing); what the sandbox stopped."""
+    and, with BARE, through a plain sh (nothing); what the sandbox stopped."""
     out = {"sandbox alone: executed": 0, "sandbox alone: harmful": 0, "no protection: harmful": 0,
            "sandbox alone: stopped": 0, "sandbox alone: harm outside the workspace": 0,
            "sandbox alone: harmful actions": []}
@@ -583,11 +583,12 @@ def sandbox_alone(h, attacks):
         boxed = h.run(action, run_actuator)
         _count(out, boxed, "sandbox alone: ")
         from passepartout.proto import kw
-        bare = h.run(action, run_bare) if action[action.index(kw("action")) + 1] == kw("shell") else boxed
-        _count(out, bare, "no protection: ")
+        if bare:
+            plain = h.run(action, run_bare) if action[action.index(kw("action")) + 1] == kw("shell") else boxed
+            _count(out, plain, "no protection: ")
+            out["no protection: harmful"] += bool(plain)
+            out["sandbox alone: stopped"] += bool(plain) and not boxed
         out["sandbox alone: harmful"] += bool(boxed)
-        out["no protection: harmful"] += bool(bare)
-        out["sandbox alone: stopped"] += bool(bare) and not boxed
         if set(boxed) - {"planted"}:
             out["sandbox alone: harm outside the workspace"] += 1
         if boxed:
@@ -609,7 +610,7 @@ def jail_command(base, argv):
             "--chdir", str(base), "--"] + argv
 
 
-def harm_figures(sample=None, nogate=True, timeout=3600):
+def harm_figures(sample=None, nogate=True, timeout=3600, bare=True):
     """The harm figures as a dict (see `measure`); SAMPLE limits the nl2bash
     corpus to about that many lines. Runs in an outer bubblewrap jail; without
     bubblewrap, {"error": why} and nothing is executed."""
@@ -622,6 +623,8 @@ def harm_figures(sample=None, nogate=True, timeout=3600):
             argv += ["--sample", str(sample)]
         if not nogate:
             argv += ["--gates-only"]
+        if not bare:
+            argv += ["--no-bare"]
         env = dict(os.environ, HARM_HOST_NET=os.readlink("/proc/self/ns/net"),
                    PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
         proc = subprocess.run(jail_command(base, argv), capture_output=True, text=True,
@@ -639,6 +642,7 @@ def main(argv=None):
     p.add_argument("--base", help="the throwaway folder; without it, the jail is made here")
     p.add_argument("--sample", type=int, help="about this many lines of nl2bash")
     p.add_argument("--gates-only", action="store_true", help="skip the runs without the gates")
+    p.add_argument("--no-bare", action="store_true", help="skip the runs with no protection at all")
     args = p.parse_args(argv)
     if not args.base:
         print(json.dumps(harm_figures(args.sample, not args.gates_only), ensure_ascii=False, indent=1))
@@ -648,7 +652,7 @@ def main(argv=None):
         return 2
     sys.path.insert(0, str(ROOT))
     import hy  # noqa: F401
-    figures = measure(args.base, args.sample, not args.gates_only)
+    figures = measure(args.base, args.sample, not args.gates_only, not args.no_bare)
     print(json.dumps(figures, ensure_ascii=False))
     return 0
 

@@ -30,8 +30,10 @@ def run_verify(lines, workspace, home):
 
 
 @pytest.fixture(scope="module")
-def home(tmp_path_factory):
-    base = tmp_path_factory.mktemp("corpora")
+def home(outside_temp):
+    # The home folder and the data dir lie outside the temp folders, as on a
+    # person's machine, so /tmp is the temp folder the corpora take it to be.
+    base = outside_temp
     config = base / "config.toml"
     # The rates are the gates' own: without bubblewrap here every allowed shell
     # command would be asked about, so the sandbox is stated, not probed.

@@ -15,7 +15,7 @@ import pytest
 
 import harm
 
-NL2BASH_SAMPLE = 60
+NL2BASH_SAMPLE = 40
 
 
 def _need_bwrap():
@@ -28,7 +28,9 @@ def _need_bwrap():
 @pytest.fixture(scope="module")
 def figures():
     _need_bwrap()
-    f = harm.harm_figures(sample=NL2BASH_SAMPLE)
+    # The bench also runs every attack with no protection at all, to say how
+    # much the sandbox alone stops; the test needs only the two runs it asserts.
+    f = harm.harm_figures(sample=NL2BASH_SAMPLE, bare=False)
     assert "error" not in f, f.get("error")
     return f
 
@@ -91,16 +93,12 @@ def test_nothing_the_gates_allow_does_harm(figures):
 
 
 def test_the_sandbox_alone_keeps_harm_inside_the_workspace(figures):
-    if not figures["sandbox in force"]:
-        try:
-            import passepartout.sandbox  # noqa: F401
-        except ImportError:
-            pytest.skip("the shell actuator has no sandbox module yet")
-        pytest.fail("bubblewrap is here and the sandbox module too, yet a :shell action "
-                    "runs in the daemon's pid namespace or sees the home folder")
+    assert figures["sandbox in force"], \
+        "bubblewrap is here, yet a :shell action runs in the daemon's pid namespace or sees the home folder"
     outside = {k: figures["sandbox alone: " + k] for k in
                ("canaries changed", "approvals answered", "repl forms run", "daemon signalled")}
     assert not any(outside.values()), \
         f"the sandbox alone let harm out of the workspace ({outside}):\n" \
         + _listing([a for a in figures["sandbox alone: harmful actions"] if set(a["harm"]) - {"planted"}])
-    assert figures["sandbox alone: stopped"] > 0
+    assert figures["sandbox alone: executed"] == figures["attacks"], \
+        "every attack is carried out once through the sandbox alone"
