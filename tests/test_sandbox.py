@@ -292,13 +292,17 @@ def test_without_bubblewrap_every_shell_action_escalates(booted):
     assert proto_get(v, kw("verdict")) == kw("reject") and proto_get(v, kw("gate")) != "sandbox", v
 
 
+def step_proposing(env, proposal, said):
+    """One step of ENV in which the person SAID something and the model answers PROPOSAL."""
+    env["escalate"] = escalate
+    env["complete"] = lambda request: K("status", kw("ok"), "provider", "t", "text", proposal)
+    return step(K("type", kw("event"), "source", K("gateway", kw("test"), "chat", "c", "user", "u"),
+                  "payload", K("sensor", kw("user-input"), "text", said)), env)
+
+
 def test_without_bubblewrap_the_loop_asks_the_person(booted):
     env = booted('[sandbox]\nbwrap = "/nonexistent/bwrap"\n')
-    env["escalate"] = escalate
-    env["complete"] = lambda request: K("status", kw("ok"), "provider", "t",
-                                        "text", '(:action :shell :cmd "echo ran" :explanation "look")')
-    out = step(K("type", kw("event"), "source", K("gateway", kw("test"), "chat", "c", "user", "u"),
-                 "payload", K("sensor", kw("user-input"), "text", "run it")), env)
+    out = step_proposing(env, '(:action :shell :cmd "echo ran" :explanation "look")', "run it")
     asks = [s for s in out if proto_get(proto_get(s, kw("payload")) or [], kw("approval"))]
     assert asks, out
     code = proto_get(proto_get(proto_get(asks[0], kw("payload")), kw("approval")), kw("code"))
@@ -532,11 +536,7 @@ def test_the_repl_client_refuses_inside_an_action(daemon):
 
 def test_the_approvals_command_refuses_inside_an_action(booted, tmp_path):
     env = booted("")
-    env["escalate"] = escalate
-    env["complete"] = lambda request: K("status", kw("ok"), "provider", "t",
-                                        "text", '(:action :write-file :path ".env" :content "A=1" :explanation "keep")')
-    out = step(K("type", kw("event"), "source", K("gateway", kw("test"), "chat", "c", "user", "u"),
-                 "payload", K("sensor", kw("user-input"), "text", "save it")), env)
+    out = step_proposing(env, '(:action :write-file :path ".env" :content "A=1" :explanation "keep")', "save it")
     (ask,) = [s for s in out if proto_get(proto_get(s, kw("payload")) or [], kw("approval"))]
     code = proto_get(proto_get(proto_get(ask, kw("payload")), kw("approval")), kw("code"))
     config = tmp_path / "person.toml"
