@@ -2700,6 +2700,16 @@
                       (.extend found (_paths (posixpath.join target (posixpath.basename src)) rec pc)))))))
   found)
 
+(defn _runs-written [runs written]
+  "True when one of the paths RUNS is one of WRITTEN; a path find stands for
+   (what matches below a folder, see FIND-MATCH) may be any file written there."
+  (for [r runs]
+    (when (in r written) (return True))
+    (when (= (posixpath.basename r) FIND-MATCH)
+      (setv folder (posixpath.dirname r))
+      (when (any (gfor w written (path-inside w folder))) (return True))))
+  False)
+
 (defn _line-verdicts [out pc rules]
   (setv verdicts []
         commands (lfor c (get out "commands") :if (get c "name") c)
@@ -2709,7 +2719,7 @@
     (setv run (when (or downloads written) (_run-path rec rules)))
     (when (and run downloads (& (set (_paths run rec pc)) (set downloads)))
       (.append verdicts [REJECT f"`{(get rec "text")}` — runs {run}, which this command line downloads" "floor-download-to-interpreter"]))
-    (when (and run written (& (set (_paths run rec pc)) written))
+    (when (and run written (_runs-written (_paths run rec pc) written))
       (.append verdicts [ESCALATE f"`{(get rec "text")}` — runs {run}, which this same command line writes" "write-then-run"]))
     (when (and written (in (get rec "name") BUILD-TOOLS))
       (for [w written]
@@ -2725,7 +2735,7 @@
           (setv target (get ops 0)
                 link (if (>= (len ops) 2) (get ops -1) (posixpath.basename target)))
           (for [link-path (_paths link rec pc)
-                target-path (if (.startswith target "/")
+                target-path (if (_absolute target)
                                 (_paths target rec pc)
                                 (lfor t (_paths target rec pc)
                                       (_norm (posixpath.join (posixpath.dirname link-path) target))))]
