@@ -9,12 +9,14 @@
       LOCAL-TIMEOUT 30.0
       PROBE-TIMEOUT 0.25
       OLLAMA-BASE "http://127.0.0.1:11434"
-      _provider-keys #{"name" "model" "api_base" "api_key_env" "timeout" "probe"})
+      DEFAULT-MAX-TOKENS 1024
+      _provider-keys #{"name" "model" "api_base" "api_key_env" "timeout" "probe" "max_tokens"})
 
 (defn _local-model [model]
   (.startswith model #("ollama/" "ollama_chat/")))
 
-(defn make-provider [model [name None] [api-base None] [api-key-env None] [timeout None] [probe None]]
+(defn make-provider [model [name None] [api-base None] [api-key-env None] [timeout None] [probe None]
+                     [max-tokens None]]
   "A provider dict for a LiteLLM MODEL string, or for \"symbolic\".
 
    (make-provider \"openai/gpt-4o-mini\" :api-key-env \"OPENAI_API_KEY\")"
@@ -25,12 +27,16 @@
         timeout (if (is timeout None) (if local LOCAL-TIMEOUT DEFAULT-TIMEOUT) timeout))
   (when (or (isinstance timeout bool) (not (isinstance timeout #(int float))) (<= timeout 0))
     (raise (ValueError f"provider {model}: timeout must be a positive number of seconds, got {timeout !r}")))
+  (setv max-tokens (if (is max-tokens None) DEFAULT-MAX-TOKENS max-tokens))
+  (when (or (isinstance max-tokens bool) (not (isinstance max-tokens int)) (<= max-tokens 0))
+    (raise (ValueError f"provider {model}: max_tokens must be a positive whole number, got {max-tokens !r}")))
   {"name" (or name model)
    "model" model
    "api_base" (or api-base (when local OLLAMA-BASE))
    "api_key_env" (or api-key-env None)
    "timeout" (float timeout)
-   "probe" (if (is probe None) local (bool probe))})
+   "probe" (if (is probe None) local (bool probe))
+   "max_tokens" max-tokens})
 
 (defn default-providers []
   "What runs with no configuration: a local Ollama if one answers, then the symbolic provider."
@@ -54,7 +60,8 @@
                  :api-base (.get table "api_base")
                  :api-key-env (.get table "api_key_env")
                  :timeout (.get table "timeout")
-                 :probe (.get table "probe")))
+                 :probe (.get table "probe")
+                 :max-tokens (.get table "max_tokens")))
 
 (defn _unique-names [providers]
   "PROVIDERS with repeated names made distinct (name, name#2, …): attempts name them."
@@ -191,6 +198,7 @@
         kwargs {"model" (get provider "model")
                 "messages" (proto-get request ':messages [])
                 "timeout" (get provider "timeout")
+                "max_tokens" (.get provider "max_tokens" DEFAULT-MAX-TOKENS)
                 "num_retries" 0})
   (when key-env
     (when (not (.get os.environ key-env))

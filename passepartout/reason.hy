@@ -3,7 +3,8 @@
                             proto-read proto-print proto-normalize proto-from-data
                             is-plist]
         passepartout.skills [actuator-for actuator-table skill-functions all-skills registry-view]
-        passepartout.secrets [redact-value secret-tuple])
+        passepartout.secrets [redact-value secret-tuple]
+        passepartout.extract [extract ACTIONS])
 
 (setv VERDICTS #{"allow" "modify" "reject" "escalate"}
       GATE-BUDGET 0.25
@@ -312,8 +313,7 @@
       (raise)))
   (outcome #* result))
 
-(setv _fence-re (re.compile r"```[A-Za-z0-9_-]*[ \t]*\n(.*?)\n?```" re.S)
-      MAX-PROPOSAL-BYTES 65536)
+(setv MAX-PROPOSAL-BYTES 65536)
 
 (defn proposal-action [proposal]
   "The action plist inside PROPOSAL: a (:type :request :payload ACTION) form or a bare action.
@@ -331,58 +331,30 @@
     (proto-get proposal ':action) proposal
     True (raise (ProtoError "a proposal needs :action (or :type :request :payload (:action …))"))))
 
-(defn _from-json [data]
-  "The action plist of a decoded JSON object DATA."
-  (when (not (isinstance data dict))
-    (raise (ProtoError "a JSON proposal must be an object")))
-  (setv function (.get data "function"))
-  (cond
-    (and (isinstance function dict) (in "name" function))
-    (_from-call (get function "name") (.get function "arguments" {}))
-    (and (in "name" data) (in "arguments" data) (not (in "action" data)))
-    (_from-call (get data "name") (get data "arguments"))
-    (and (isinstance (.get data "tool_calls") list) (get data "tool_calls"))
-    (_from-json (get data "tool_calls" 0))
-    True (proposal-action (proto-normalize (proto-from-data data)))))
+(defn _known-actions []
+  (| ACTIONS (set (actuator-table))))
 
-(defn _from-call [name arguments]
-  "The action plist of a function call NAME with ARGUMENTS (a dict or JSON text)."
-  (when (isinstance arguments str)
-    (when (> (len arguments) MAX-PROPOSAL-BYTES)
-      (raise (ProtoError "tool-call arguments too large")))
-    (try (setv arguments (if (.strip arguments) (json.loads arguments) {}))
-         (except [e ValueError]
-           (raise (ProtoError f"tool-call arguments are not JSON: {e}")))))
-  (when (not (isinstance arguments dict))
-    (raise (ProtoError "tool-call arguments must be an object")))
-  (when (not (and (isinstance name str) (re.fullmatch r"[A-Za-z0-9_-]+" name)))
-    (raise (ProtoError f"tool name {name !r} is not a name")))
-  (setv fields (proto-normalize (proto-from-data arguments)))
-  (proto-put (proto-without fields [':action])
-             ':action (kw (.replace (.lower name) "_" "-"))))
+(defn parse-answer [text [tool-calls None]]
+  "#(action unrun) for the model's TEXT or TOOL-CALLS: the action to verify and
+   the further actions of the same answer that will not run.
+   Raises ProtoError when it tried to propose one and failed."
+  (setv r (extract text tool-calls (_known-actions)))
+  (if (proto-has r ':message)
+      #([:action :message :text (proto-get r ':message)] [])
+      #((proposal-action (proto-get r ':proposal))
+        (lfor p (proto-get r ':unrun) (proposal-action p)))))
 
 (defn parse-proposal [text [tool-calls None]]
   "The action plist the model proposed, from its TEXT or its TOOL-CALLS.
    Raises ProtoError when it tried to propose one and failed."
-  (when tool-calls
-    (setv call (get tool-calls 0))
-    (return (_from-call (proto-get call ':name) (proto-get call ':arguments))))
-  (setv text (or text "")
-        stripped (.strip text)
-        fence (.search _fence-re stripped))
-  (when (and fence (.startswith (.strip (.group fence 1)) #("(" "{")))
-    (setv stripped (.strip (.group fence 1))))
-  (cond
-    (.startswith stripped "(")
-    (proposal-action (proto-normalize (proto-read stripped)))
-    (.startswith stripped "{")
-    (do (when (> (len stripped) MAX-PROPOSAL-BYTES)
-          (raise (ProtoError "JSON proposal too large")))
-        (try (setv data (json.loads stripped))
-             (except [e ValueError]
-               (raise (ProtoError f"not valid JSON: {e}"))))
-        (_from-json data))
-    True [:action :message :text text]))
+  (get (parse-answer text tool-calls) 0))
+
+(defn unrun-note [unrun]
+  "What the model is told about the actions of its answer that were not run."
+  (+ f"Only the first action of an answer runs; {(len unrun)} more "
+     (if (= (len unrun) 1) "was" "were") " not run: "
+     (.join ", " (gfor a unrun (proto-print a)))
+     ". Propose the next one after you have seen this result."))
 
 (setv IDENTITY "You are Passepartout, a personal agent. You act only by proposing one action at a time; deterministic gates check every proposal before it runs, and a person approves what they escalate.")
 
@@ -487,7 +459,9 @@
   (setv text (proto-get answer ':text)
         calls (proto-get answer ':tool-calls))
   (try
-    (proto-merge answer [:action (parse-proposal text calls)])
+    (setv [action unrun] (parse-answer text calls))
+    (proto-merge answer (+ [:action action]
+                           (if unrun [:unrun unrun :note (unrun-note unrun)] [])))
     (except [e ProtoError]
       (proto-merge answer [:status :unreadable :error (str e)
                            :text (cut (or text (proto-print (or calls []))) 2000)]))))
@@ -538,8 +512,12 @@
               (.append rejections [:gate (proto-get outcome ':gate)
                                    :reason (proto-get outcome ':reason)
                                    :action (proto-get outcome ':action)])
-              (return (proto-merge outcome [:attempts tries :usage usage
-                                            :provider (proto-get thought ':provider)]))))))
+              (return (proto-merge outcome (+ [:attempts tries :usage usage
+                                               :provider (proto-get thought ':provider)]
+                                              (if (proto-get thought ':unrun)
+                                                  [:unrun (proto-get thought ':unrun)
+                                                   :note (proto-get thought ':note)]
+                                                  []))))))))
   [:verdict :refused :rejections rejections :attempts tries :usage usage])
 
 (defn refusal-text [outcome]

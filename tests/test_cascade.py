@@ -290,7 +290,8 @@ def test_provider_tables():
     providers = providers_from_config(cfg, env={})
     assert [p["name"] for p in providers] == ["mini", "ollama/qwen2.5", "openai/gpt-4o-mini", "symbolic"]
     assert providers[0] == {"name": "mini", "model": "openai/gpt-4o-mini", "api_base": None,
-                            "api_key_env": "OPENAI_API_KEY", "timeout": 20.0, "probe": False}
+                            "api_key_env": "OPENAI_API_KEY", "timeout": 20.0, "probe": False,
+                            "max_tokens": 1024}
     assert providers[1]["api_base"] == "http://10.0.0.5:11434" and providers[1]["probe"] is True
     twice = providers_from_config({"providers": [{"model": "m"}, {"model": "m"}]}, env={})
     assert [p["name"] for p in twice] == ["m", "m#2", "symbolic"]
@@ -303,3 +304,18 @@ def test_bad_provider_tables_are_refused():
         providers_from_config({"providers": [{"name": "x"}]}, env={})
     with pytest.raises(ValueError, match="timeout"):
         make_provider("m", timeout=-1)
+    with pytest.raises(ValueError, match="max_tokens"):
+        providers_from_config({"providers": [{"model": "m", "max_tokens": 0}]}, env={})
+    with pytest.raises(ValueError, match="max_tokens"):
+        make_provider("m", max_tokens="many")
+
+
+def test_max_tokens_is_sent_default_and_per_provider(openai_server, key):
+    cfg = {"providers": [{"model": "openai/scripted-ok", "api_base": openai_server.url("ok"),
+                          "api_key_env": KEY_ENV, "max-tokens": 77}]}
+    configured = providers_from_config(cfg, env={})[0]
+    for provider, want in [(scripted(openai_server, "ok"), 1024), (configured, 77)]:
+        result = cascade_complete(make_cascade([provider]), request())
+        assert proto_get(result, "status").name == "ok", result
+        body = openai_server.requests[-1]["body"]
+        assert body.get("max_tokens") == want, f"request body: {body}"

@@ -282,6 +282,17 @@
   (expect (V out) "failed" "verdict")
   (assert (in "p1 timeout" (proto-get out ':reason)) (proto-get out ':reason)))
 
+;; * Several actions in one answer
+
+(defn test-only-the-first-action-runs-and-the-model-is-told [registry]
+  (setv [complete requests]
+        (scripted ["<tool_call>{\"name\": \"shell\", \"arguments\": {\"cmd\": \"ls\", \"explanation\": \"x\"}}</tool_call>\n<tool_call>{\"name\": \"shell\", \"arguments\": {\"cmd\": \"pwd\"}}</tool_call>"]))
+  (setv out (reason SIGNAL CTX complete))
+  (expect (V out) "allow" "verdict")
+  (expect (proto-get (proto-get out ':action) ':cmd) "ls" "the first action")
+  (expect (len (proto-get out ':unrun)) 1 "actions not run")
+  (assert (in "pwd" (proto-get out ':note)) (proto-get out ':note)))
+
 ;; * With the daemon's own secrets in the context, as in every real deployment
 
 (setv SECRET-CTX (+ CTX [:secrets ["abcdefgh12345678" "sk-live-0123456789abcdef"]]))

@@ -1,0 +1,563 @@
+(import ast json re
+        passepartout.proto [ProtoError kw proto-get proto-put proto-has proto-without
+                            proto-read proto-normalize proto-from-data is-plist])
+
+(setv MAX-TEXT 65536
+      MAX-DEPTH 32
+      MAX-UNCLOSED 64
+      ACTIONS #{"message" "shell" "read-file" "write-file" "memory-add" "memory-search"
+                "spawn" "schedule"})
+
+(setv _THINK-TAGS "think|thinking|reasoning|reflection|thought"
+      _closed-re (re.compile (+ r"<(" _THINK-TAGS r")>.*?</\1>|\[THINK\].*?\[/THINK\]"
+                                r"|<\|channel\|>analysis<\|message\|>.*?(?:<\|end\|>|$)")
+                             (| re.S re.I))
+      _close-only-re (re.compile (+ r"\A.*?(?:</(?:" _THINK-TAGS r")>|\[/THINK\])") (| re.S re.I))
+      _open-re (re.compile (+ r"<(?:" _THINK-TAGS r")>|\[THINK\]") re.I)
+      _stop-re (re.compile
+                 (+ r"<\|channel\|>\w+(?:\s+to=[\w.]+)?(?:\s*<\|constrain\|>\w+)?<\|message\|>"
+                    r"|<\|[a-z_]+\|>"
+                    r"|<end_of_turn>|<start_of_turn>model|</s>|^assistant\s*\n")
+                 re.I))
+
+(defn strip-reasoning [text]
+  "TEXT without its reasoning blocks and chat-template stop tokens.
+   Raises ProtoError when the answer ends inside an unclosed reasoning block."
+  (setv text (.sub _closed-re "" text))
+  (when (.search _close-only-re text)
+    (setv text (.sub _close-only-re "" text :count 1)))
+  (setv m (.search _open-re text))
+  (when m
+    (setv before (cut text (.start m)))
+    (when (not (.strip (.sub _stop-re "" before)))
+      (raise (ProtoError (+ "the answer ended inside an unclosed " (.group m 0)
+                            " block: close the reasoning and give the action after it"))))
+    (setv text before))
+  (.strip (.sub _stop-re "" text)))
+
+(setv _json5 None)
+
+(defn _json5-loads [text]
+  (global _json5)
+  (when (is _json5 None)
+    (import json5)
+    (setv _json5 json5))
+  (_json5.loads text))
+
+(defn _escape-controls [text]
+  "TEXT with raw control characters inside its quoted strings escaped."
+  (setv out []
+        quote None
+        escaped False)
+  (for [c text]
+    (cond
+      escaped (do (.append out c) (setv escaped False))
+      (and quote (= c "\\")) (do (.append out c) (setv escaped True))
+      (and quote (= c quote)) (do (.append out c) (setv quote None))
+      (and quote (< (ord c) 32)) (.append out (.format "\\u{:04x}" (ord c)))
+      (and (not quote) (in c "\"'")) (do (.append out c) (setv quote c))
+      True (.append out c)))
+  (.join "" out))
+
+(defn loads-lenient [text]
+  "The value of the JSON (or JSON5) TEXT; ProtoError with the standard parser's
+   reason when neither reads it."
+  (when (> (len text) MAX-TEXT)
+    (raise (ProtoError f"JSON larger than {MAX-TEXT} characters")))
+  (try
+    (return (json.loads text :strict False))
+    (except [e ValueError]
+      (setv first-error e)))
+  (try
+    (_json5-loads (_escape-controls text))
+    (except [e #(ValueError RecursionError MemoryError)]
+      (raise (ProtoError f"not valid JSON: {first-error}")))))
+
+(setv _pairs {"{" "}" "[" "]" "(" ")"})
+
+(defn _span-end [text start]
+  "#(end closed depth) of the form that opens at START in TEXT."
+  (setv lisp (= (get text start) "(")
+        stack []
+        quote None
+        escaped False
+        depth 0
+        i start
+        n (len text))
+  (while (< i n)
+    (setv c (get text i))
+    (cond
+      quote (cond escaped (setv escaped False)
+                  (= c "\\") (setv escaped True)
+                  (= c quote) (setv quote None))
+      (or (= c "\"") (and (= c "'") (not lisp))) (setv quote c)
+      (and lisp (= c ";")) (setv i (- (if (>= (.find text "\n" i) 0) (.find text "\n" i) n) 1))
+      (and (not lisp) (.startswith text "//" i) (or (= i 0) (!= (get text (- i 1)) ":")))
+      (setv i (- (if (>= (.find text "\n" i) 0) (.find text "\n" i) n) 1))
+      (and (not lisp) (.startswith text "/*" i))
+      (setv i (+ (if (>= (.find text "*/" (+ i 2)) 0) (.find text "*/" (+ i 2)) n) 1))
+      (in c _pairs) (do (.append stack (get _pairs c))
+                        (setv depth (max depth (len stack))))
+      (in c ")]}") (do (when (or (not stack) (!= (.pop stack) c))
+                         (return #((+ i 1) False depth)))
+                       (when (not stack) (return #((+ i 1) True depth)))))
+    (+= i 1))
+  #(n False depth))
+
+(setv _NAME-KEYS #("name" "tool" "tool_name" "function" "recipient_name")
+      _ARGS-KEYS #("arguments" "parameters" "args" "input" "tool_input" "action_input" "params")
+      _ALIASES {"shell" {"command" "cmd"}
+                "message" {"message" "text" "content" "text" "response" "text"}})
+
+(defn action-name [name]
+  "The action NAME (a call's name as a model wrote it) stands for, or ProtoError."
+  (when (not (isinstance name str))
+    (raise (ProtoError f"tool name {name !r} is not a name")))
+  (setv n (.strip name))
+  (for [prefix #("functions." "default_api." "tools." "tool." "api.")]
+    (when (.startswith n prefix) (setv n (cut n (len prefix) None))))
+  (when (not (re.fullmatch r"[A-Za-z][A-Za-z0-9_-]*" n))
+    (raise (ProtoError f"tool name {name !r} is not a name")))
+  (.replace (.lower n) "_" "-"))
+
+(defn _aliased [action]
+  "The action plist ACTION with its action's argument aliases renamed."
+  (setv name (proto-get action ':action)
+        table (.get _ALIASES (if (isinstance name hy.models.Keyword) name.name "") {}))
+  (for [[alias field] (.items table)]
+    (when (and (proto-has action (kw alias)) (not (proto-has action (kw field))))
+      (setv action (proto-put (proto-without action [(kw alias)]) (kw field)
+                              (proto-get action (kw alias))))))
+  action)
+
+(defn _args-dict [arguments]
+  (when (isinstance arguments str)
+    (setv arguments (if (.strip arguments) (loads-lenient arguments) {})))
+  (when (is arguments None) (setv arguments {}))
+  (when (not (isinstance arguments dict))
+    (raise (ProtoError "tool-call arguments must be an object")))
+  arguments)
+
+(defn call-action [name arguments]
+  "The action plist of a call NAME with ARGUMENTS (a dict, or JSON text)."
+  (setv action (action-name name)
+        fields (proto-normalize (proto-from-data (_args-dict arguments))))
+  (_aliased (+ [:action (kw action)] (proto-without fields [':action]))))
+
+(defn _name-and-args [data]
+  "#(name arguments) when the dict DATA is shaped as a call, else None."
+  (setv name-key (next (gfor k _NAME-KEYS :if (isinstance (.get data k) str) k) None)
+        args-key (next (gfor k _ARGS-KEYS :if (in k data) k) None))
+  (when (and name-key (or args-key (= (len data) 1)))
+    #((get data name-key) (if args-key (get data args-key) {}))))
+
+(defn object-proposals [data]
+  "The proposal plists in the decoded JSON value DATA, or None when it is not
+   shaped as one (a JSON object that is not an action is data, not a proposal)."
+  (cond
+    (isinstance data list)
+    (do (setv each (lfor d data (object-proposals d)))
+        (when (and each (all (gfor e each e)))
+          (sum each [])))
+    (not (isinstance data dict)) None
+    (and (isinstance (.get data "tool_calls") list) (.get data "tool_calls"))
+    (object-proposals (get data "tool_calls"))
+    (isinstance (.get data "function") dict)
+    (do (setv f (get data "function")
+              pair (_name-and-args f))
+        (when pair [(call-action #* pair)]))
+    (in "action" data)
+    (do (setv action (get data "action"))
+        (cond
+          (isinstance action dict) (object-proposals action)
+          (not (isinstance action str)) None
+          True
+          (do (setv inner (next (gfor k _ARGS-KEYS :if (isinstance (.get data k) dict) k) None)
+                    fields (if inner
+                               (| (dfor [k v] (.items data) :if (!= k inner) k v) (get data inner))
+                               data))
+              [(_aliased (proto-normalize (proto-from-data (| fields {"action" (action-name action)}))))])))
+    (and (= (.get data "type") "request") (isinstance (.get data "payload") dict))
+    (do (setv inner (object-proposals (get data "payload")))
+        (when inner
+          (setv envelope (proto-normalize (proto-from-data (dfor [k v] (.items data)
+                                                                 :if (!= k "payload") k v))))
+          [(proto-put envelope ':payload (get inner 0))]))
+    True
+    (do (setv pair (_name-and-args data))
+        (when pair [(call-action #* pair)]))))
+
+(defn plist-proposal [value]
+  "The proposal plist VALUE (a plist just read) stands for, or None when it is not one."
+  (when (not (is-plist value))
+    (return None))
+  (setv p (proto-normalize value)
+        inner (proto-get p ':payload))
+  (defn fix [action]
+    (setv name (proto-get action ':action))
+    (when (isinstance name str)
+      (setv action (proto-put action ':action (kw (action-name name)))))
+    (if (isinstance (proto-get action ':action) hy.models.Keyword) (_aliased action) None))
+  (cond
+    (proto-has p ':action) (fix p)
+    (and (is-plist inner) (proto-has inner ':action))
+    (do (setv a (fix inner))
+        (when a (proto-put p ':payload a)))
+    True None))
+
+(defn _literal [node]
+  (cond
+    (isinstance node ast.Constant)
+    (if (isinstance node.value #(str int float bool (type None)))
+        node.value
+        (raise (ProtoError "only literal arguments are accepted")))
+    (isinstance node #(ast.List ast.Tuple)) (lfor e node.elts (_literal e))
+    (isinstance node ast.Dict)
+    (dfor [k v] (zip node.keys node.values) (_literal k) (_literal v))
+    (and (isinstance node ast.UnaryOp) (isinstance node.op ast.USub)
+         (isinstance node.operand ast.Constant) (isinstance node.operand.value #(int float)))
+    (- node.operand.value)
+    True (raise (ProtoError "only literal arguments are accepted"))))
+
+(defn _call-name [func]
+  (setv parts [])
+  (while (isinstance func ast.Attribute)
+    (.insert parts 0 func.attr)
+    (setv func func.value))
+  (when (not (isinstance func ast.Name))
+    (raise (ProtoError "a call must name its tool")))
+  (.insert parts 0 func.id)
+  (when (and (> (len parts) 1) (= (get parts -1) "call"))
+    (setv parts (cut parts -1)))
+  (get parts -1))
+
+(defn pythonic-proposals [source]
+  "The proposal plists of the Python-looking calls in SOURCE, or ProtoError."
+  (when (> (len source) MAX-TEXT)
+    (raise (ProtoError f"call larger than {MAX-TEXT} characters")))
+  (try
+    (setv body (. (ast.parse (.strip source) :mode "eval") body))
+    (except [e #(SyntaxError ValueError RecursionError MemoryError)]
+      (raise (ProtoError f"the call is not readable: {(. (type e) __name__)}"))))
+  (setv calls (if (isinstance body #(ast.List ast.Tuple)) body.elts [body]))
+  (lfor c calls
+        (do (when (and (isinstance c ast.Call) (isinstance c.func ast.Name) (= c.func.id "print")
+                       (= (len c.args) 1))
+              (setv c (get c.args 0)))
+            (when (not (isinstance c ast.Call))
+              (raise (ProtoError "expected a call such as shell(cmd=\"ls\")")))
+            (when c.args
+              (raise (ProtoError "name every argument, as in shell(cmd=\"ls\")")))
+            (call-action (_call-name c.func)
+                         (dfor k c.keywords
+                               (do (when (is k.arg None)
+                                     (raise (ProtoError "name every argument")))
+                                   k.arg)
+                               (_literal k.value))))))
+
+(setv _tool-call-re (re.compile r"<(tool_call|function_call)>\s*(.*?)\s*(?:</\1>|\Z)" (| re.S re.I))
+      _function-tag-re (re.compile r"<function=([^>\s]+)>\s*(.*?)\s*(?:</function>|\Z)" re.S)
+      _mistral-re (re.compile r"\[TOOL_CALLS\]")
+      _mistral-args-re (re.compile r"\s*([A-Za-z][\w.-]*)\s*\[ARGS\]")
+      _python-tag-re (re.compile r"<\|python_tag\|>")
+      _json-open-re (re.compile r"[\[{]"))
+
+(defn _json-values [text]
+  "Each balanced JSON object or array in TEXT, decoded; ProtoError when one does not read."
+  (setv out []
+        i 0)
+  (while True
+    (setv found (.search _json-open-re text i))
+    (when (not found) (break))
+    (setv start (.start found)
+          [end closed depth] (_span-end text start))
+    (when (not closed)
+      (raise (ProtoError "the call's JSON is not closed (was the answer cut off?)")))
+    (when (> depth MAX-DEPTH)
+      (raise (ProtoError f"the call's JSON is nested deeper than {MAX-DEPTH}")))
+    (.append out (loads-lenient (cut text start end)))
+    (setv i end))
+  out)
+
+(defn _from-values [values what]
+  (setv out [])
+  (for [v values]
+    (setv p (object-proposals v))
+    (when (is p None)
+      (raise (ProtoError f"{what} does not hold a call: give {{\"name\": …, \"arguments\": {{…}}}}")))
+    (.extend out p))
+  out)
+
+(defn tagged-proposals [text]
+  "The proposals in the call tags of TEXT, None when it has no call tag, or ProtoError."
+  (setv found (list (.finditer _tool-call-re text)))
+  (when found
+    (return (_from-values (sum (lfor m found (_json-values (.group m 2))) [])
+                          "<tool_call>")))
+  (setv found (list (.finditer _function-tag-re text)))
+  (when found
+    (return (lfor m found (call-action (.group m 1) (.group m 2)))))
+  (setv m (.search _mistral-re text))
+  (when m
+    (setv rest (cut text (.end m) None)
+          named (.match _mistral-args-re rest))
+    (return
+      (if named
+          (do (setv out []
+                    pos 0)
+              (while True
+                (setv named (.match _mistral-args-re rest pos))
+                (when (not named) (break))
+                (setv start (.end named))
+                (while (and (< start (len rest)) (.isspace (get rest start))) (+= start 1))
+                (setv [end closed _] (if (< start (len rest)) (_span-end rest start) #(start False 0)))
+                (when (not closed)
+                  (raise (ProtoError "[TOOL_CALLS] arguments are not a closed JSON object")))
+                (.append out (call-action (.group named 1) (cut rest start end)))
+                (setv pos end))
+              out)
+          (_from-values (_json-values rest) "[TOOL_CALLS]"))))
+  (setv m (.search _python-tag-re text))
+  (when m
+    (setv rest (.strip (.sub _stop-re "" (cut text (.end m) None))))
+    (return (if (.startswith rest #("{" "["))
+                (_from-values (_json-values rest) "<|python_tag|>")
+                (sum (lfor part (.split rest ";") :if (.strip part) (pythonic-proposals part)) []))))
+  None)
+
+(setv _fence-re (re.compile r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:```|\Z)" re.S)
+      _opener-re (re.compile r"\(\s*:|\{|\[\s*\{")
+      _pycall-re (re.compile r"\A\[?\s*[A-Za-z_][\w.]*\s*\(")
+      _boundary-re (re.compile r"[.!?](?=\s)|\n\s*\n")
+      _quoting-re (re.compile
+                    (+ r"\b(?:e\.g\.|for (?:example|instance)|such as|examples?|like this|look(?:s|ed)? like"
+                       r"|would (?:look|be|run|use|call)|could (?:run|use|try|do|call|be)|can (?:run|use|call)"
+                       r"|might (?:run|use|look)|you (?:could|can|might|would|should)"
+                       r"|I (?:did not|didn't|won't|will not|would not|wouldn't|have not|haven't|am not|'m not)"
+                       r"|not (?:run|execute|ran|call)|instead of|rather than|do not|don't|never"
+                       r"|format|syntax|schema|template|contains?|containing|contained|said|says|reads"
+                       r"|printed|output|returned|returns|shows?|showed|the file|quoted?|mentioned"
+                       r"|suggests?|suggested|recommends?|hypothetical(?:ly)?|illustrat\w*)\b")
+                    re.I)
+      _meaning-re (re.compile
+                    (+ r"\b(?:I'll|I will|I'm going to|I am going to|let me|let's|running|calling|executing"
+                       r"|I need to|I'd like to|proposing|here is the action|here's the action"
+                       r"|here is my|here's my|my (?:next )?action|next action|action:|final answer)")
+                    re.I)
+      _tail-quoting-re (re.compile
+                         (+ r"\A[^.!?\n]{0,80}?\b(?:example|did not|didn't|won't|not run|don't run"
+                          r"|hypothetical|illustrat\w*|for instance)\b")
+                         re.I))
+
+(defn _last-cue [clause]
+  "\"quote\", \"mean\" or None: which kind of cue comes last in CLAUSE."
+  (setv q (list (.finditer _quoting-re clause))
+        m (list (.finditer _meaning-re clause))
+        qe (if q (.end (get q -1)) -1)
+        me (if m (.end (get m -1)) -1))
+  (cond (and (< qe 0) (< me 0)) None
+        (> me qe) "mean"
+        True "quote"))
+
+(defn _quoted [text start end]
+  "True when the form at START..END of TEXT is presented as an example or a quotation."
+  (setv line-start (+ (.rfind text "\n" 0 start) 1))
+  (when (.startswith (.lstrip (cut text line-start start)) ">")
+    (return True))
+  (setv lead (cut text (max 0 (- start 400)) start)
+        cuts (list (.finditer _boundary-re lead))
+        clause (if cuts (cut lead (.end (get cuts -1)) None) lead)
+        cue (_last-cue clause))
+  (or (= cue "quote")
+      (and (is cue None) (bool (.search _tail-quoting-re (cut text end (+ end 160)))))))
+
+(defn _fences [text]
+  "#(start end body-start body-end language) of each Markdown fence in TEXT."
+  (lfor m (.finditer _fence-re text)
+        #((.start m) (.end m) (.start m 2) (.end m 2) (.lower (.group m 1)))))
+
+(defn _tried [chunk]
+  "True when CHUNK, which did not read, was clearly meant as a proposal."
+  (bool (re.search r"(?i)[\"']?\b(?:action|tool_calls|tool|function|arguments|parameters|payload)\b[\"']?\s*:|^\(\s*:(?:action|type)\b"
+                   chunk)))
+
+(defn _candidates [text known]
+  "#(start end proposals error) for each candidate form in TEXT, in order."
+  (setv out []
+        fences (_fences text)
+        taken []
+        unclosed 0)
+  (for [[fs fe bs be lang] fences]
+    (setv body (cut text bs be)
+          stripped (.strip body))
+    (when (or (= lang "tool_code")
+              (and (in lang #("python" "py" "tool_call" "")) (.match _pycall-re stripped)
+                   (not (.startswith stripped "("))))
+      (setv names (re.findall r"([A-Za-z_][\w.]*)\s*\(" stripped))
+      (when (or (= lang "tool_code") (= lang "tool_call")
+                (and names (all (gfor n names (in (try (action-name n) (except [ProtoError] ""))
+                                                  (| known #{"print"}))))))
+        (.append taken #(bs be))
+        (try (.append out #(fs fe (pythonic-proposals stripped) None))
+             (except [e ProtoError]
+               (.append out #(fs fe None (str e))))))))
+  (setv i 0)
+  (while True
+    (setv m (.search _opener-re text i))
+    (when (not m) (break))
+    (setv start (.start m))
+    (when (any (gfor [a b] taken (<= a start b)))
+      (setv i (+ start 1))
+      (continue))
+    (setv [end closed depth] (_span-end text start)
+          chunk (cut text start end)
+          fence (next (gfor f fences :if (<= (get f 2) start (get f 3)) f) None)
+          [qs qe] (if fence [(get fence 0) (get fence 1)] [start end]))
+    (cond
+      (> depth MAX-DEPTH)
+      (.append out #(qs qe None f"the proposal is nested deeper than {MAX-DEPTH}"))
+      (not closed)
+      (when (_tried chunk)
+        (.append out #(qs qe None (+ "the proposal is not closed (was the answer cut off?): "
+                                     (cut chunk 0 80)))))
+      (= (get chunk 0) "(")
+      (try (setv p (plist-proposal (proto-read chunk)))
+           (cond p (.append out #(qs qe [p] None))
+                 (_tried chunk) (.append out #(qs qe None "the plist has no :action")))
+           (except [e ProtoError]
+             (when (_tried chunk)
+               (.append out #(qs qe None (str e))))))
+      True
+      (try (setv ps (object-proposals (loads-lenient chunk)))
+           (when ps (.append out #(qs qe ps None)))
+           (except [e ProtoError]
+             (when (_tried chunk)
+               (.append out #(qs qe None (str e)))))))
+    (when (not closed)
+      (+= unclosed 1)
+      (when (> unclosed MAX-UNCLOSED) (break)))
+    (setv i (if closed end (+ start 1))))
+  (sorted out :key (fn [c] (get c 0))))
+
+(defn _result [proposals]
+  [:proposal (get proposals 0) :unrun (list (cut proposals 1 None))])
+
+(defn extract [text [tool-calls None] [known None]]
+  "(:proposal P :unrun (…)) for the proposal the model meant in TEXT or TOOL-CALLS
+   (a list of (:name N :arguments A) plists), (:message TEXT) when it said words,
+   or ProtoError with the reason when it tried to propose and failed. KNOWN is
+   the set of action names (ACTIONS by default); it only decides whether a
+   Python-looking call in prose is a call."
+  (setv known (set (or known ACTIONS)))
+  (when tool-calls
+    (return (_result (lfor c tool-calls
+                           (call-action (proto-get c ':name) (proto-get c ':arguments))))))
+  (setv text (or text ""))
+  (when (> (len text) MAX-TEXT)
+    (raise (ProtoError f"answer larger than {MAX-TEXT} characters")))
+  (setv answer (strip-reasoning text))
+  (when (not answer)
+    (raise (ProtoError (if (.strip text)
+                           "the answer holds only reasoning: give the action after it"
+                           "the answer is empty"))))
+  (setv tagged (tagged-proposals answer))
+  (when (is-not tagged None)
+    (when (not tagged)
+      (raise (ProtoError "the call tag holds no call")))
+    (return (_result tagged)))
+  (when (and (.match _pycall-re answer) (.endswith answer #(")" "]")))
+    (try (return (_result (pythonic-proposals answer)))
+         (except [e ProtoError]
+           (when (.startswith answer "[")
+             (raise)))))
+  (when (.startswith answer "(")
+    (setv [end closed depth] (_span-end answer 0))
+    (when (> depth MAX-DEPTH)
+      (raise (ProtoError f"the plist is nested deeper than {MAX-DEPTH}")))
+    (when (and closed (= end (len answer)))
+      (setv value (try (proto-read answer) (except [ProtoError] None)))
+      (when (and (is-not value None) (is (plist-proposal value) None))
+        (raise (ProtoError "the plist is not an action: write (:action :NAME …)")))))
+  (setv meant []
+        failed [])
+  (for [[start end proposals error] (_candidates answer known)]
+    (when (not (_quoted answer start end))
+      (if proposals (.extend meant proposals) (.append failed error))))
+  (cond
+    meant (_result meant)
+    failed (raise (ProtoError (get failed 0)))
+    True [:message answer]))
+
+(import os)
+
+(setv _markup-re (re.compile
+                   (+ r"</?(?:tool_call|function_call|" _THINK-TAGS r")>|\[/?(?:THINK|TOOL_CALLS|ARGS)\]"
+                      r"|<\|[a-z_]+\|>|<function=|```tool_code|<end_of_turn>")
+                   re.I))
+
+(defn _fields [p]
+  "The action plist inside proposal P as a dict of field name to value."
+  (setv inner (proto-get p ':payload))
+  (setv a (if (and (is-plist inner) (proto-has inner ':action)) inner p))
+  (dfor i (range 0 (len a) 2) (. (get a i) name) (get a (+ i 1))))
+
+(defn classify [case [known None]]
+  "#(got detail) for one labelled CASE: got is \"action\", \"message\" or \"retry\"."
+  (setv calls (lfor c (or (.get case "tool_calls") [])
+                    [:name (get c "name") :arguments (.get c "arguments" "{}")]))
+  (try
+    (setv r (extract (.get case "text") calls known))
+    (except [e ProtoError]
+      (return #("retry" (str e)))))
+  (if (proto-has r ':message)
+      #("message" (proto-get r ':message))
+      #("action" r)))
+
+(defn _expected-fields [want]
+  (_fields (proto-normalize (proto-read want))))
+
+(defn default-cases-path []
+  (os.path.join (os.path.dirname (os.path.dirname (os.path.abspath __file__)))
+                "tests" "data" "model_outputs.jsonl"))
+
+(defn figures [[path None] [known None]]
+  "A dict of the figures over the labelled set at PATH, with the cases that went wrong."
+  (setv cases (with [f (open (or path (default-cases-path)) :encoding "utf-8")]
+                (lfor line f :if (.strip line) (json.loads line)))
+        right 0
+        markup 0
+        retries 0
+        wrong [])
+  (for [case cases]
+    (setv want (get case "expect")
+          [got detail] (classify case known)
+          ok (cond
+               (= want "message") (= got "message")
+               (= want "retry") (= got "retry")
+               True (and (= got "action")
+                         (= (_fields (proto-get detail ':proposal)) (_expected-fields want))
+                         (= (len (proto-get detail ':unrun)) (.get case "unrun" 0)))))
+    (when (= got "retry") (+= retries 1))
+    (when (and (= got "message")
+               (or (!= want "message") (.search _markup-re detail)))
+      (+= markup 1))
+    (if ok (+= right 1) (.append wrong {"id" (.get case "id") "want" want "got" got
+                                        "detail" (str detail)})))
+  (setv n (max 1 (len cases)))
+  {"cases" (len cases)
+   "right" (/ right n)
+   "markup" (/ markup n)
+   "retry" (/ retries n)
+   "formats" (len (set (gfor c cases (.get c "format"))))
+   "wrong" wrong})
+
+(defn print-figures [[path None]]
+  "Print the figures of the labelled set, one line each."
+  (setv f (figures path))
+  (print (.format "labelled real-format answers: {} in {} formats" (get f "cases") (get f "formats")))
+  (print (.format "become the right action (or message, or retry): {:.1f} %" (* 100 (get f "right"))))
+  (print (.format "shown to the person as raw markup: {:.1f} %" (* 100 (get f "markup"))))
+  (print (.format "need a retry: {:.1f} %" (* 100 (get f "retry"))))
+  (for [w (get f "wrong")]
+    (print (.format "  wrong: {}: expected {}, got {}: {}" (get w "id") (get w "want") (get w "got")
+                    (cut (get w "detail") 0 160)))))
