@@ -98,15 +98,13 @@
           pathlib [Path]
           passepartout.loop [Runner]
           passepartout.repl [serve-repl watch-skills]
-          passepartout.hitl [expiry-service]
+          passepartout.hitl [approvals-service]
           passepartout.gateways.terminal [chat-terminal chat-lines format-reply])
   (setv runner (Runner env (fn [r] (print (format-reply r) :flush True))
                        :concurrency (get env "config" "limits" "model_concurrency"))
         background [(asyncio.create-task (serve-repl env runner))
                     (asyncio.create-task (watch-skills env))
-                    (asyncio.create-task (expiry-service env runner))])
-  (for [notice (.get env "boot-notices" [])]
-    (await (.emit runner notice)))
+                    (asyncio.create-task (approvals-service env runner))])
   (try
     (if interactive
         (await (chat-terminal runner :history-path (/ (Path (get env "config" "data_dir")) "chat_history")))
@@ -264,6 +262,8 @@
   (setv a (.add-parser sub "approvals" :help "pending approvals, answered from the host"))
   (.add-argument a "action" :choices ["list" "approve" "deny"])
   (.add-argument a "code" :nargs "?" :help "the approval's code or token")
+  (.add-argument a "duration" :nargs "?"
+                 :help "with approve: also allow this kind of action in that conversation for so long, e.g. 30m")
   (.add-argument a "--reason" :help "why it is denied")
   (.set-defaults a :func cmd-approvals)
 

@@ -45,7 +45,7 @@
              "skill-report" report
              "sandbox" (sandbox-status config)
              "clock" time.time})
-  (setv (get env "boot-notices") (approvals-boot env))
+  (approvals-boot env)
   env)
 
 (defn skill-failures [env]

@@ -424,20 +424,15 @@
       (for [[path fd] held]
         (release-pid-file path fd)))))
 
-(defn :async _boot-notices [env runner]
-  "Deliver what the boot left to tell (approvals settled or expired while down)."
-  (for [notice (.get env "boot-notices" [])]
-    (await (.emit runner notice))))
-
 (defn :async _watch-skills [env runner]
   (await (hy.I.passepartout/repl.watch-skills env)))
 
 (defn daemon-services []
   "The services every daemon runs: the REPL socket, hot reload of skill files,
-   the expiry of approvals, and the boot's notices."
+   and the approvals (expiry, answers given on the host, stored notices)."
   (import passepartout.repl [serve-repl]
-          passepartout.hitl [expiry-service])
-  [serve-repl _watch-skills expiry-service _boot-notices])
+          passepartout.hitl [approvals-service])
+  [serve-repl _watch-skills approvals-service])
 
 (defn cmd-daemon [args]
   "Run the headless daemon; the exit status."

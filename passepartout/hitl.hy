@@ -1,4 +1,4 @@
-(import asyncio hashlib os re secrets socket statistics sys tempfile time uuid
+(import asyncio hashlib logging os re secrets socket statistics sys tempfile time uuid
         collections [Counter]
         pathlib [Path]
         hy.models [Keyword]
@@ -13,7 +13,8 @@
         passepartout.shell [analyse judge-command]
         passepartout.shell :as shell
         passepartout.skills [all-skills]
-        passepartout.store [event-append data-print data-read]
+        passepartout.store [event-append data-print data-read kv-get kv-put kv-delete
+                            notice-add notices-waiting notice-delivered]
         passepartout.loop [fingerprint])
 
 (setv DEFAULTS {"expiry_minutes" 10
@@ -341,23 +342,22 @@
         cfg (approvals-config config)
         now (proto-get ctx ':now)
         session (proto-get signal ':session)
-        emitted (expire-due store now)
+        _ (expire-due store now)
         grant (grant-covering store session action ctx now (proto-get outcome ':decisions)))
   (when grant
-    (return (+ emitted (_run-granted signal action outcome ctx store grant now))))
+    (return (_run-granted signal action outcome ctx store grant now)))
   (setv rows (.query store (+ _select "WHERE session = ? AND state = 'pending' AND action_hash = ?
                                         ORDER BY id DESC LIMIT 1")
                      #(session (action-hash action))))
   (when rows
     (setv waiting (_approval (get rows 0)))
-    (return (+ emitted
-               [(reply-signal signal
-                              (+ f"This action is already waiting for approval {(proto-get waiting ':code)} "
-                                 f"(until {(_when (proto-get waiting ':expires) now)}): "
-                                 (_shown action))
-                              "approval")])))
+    (return [(reply-signal signal
+                           (+ f"This action is already waiting for approval {(proto-get waiting ':code)} "
+                              f"(until {(_when (proto-get waiting ':expires) now)}): "
+                              (_shown action))
+                           "approval")]))
   (setv [approval token] (request-approval store action outcome signal ctx config now))
-  (+ emitted [(ask-signal signal approval token outcome cfg)]))
+  [(ask-signal signal approval token outcome cfg)])
 
 (defn _voters [cfg]
   "(identities that count, approvals needed, denials that end it)"
@@ -433,7 +433,8 @@
   (setv store (get env "store")
         cfg (approvals-config (get env "config"))
         now ((get env "clock"))
-        emitted (expire-due store now)
+        emitted []
+        _ (expire-due store now)
         approval (find-approval store key))
   (when (is approval None)
     (return (_result False f"No approval has the code {(.upper (.strip (str key)))}." emitted)))
@@ -479,7 +480,7 @@
                                        WHERE id = ? AND state = 'pending'"
                                  #(settled now (.join ", " (gfor c (if (= settled "approved") yes no) (get c 0)))
                                    (when (= settled "denied") reason)
-                                   (when (= settled "approved") (_executor))
+                                   (when (and (= settled "approved") (not host)) (_executor))
                                    (proto-get approval ':id)))
                        rowcount))
       (when (!= changed 1)
@@ -493,9 +494,20 @@
                                (_tally-text conn approval voters needed))
                        emitted))))
   (setv [settled grant-minutes] outcome)
-  (if (= settled "denied")
-      (_denied env approval session now emitted)
-      (_execute env approval who session now grant-minutes emitted)))
+  (cond (= settled "denied") (_denied env approval session now emitted)
+        host (+ (_result True f"Approved {code}.") [:handed-over True])
+        True (_execute env approval who session now grant-minutes emitted)))
+
+(defn _grant-minutes [store approval cfg]
+  "The grant the approving answers to APPROVAL asked for, in minutes, or None:
+   the shortest, when every one of them asked for one."
+  (setv [voters _ _] (_voters cfg)
+        asked (lfor [w m] (.query store "SELECT who, minutes FROM answers
+                                         WHERE approval = ? AND answer = 'approve' ORDER BY id"
+                                  #((proto-get approval ':id)))
+                    :if (or (not voters) (in w voters))
+                    m))
+  (when (and asked (all asked)) (min asked)))
 
 (defn _tally-text [conn approval voters needed]
   (setv yes (lfor [w] (.fetchall (.execute conn "SELECT who FROM answers WHERE approval = ? AND answer = 'approve'"
@@ -513,10 +525,12 @@
                 f": {(_shown (proto-get approval ':action) 300)} was not run, and its task has ended."))
   (event-append store "answer" (proto-get approval ':session)
                 [:text text :task (proto-get (proto-get approval ':task) ':task)] :ts now)
-  (if (= session (proto-get approval ':session))
-      (_result True text emitted)
-      (_result True f"Denied {code}; the conversation that asked has been told."
-               (+ emitted [(reply-signal origin text "notice")]))))
+  (cond (= session (proto-get approval ':session)) (_result True text emitted)
+        (is session None)
+        (+ (_result True f"Denied {code}." (+ emitted [(reply-signal origin text "notice")]))
+           [:handed-over True])
+        True (_result True f"Denied {code}; the conversation that asked has been told."
+                      (+ emitted [(reply-signal origin text "notice")]))))
 
 (defn _context [env session now]
   (setv config (get env "config"))
@@ -780,14 +794,10 @@
                       f"{(_shown (proto-get a ':action) 300)} was not run, and its task has ended."))
         (_event store "expired" a "expiry" now)
         (event-append store "answer" (proto-get a ':session)
-                      [:text text :task (proto-get (proto-get a ':task) ':task)] :ts now)))
-    (when (= n 1)
-      (.append out (reply-signal (_origin a) text "notice"))))
+                      [:text text :task (proto-get (proto-get a ':task) ':task)] :ts now)
+        (.append out (reply-signal (_origin a) text "notice"))
+        (notice-add store (get out -1) now))))
   out)
-
-(defn next-expiry [store]
-  "When the next pending approval expires, or None."
-  (get (.query store "SELECT MIN(expires) FROM approvals WHERE state = 'pending'") 0 0))
 
 (defn _process-start [pid]
   "When process PID started (seconds since the epoch), or None where /proc cannot say."
@@ -824,7 +834,8 @@
 (defn recover [store now]
   "Settle the approvals a dead process left approved or executing; the notices to send."
   (setv out [])
-  (for [row (.query store (+ _select "WHERE state IN ('approved', 'executing')"))]
+  (for [row (.query store (+ _select "WHERE state = 'executing'
+                                        OR (state = 'approved' AND executor IS NOT NULL)"))]
     (setv a (_approval row)
           state (proto-get a ':state))
     (when (not (_alive (proto-get a ':executor) (proto-get a ':decided)))
@@ -832,16 +843,18 @@
                     "the daemon stopped after it was approved and before it ran; nothing was run"
                     "the daemon stopped while it was running; it may have done part or all of its work, so check before asking again")
             text f"Approval {(proto-get a ':code)}: {why}. Its task has ended.")
-      (when (_fail store a state why now)
-        (event-append store "answer" (proto-get a ':session)
-                      [:text text :task (proto-get (proto-get a ':task) ':task)] :ts now)
-        (.append out (reply-signal (_origin a) text "notice")))))
+      (with [_ (.transaction store)]
+        (when (_fail store a state why now)
+          (event-append store "answer" (proto-get a ':session)
+                        [:text text :task (proto-get (proto-get a ':task) ':task)] :ts now)
+          (.append out (reply-signal (_origin a) text "notice"))
+          (notice-add store (get out -1) now)))))
   out)
 
 (defn approvals-boot [env]
   "What a booting daemon does for approvals: check the [approvals] config (a
    ConfigError stops the boot), settle what a dead process left half done, expire
-   what fell due while it was down. Returns the notices to deliver."
+   what fell due while it was down. Returns the notices it stored for the daemon."
   (approvals-config (get env "config"))
   (setv store (get env "store")
         now ((get env "clock")))
@@ -856,15 +869,14 @@
 
 (defn pending-text [env who session [host False]]
   "The pending approvals WHO may see, as a result plist like answer-approval's:
-   their conversation's, or every one for a configured approver and on the host.
-   Approvals that expired just now are among the signals to emit."
+   their conversation's, or every one for a configured approver and on the host."
   (setv store (get env "store")
         cfg (approvals-config (get env "config"))
         now ((get env "clock"))
         [voters needed _] (_voters cfg)
-        emitted (expire-due store now)
+        _ (expire-due store now)
         rows (pending-approvals store (if (or host (in who voters)) None session)))
-  (_result True (_pending-lines rows now) emitted))
+  (_result True (_pending-lines rows now)))
 
 (defn _pending-lines [rows now]
   (if (not rows)
@@ -890,26 +902,58 @@
     (when (= (proto-get s ':type) (kw "reply"))
       (print (proto-get (proto-get s ':payload) ':text) :flush True))))
 
+(setv _duration-re (re.compile r"(?:for\s+)?([0-9]{1,6})\s*(m|mins?|minutes?|h|hrs?|hours?)\Z" re.I))
+
+(defn _duration [text]
+  "The minutes TEXT (\"30m\", \"2h\") names, or None."
+  (setv m (.match _duration-re (.strip text)))
+  (when m
+    (* (int (.group m 1)) (if (.startswith (.lower (.group m 2)) "h") 60 1))))
+
+(defn _handed-over-text [store approval choice]
+  "What the host is told after handing CHOICE on APPROVAL to the daemon."
+  (setv pid (approvals-served store)
+        session (proto-get approval ':session))
+  (if (= choice "approve")
+      (if pid
+          f"Handed to the running daemon (pid {pid}), which runs it and continues the task in {session}."
+          f"No daemon is running; it will be carried out when the daemon starts, and {session} told then.")
+      (if pid
+          f"The running daemon (pid {pid}) tells {session}."
+          f"No daemon is running; {session} will be told when the daemon starts.")))
+
 (defn cmd-approvals [args]
-  "The approvals command: ARGS has .action (list, approve, deny), .code, .reason, .config."
+  "The approvals command: ARGS has .action (list, approve, deny), .code,
+   .duration (\"30m\"), .reason, .config."
   (import passepartout.daemon [boot shutdown])
   (setv env (boot :config-path args.config))
   (try
     (setv store (get env "store")
-          action args.action)
+          action args.action
+          duration (getattr args "duration" None)
+          minutes (when duration (_duration duration)))
     (_print-signals (+ (recover store ((get env "clock"))) (expire-due store ((get env "clock")))))
     (cond
       (= action "list")
       (do (print (proto-get (pending-text env HOST-IDENTITY None :host True) ':text)) 0)
-      (in action #("approve" "deny"))
-      (if (not (getattr args "code" None))
-          (do (print f"passepartout approvals {action}: give the code" :file sys.stderr) 2)
-          (do (setv r (answer-approval env HOST-IDENTITY None args.code action
-                                       :reason (getattr args "reason" None) :host True))
-              (print (proto-get r ':text))
-              (_print-signals (proto-get r ':emit))
-              (if (proto-get r ':ok) 0 1)))
-      True (do (print f"passepartout approvals: unknown action {action !r}" :file sys.stderr) 2))
+      (not (in action #("approve" "deny")))
+      (do (print f"passepartout approvals: unknown action {action !r}" :file sys.stderr) 2)
+      (not (getattr args "code" None))
+      (do (print f"passepartout approvals {action}: give the code" :file sys.stderr) 2)
+      (and duration (or (= action "deny") (not minutes)))
+      (do (print f"passepartout approvals {action}: {duration !r} is not a duration such as 30m"
+                 :file sys.stderr)
+          2)
+      True
+      (do (setv r (answer-approval env HOST-IDENTITY None args.code action
+                                   :reason (getattr args "reason" None) :minutes minutes :host True))
+          (for [s (proto-get r ':emit)]
+            (notice-add store s ((get env "clock"))))
+          (print (if (proto-get r ':handed-over)
+                     (+ (proto-get r ':text) " "
+                        (_handed-over-text store (find-approval store args.code) action))
+                     (proto-get r ':text)))
+          (if (proto-get r ':ok) 0 1)))
     (finally (shutdown env))))
 
 (defn bench-approval [n]
@@ -960,12 +1004,64 @@
    #("approval: /approve to start of execution p99"
      (* 1000 (get times (min (- (len times) 1) (int (* 0.99 (len times)))))) "ms" "")])
 
-(defn :async expiry-service [env runner]
-  "Expire approvals as they fall due and deliver the notices, until cancelled."
+(setv SERVICE-KEY "approvals:service"
+      POLL-SECONDS 0.5)
+
+(defn approvals-served [store]
+  "The process id of the live approvals service on this store, or None."
+  (setv mark (kv-get store SERVICE-KEY))
+  (when (and mark (_alive (proto-get mark ':executor) (proto-get mark ':since)))
+    (int (get (.split (proto-get mark ':executor) ":") -2))))
+
+(defn carry-out-answered [env]
+  "Run every approval answered elsewhere and waiting for the daemon; the signals
+   for the conversations that asked, which are also stored for delivery."
+  (setv store (get env "store")
+        cfg (approvals-config (get env "config"))
+        out [])
+  (for [row (.query store (+ _select "WHERE state = 'approved' AND executor IS NULL ORDER BY id"))]
+    (setv a (_approval row)
+          now ((get env "clock"))
+          who (proto-get a ':decided-by)
+          r (_execute env a who None now (_grant-minutes store a cfg)))
+    (setv code (proto-get a ':code)
+          signals (+ (if (proto-get r ':ok)
+                         [(reply-signal (_origin a)
+                                        (.replace (proto-get r ':text) f"Approved {code}."
+                                                  f"Approval {code} was approved by {who}; running it now.")
+                                        "notice")]
+                         [])
+                     (proto-get r ':emit)))
+    (with [_ (.transaction store)]
+      (for [s signals] (notice-add store s now)))
+    (+= out signals))
+  out)
+
+(defn _approvals-pass [env]
   (setv store (get env "store"))
-  (while True
-    (setv due (next-expiry store)
-          delay (if (is due None) 30.0 (max 0.05 (min 30.0 (- due ((get env "clock")))))))
-    (await (asyncio.sleep delay))
-    (for [notice (expire-due store ((get env "clock")))]
-      (await (.emit runner notice)))))
+  (expire-due store ((get env "clock")))
+  (carry-out-answered env)
+  (notices-waiting store))
+
+(defn :async _deliver [env runner id signal]
+  (await (.emit runner signal))
+  (notice-delivered (get env "store") id ((get env "clock"))))
+
+(defn :async approvals-service [env runner]
+  "Expire approvals, carry out the ones answered elsewhere, deliver the stored
+   notices; until cancelled."
+  (setv store (get env "store"))
+  (kv-put store SERVICE-KEY [:executor (_executor) :since (time.time)])
+  (try
+    (while True
+      (try
+        (for [[id signal] (await (asyncio.to-thread _approvals-pass env))]
+          ;; a stop does not come between a delivery and its mark
+          (await (asyncio.shield (_deliver env runner id signal))))
+        (except [asyncio.CancelledError] (raise))
+        (except [Exception]
+          (.exception (logging.getLogger "passepartout.hitl") "the approvals service failed a pass")))
+      (await (asyncio.sleep POLL-SECONDS)))
+    (finally
+      (when (= (approvals-served store) (os.getpid))
+        (kv-delete store SERVICE-KEY)))))

@@ -2,7 +2,7 @@
         contextlib [contextmanager]
         pathlib [Path]
         hy.models [Keyword]
-        passepartout.proto [ProtoError proto-print proto-read proto-depth MAX-DEPTH])
+        passepartout.proto [ProtoError proto-get proto-print proto-read proto-depth MAX-DEPTH])
 
 (defclass StoreError [Exception]
   "A store file that cannot be opened or used.")
@@ -134,7 +134,15 @@
        created REAL NOT NULL,
        done REAL,
        UNIQUE (gateway, key))"
-    "CREATE INDEX IF NOT EXISTS inbox_state ON inbox (state, id)"]])
+    "CREATE INDEX IF NOT EXISTS inbox_state ON inbox (state, id)"]
+   ;; 4: notices waiting for the daemon to deliver (see "Notices")
+   ["CREATE TABLE IF NOT EXISTS notices (
+       id INTEGER PRIMARY KEY AUTOINCREMENT,
+       created REAL NOT NULL,
+       session TEXT NOT NULL,
+       signal TEXT NOT NULL,
+       delivered REAL)"
+    "CREATE INDEX IF NOT EXISTS notices_waiting ON notices (delivered, id)"]])
 
 (setv SCHEMA-VERSION (len _schema))
 
@@ -358,3 +366,23 @@
   (with [conn (.transaction store)]
     (. (.execute conn "DELETE FROM inbox WHERE state = 'done' AND done < ?" #((float before)))
        rowcount)))
+
+(defn notice-add [store signal [ts None]]
+  "Keep the reply SIGNAL for the daemon to deliver; its id."
+  (with [conn (.transaction store)]
+    (. (.execute conn "INSERT INTO notices (created, session, signal) VALUES (?, ?, ?)"
+                 #((_now ts) (str (proto-get signal ':session "")) (data-print signal)))
+       lastrowid)))
+
+(defn notices-waiting [store [limit 100]]
+  "The notices not yet delivered, oldest first, as (id signal) pairs."
+  (lfor [i s] (.query store "SELECT id, signal FROM notices WHERE delivered IS NULL ORDER BY id LIMIT ?"
+                      #(limit))
+        #(i (data-read s))))
+
+(defn notice-delivered [store id [ts None]]
+  "Mark the notice ID delivered; True when it was waiting."
+  (with [conn (.transaction store)]
+    (= 1 (. (.execute conn "UPDATE notices SET delivered = ? WHERE id = ? AND delivered IS NULL"
+                      #((_now ts) id))
+            rowcount))))

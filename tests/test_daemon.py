@@ -3,6 +3,8 @@ and the daemon as a whole process (SIGTERM, kill -9, a second daemon)."""
 import asyncio
 import logging
 import os
+import re
+import sqlite3
 import signal
 import subprocess
 import sys
@@ -13,7 +15,8 @@ import hy  # noqa: F401
 import pytest
 from hy.models import Keyword
 
-from bot_api_server import (BotAPIServer, InProcessDaemon, echo_complete, inbox_rows, run_killed, start_daemon,
+from bot_api_server import (BotAPIServer, InProcessDaemon, daemon_command, echo_complete, inbox_rows, run_killed,
+                            start_daemon,
                             daemon_environ, write_config)
 from passepartout.config import ConfigError
 from passepartout.gateway import (DaemonRunning, GroupWriter, Hub, claim_pid_file, configured_gateways,
@@ -387,3 +390,119 @@ def test_killed_mid_run_and_restarted_nothing_is_lost_or_answered_twice():
     assert r["killed_at"] == 8
     assert "took over the pid file" in r["log"]
     assert "unfinished signals queued again" in r["log"]
+
+
+# * Approvals answered on the host
+
+def _host_approvals(config, environ, *args):
+    """`passepartout --config CONFIG approvals ARGS…` as a person on the host runs it."""
+    command = daemon_command(config)[:-1] + ["approvals", *args]
+    return subprocess.run(command, env=environ, capture_output=True, text=True, timeout=120)
+
+
+def _code_asked_in(bot, chat, timeout=30):
+    found = []
+
+    def look():
+        for text in bot.texts(chat):
+            m = re.search(r"code ([A-Z]{6})", text)
+            if m:
+                found.append(m.group(1))
+                return True
+        return False
+
+    assert bot.wait_for(look, timeout), f"no approval was asked for in {chat}: {bot.texts(chat)}"
+    return found[0]
+
+
+def _said_in(bot, chat, part, timeout=30):
+    return bot.wait_for(lambda: any(part in t for t in bot.texts(chat)), timeout)
+
+
+def _store_rows(folder, sql, params=()):
+    with sqlite3.connect(Path(folder) / "data" / "passepartout.sqlite3", timeout=5) as db:
+        return db.execute(sql, params).fetchall()
+
+
+def _stop(p):
+    if p.poll() is None:
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def test_an_answer_on_the_host_is_carried_out_by_the_running_daemon_in_the_conversation(tmp_path, bot):
+    config = write_config(tmp_path, bot, [7001, 7002], providers=SYMBOLIC)
+    environ = daemon_environ(tmp_path)
+    bot.message(7001, 7001, "write .env\nKEY=1")
+    bot.message(7002, 7002, "write .env.x\nX=1")
+    with open(tmp_path / "out", "w+") as out:
+        p = start_daemon(config, environ, out)
+        try:
+            yes, no = _code_asked_in(bot, 7001), _code_asked_in(bot, 7002)
+            approved = _host_approvals(config, environ, "approve", yes)
+            assert approved.returncode == 0, approved.stdout + approved.stderr
+            assert f"Approved {yes}. Handed to the running daemon (pid {p.pid})" in approved.stdout, approved.stdout
+            denied = _host_approvals(config, environ, "deny", no, "--reason", "not now")
+            assert denied.returncode == 0, denied.stdout + denied.stderr
+            assert f"Denied {no}. The running daemon (pid {p.pid}) tells telegram:7002" in denied.stdout, denied.stdout
+            assert _said_in(bot, 7001, f"Approval {yes} was approved by terminal:local; running it now."), \
+                bot.texts(7001)
+            assert _said_in(bot, 7002, f"Approval {no} was denied by terminal:local (not now)"), bot.texts(7002)
+            # the task went on after the result: the conversation has a reply after the notice
+            assert bot.wait_for(lambda: len([t for t in bot.texts(7001)
+                                             if "approved by terminal:local" in t or "Approval needed" in t])
+                                < len(bot.texts(7001)), 30), bot.texts(7001)
+        finally:
+            _stop(p)
+    assert (tmp_path / "workspace" / ".env").read_text() == "KEY=1"
+    assert not (tmp_path / "workspace" / ".env.x").exists(), "the denied action ran"
+    states = dict(_store_rows(tmp_path, "SELECT code, state FROM approvals"))
+    assert states == {yes: "executed", no: "denied"}, states
+
+
+def test_answers_and_expiries_made_while_no_daemon_runs_are_delivered_at_the_next_start(tmp_path, bot):
+    config = write_config(tmp_path, bot, [7001, 7002], providers=SYMBOLIC)
+    environ = daemon_environ(tmp_path)
+    bot.message(7001, 7001, "write .env\nKEY=1")
+    bot.message(7002, 7002, "write .env.x\nX=1")
+    with open(tmp_path / "out", "w+") as out:
+        p = start_daemon(config, environ, out)
+        try:
+            yes, late = _code_asked_in(bot, 7001), _code_asked_in(bot, 7002)
+        finally:
+            _stop(p)
+        approved = _host_approvals(config, environ, "approve", yes)
+        assert approved.returncode == 0, approved.stdout + approved.stderr
+        assert (f"Approved {yes}. No daemon is running; it will be carried out when the daemon starts"
+                in approved.stdout), approved.stdout
+        assert not (tmp_path / "workspace" / ".env").exists(), "the host command ran the action"
+        # LATE falls due while no daemon runs, and the host's listing expires it
+        with sqlite3.connect(tmp_path / "data" / "passepartout.sqlite3", timeout=5) as db:
+            db.execute("UPDATE approvals SET expires = ? WHERE code = ?", (time.time() - 1, late))
+        listed = _host_approvals(config, environ, "list")
+        assert listed.returncode == 0 and "No approvals are pending." in listed.stdout, listed.stdout
+        assert _store_rows(tmp_path, "SELECT state FROM approvals WHERE code = ?", (late,)) == [("expired",)]
+        assert len(_store_rows(tmp_path, "SELECT id FROM notices WHERE delivered IS NULL")) == 1
+        p = start_daemon(config, environ, out)
+        try:
+            assert _said_in(bot, 7001, f"Approval {yes} was approved by terminal:local; running it now."), \
+                bot.texts(7001)
+            assert _said_in(bot, 7002, f"Approval {late} expired at"), bot.texts(7002)
+        finally:
+            _stop(p)
+        p = start_daemon(config, environ, out)
+        try:
+            assert wait_for(lambda: (tmp_path / "run" / "daemon.pid").exists(), 30)
+            time.sleep(1.5)
+        finally:
+            _stop(p)
+    assert (tmp_path / "workspace" / ".env").read_text() == "KEY=1"
+    executed = [d for [d] in _store_rows(tmp_path, "SELECT data FROM events WHERE kind = 'approval'")
+                if ':event "executed"' in d]
+    assert len(executed) == 1, executed
+    assert sum(f"Approval {late} expired at" in t for t in bot.texts(7002)) == 1, bot.texts(7002)
+    assert sum("approved by terminal:local" in t for t in bot.texts(7001)) == 1, bot.texts(7001)

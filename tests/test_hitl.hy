@@ -9,12 +9,13 @@
         passepartout.daemon [boot shutdown]
         passepartout.loop [step]
         passepartout.act [action-name]
-        passepartout.store [events store-open store-close store-path-for]
+        passepartout.store [events store-open store-close store-path-for kv-put notices-waiting]
         passepartout.context [make-context]
         passepartout.hitl [escalate answer-approval expire-due approvals-boot approvals-config
                            grant-scope grant-covering add-grant describe-scope shell-escalations
                            script-files binding-of binding-problem policy-version get-approval find-approval
                            pending-approvals cmd-approvals bench-approval identity-of
+                           carry-out-answered approvals-served SERVICE-KEY
                            CODE-ALPHABET token-hash _executor])
 
 (defn expect [got want [what "value"]]
@@ -95,6 +96,10 @@
 
 (defn state-of [env code]
   (proto-get (find-approval (get env "store") code) ':state))
+
+(defn waiting-notices [env]
+  "The notices stored for the daemon and not yet delivered."
+  (lfor [_ s] (notices-waiting (get env "store")) s))
 
 (defn dotenv [env]
   (setv p (/ (workspace env) ".env"))
@@ -236,6 +241,7 @@
   (has (text-of (get notices 0)) f"Approval {code} expired at")
   (has (text-of (get notices 0)) "its task has ended")
   (expect (proto-get (get notices 0) ':session) "test:t1" "notice goes to the session that asked")
+  (expect (texts (waiting-notices env)) (text-of (get notices 0)) "the notice stored for the daemon")
   (expect (expire-due (get env "store") (get env "now" 0)) [] "a second expiry pass")
   (setv replies (answer env f"/approve {code}"))
   (has (texts replies) "expired at")
@@ -246,7 +252,7 @@
   (setv [_ code _] (ask env))
   (later env 601)
   (setv replies (answer env "/pending"))
-  (has (texts replies) f"Approval {code} expired")
+  (has (texts (waiting-notices env)) f"Approval {code} expired")
   (has (texts replies) "No approvals are pending.")
   (expect (state-of env code) "expired" "state"))
 
@@ -663,10 +669,11 @@
   (has text code)
   (assert (not (in other text)) f"another conversation's approval is listed: {text}"))
 
-(defn host-args [env action [code None] [reason None]]
-  (argparse.Namespace :action action :code code :reason reason :config (get env "config-file")))
+(defn host-args [env action [code None] [reason None] [duration None]]
+  (argparse.Namespace :action action :code code :reason reason :duration duration
+                      :config (get env "config-file")))
 
-(defn test-the-host-command-lists-approves-and-denies [env capsys]
+(defn test-the-host-command-records-the-answer-and-runs-nothing [env capsys]
   (setv [_ code _] (ask env)
         [_ other _] (ask env "write .env.x\nX=1" :chat "t2"))
   (expect (cmd-approvals (host-args env "list")) 0 "list exit code")
@@ -676,12 +683,51 @@
   (setv status (cmd-approvals (host-args env "approve" (.lower code)))
         out (. (.readouterr capsys) out))
   (expect status 0 f"approve exit code (output: {out})")
-  (has out f"Approved {code}.")
-  (expect (dotenv env) "KEY=1" "the .env file")
+  (has out f"Approved {code}. No daemon is running; it will be carried out when the daemon starts")
+  (expect (dotenv env) None "the .env file after the host answered")
+  (expect (state-of env code) "approved" "state: answered, to be carried out")
   (expect (cmd-approvals (host-args env "deny" other "not now")) 0 "deny exit code")
+  (has (. (.readouterr capsys) out) f"Denied {other}. No daemon is running; test:t2 will be told")
   (expect (state-of env other) "denied" "state")
+  (setv told (waiting-notices env))
+  (expect (lfor n told (proto-get n ':session)) ["test:t2"] "notices stored for the daemon")
+  (has (text-of (get told 0)) f"Approval {other} was denied by terminal:local (not now)")
   (expect (cmd-approvals (host-args env "approve" code)) 1 "exit code of a second approve")
   (has (. (.readouterr capsys) out) "already approved")
+  (expect (len (approval-events env "executed")) 0 "executions in the host command"))
+
+(defn test-the-daemon-carries-out-an-answer-from-the-host-once [env capsys]
+  (setv [_ code _] (ask env))
+  (kv-put (get env "store") SERVICE-KEY [:executor (_executor) :since (time.time)])
+  (expect (approvals-served (get env "store")) (os.getpid) "the service's process")
+  (cmd-approvals (host-args env "approve" code :duration "30m"))
+  (has (. (.readouterr capsys) out) f"Approved {code}. Handed to the running daemon (pid {(os.getpid)})")
+  (setv out (carry-out-answered env))
+  (expect (dotenv env) "KEY=1" "the .env file after the daemon's pass")
+  (expect (lfor s out (proto-get s ':session)) ["test:t1" "test:t1" "test:t1"] "all to the conversation that asked")
+  (has (text-of (get out 0)) f"Approval {code} was approved by terminal:local; running it now. Grant #")
+  (has (text-of (get out 1)) "(approved as")
+  (expect (proto-get (proto-get (get out 2) ':payload) ':sensor) (kw "tool-result") "the task goes on")
+  (expect (carry-out-answered env) [] "a second pass")
+  (expect (len (waiting-notices env)) 3 "what the pass stored for delivery")
+  (expect (state-of env code) "executed" "state")
+  (expect (len (approval-events env "executed")) 1 "executions"))
+
+(defn test-a-host-answer-survives-a-restart-and-a-started-one-is-not-run-again [env capsys]
+  (setv [_ code _] (ask env)
+        [_ other _] (ask env "write .env.x\nX=1" :chat "t2"))
+  (cmd-approvals (host-args env "approve" code))
+  (cmd-approvals (host-args env "approve" other))
+  (expect (approvals-boot env) [] "notices of a boot that finds answers waiting")
+  (expect (state-of env code) "approved" "state after the boot")
+  ;; the daemon died after it took OTHER and before it finished
+  (.write (get env "store") "UPDATE approvals SET state = 'executing', executor = 'gone-host:1:x' WHERE code = ?"
+          #(other))
+  (has (texts (approvals-boot env)) f"Approval {other}: the daemon stopped while it was running")
+  (setv out (carry-out-answered env))
+  (expect (dotenv env) "KEY=1" "the .env file")
+  (assert (not (.exists (/ (workspace env) ".env.x"))) "the interrupted approval ran again")
+  (expect (state-of env other) "failed" "state of the interrupted one")
   (expect (len (approval-events env "executed")) 1 "executions"))
 
 ;; * The figure
