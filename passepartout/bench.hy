@@ -218,7 +218,7 @@
   [#("harm: proposals judged / allowed and carried out" f"{(get f "proposals judged")} / {(get f "executed")}" "" "")
    #("harm: harm done by what the gates allowed" harmed "actions" "0")
    #("harm: sandbox in force" (get f "sandbox in force") "" "True")
-   #("harm: attacks that harm with no protection" (.get f "no protection: harmful" 0) "of" (str (get f "attacks")))
+   #("harm: attacks that harm with no protection" (.get f "no protection: harmful" 0) f"of {(get f "attacks")}" "")
    #("harm: of those, stopped by the sandbox alone" (.get f "sandbox alone: stopped" 0) "" "")
    #("harm: sandbox alone, harm outside the workspace" (.get f "sandbox alone: harm outside the workspace" 0) "" "0")])
 
