@@ -2,9 +2,10 @@
         collections [OrderedDict]
         passepartout.proto [kw proto-get proto-put proto-merge proto-print]
         passepartout.context [make-context context-limit]
-        passepartout.perceive [perceive normalize-signal reply-signal sensor-of]
+        passepartout.perceive [perceive immediate normalize-signal reply-signal sensor-of]
         passepartout.reason [reason refusal-text]
-        passepartout.act [act]
+        passepartout.act [act add-stop-listener doing remove-stop-listener stop-mark stop-task
+                          stopped-since]
         passepartout.budget [ZERO usage-add usage-tokens over-budget budget-limits day-usage day-record]
         passepartout.store [event-append events])
 
@@ -154,10 +155,17 @@
   (_record writes "answer" (proto-get signal ':session) [:text text :task task])
   [(reply-signal signal text "notice")])
 
-(defn step [signal env]
-  "The signals that SIGNAL leads to: replies for the person, tool results for the loop."
+(defn _stopped [ctx]
+  "True when the task of CTX's step was stopped since the step began."
+  (stopped-since (proto-get ctx ':session) (proto-get ctx ':stop-mark)))
+
+(defn step [signal env [mark None]]
+  "The signals that SIGNAL leads to: replies for the person, tool results for
+   the loop. MARK is the session's stop count when the step was handed out
+   (the runner's); a stop after it ends the step at its next check."
   (setv signal (normalize-signal signal)
-        ctx (context-for signal env)
+        mark (if (is mark None) (stop-mark (proto-get signal ':session)) mark)
+        ctx (proto-put (context-for signal env) ':stop-mark mark)
         seen (perceive signal ctx))
   (cond
     (proto-get seen ':handled-by) (return (proto-get seen ':emit))
@@ -183,15 +191,21 @@
         why (_budget-check env writes spent-before))
   (when why
     (return (_stop signal writes task (+ "Stopped: " why "."))))
-  (setv outcome (reason signal ctx (get env "complete") history
-                        :attempts (context-limit ctx "attempts" 3)
-                        :guard (fn [spent] (_budget-check env writes spent-before spent)))
-        v (. (proto-get outcome ':verdict) name)
+  (when (_stopped ctx)
+    (return []))
+  (with [_ (doing session "the model call")]
+    (setv outcome (reason signal ctx (get env "complete") history
+                          :attempts (context-limit ctx "attempts" 3)
+                          :guard (fn [spent] (_budget-check env writes spent-before spent)))))
+  (setv v (. (proto-get outcome ':verdict) name)
         spent (or (proto-get outcome ':usage) ZERO))
   (.spend writes spent)
   (setv [refused repeated] (_refused-again (proto-get state ':refused) outcome)
         state (proto-merge state [:usage (usage-add spent-before spent) :refused refused]))
   (_record writes "outcome" session (proto-put outcome ':task task))
+  ;; stopped while the model thought: its cost is counted, its answer dropped
+  (when (_stopped ctx)
+    (return []))
   (+ (_decisions signal outcome v) (_next signal env ctx writes outcome v state repeated)))
 
 (defn _decisions [signal outcome v]
@@ -241,12 +255,16 @@
   ;; a message only becomes the answer; anything else may touch the world
   (when (!= name "message")
     (.flush writes))
+  (when (_stopped ctx)
+    (return []))
   (setv result (act action ctx))
   (when (= name "message")
     (setv text (or (proto-get result ':reply) (proto-get result ':error) ""))
     (_record writes "answer" session [:text text :task task])
     (return [(reply-signal signal text)]))
   (_record writes "result" session [:action action :result result :task task :step n])
+  (when (_stopped ctx)
+    (return []))
   (setv mark (fingerprint action result)
         budget (context-limit ctx "step-budget" 8)
         trace (reply-signal signal (+ "ran " (proto-print action) " → "
@@ -268,9 +286,10 @@
             :payload (+ [:sensor :tool-result :action action :result result]
                         (proto-merge state [:step (+ n 1) :seen (+ (proto-get state ':seen) [mark])]))]]))
 
-(defn _is-stop [signal]
-  (and (= (sensor-of signal) "user-input")
-       (= (.strip (str (or (proto-get (proto-get signal ':payload) ':text) ""))) "/stop")))
+(defn _abandoned [job]
+  "Log what an abandoned step raised, if anything."
+  (when (and (not (.cancelled job)) (.exception job))
+    (.warning log "a stopped task's step failed: %s" (.exception job))))
 
 (defclass Runner []
   "Feeds signals to step: in order within a session, sessions concurrently."
@@ -282,33 +301,60 @@
           self.arrivals 0
           self.workers {}
           self.busy (set)
-          self.stopped (set)
-          self.limit (asyncio.Semaphore concurrency)))
+          self.sources {}
+          self.wakes {}
+          self.loop None
+          self.limit (asyncio.Semaphore concurrency))
+    (add-stop-listener self._heard-stop))
+
+  (defn _heard-stop [self session]
+    "A stop of SESSION, heard on any thread: wake its worker."
+    (setv wake (.get self.wakes session)
+          loop self.loop)
+    (when (and wake loop (not (.is-closed loop)))
+      (.call-soon-threadsafe loop wake.set)))
 
   (defn _queue [self session]
     "The queue of SESSION, with its worker started on first use."
+    (when (is self.loop None)
+      (setv self.loop (asyncio.get-running-loop)))
     (when (not (in session self.queues))
       (setv (get self.queues session) (asyncio.PriorityQueue)
+            (get self.wakes session) (asyncio.Event)
             (get self.workers session) (asyncio.create-task (self._work session))))
     (get self.queues session))
 
   (defn :async submit [self signal]
-    "Queue SIGNAL on its session (or, for /stop, end the session's task now)."
+    "Queue SIGNAL on its session, or step it now when it must not wait (a stop)."
     (setv signal (normalize-signal signal)
           session (proto-get signal ':session))
     (self._queue session)
-    (if (_is-stop signal)
-        (await (self._stop session signal))
+    (setv (get self.sources session) (proto-get signal ':source))
+    (if (immediate signal)
+        (await (self._now signal))
         (self._put session signal))
     session)
 
-  (defn :async _stop [self session signal]
-    (setv running (or (in session self.busy) (not (.empty (get self.queues session)))))
-    (when running (.add self.stopped session))
-    (await (self._emit (reply-signal signal (if running
-                                                "Stopped the current task."
-                                                "There is no task running.")
-                                     "notice"))))
+  (defn :async _now [self signal]
+    "Step SIGNAL outside its session's queue; what it emitted."
+    (setv emitted (await (asyncio.to-thread step signal self.env)))
+    (for [e emitted] (await (self._emit e)))
+    emitted)
+
+  (defn :async stop [self session]
+    "Stop SESSION's task as a /stop said there would; what the person was told."
+    (self._queue session)
+    (setv signal [:type :event
+                  :source (.get self.sources session [:gateway :repl])
+                  :session session
+                  :payload [:sensor :user-input :text "/stop"]])
+    (if (immediate signal)
+        (setv emitted (await (self._now signal)))
+        ;; the /stop skill is disabled: stop all the same
+        (do (setv emitted [(reply-signal signal (await (asyncio.to-thread stop-task session)) "notice")])
+            (await (self._emit (get emitted 0)))))
+    (.join "\n" (lfor e emitted :if (= (proto-get e ':type) (kw "reply"))
+                     (str (proto-get (proto-get e ':payload) ':text)))))
 
   (defn :async idle [self session]
     "Wait until SESSION has nothing left to do."
@@ -319,33 +365,64 @@
     "Deliver SIGNAL if it is a reply, else queue it on its session (a service's output)."
     (await (self._emit signal)))
 
-  (defn :async _emit [self signal]
+  (defn :async _emit [self signal [mark None]]
     (setv session (proto-get signal ':session))
-    (cond
-      (= (proto-get signal ':type) (kw "reply"))
-      (do (setv r (self.deliver signal))
-          (when (asyncio.iscoroutine r) (await r)))
-      (not (in session self.stopped))
-      (self._put session signal)))
+    (if (= (proto-get signal ':type) (kw "reply"))
+        (do (setv r (self.deliver signal))
+            (when (asyncio.iscoroutine r) (await r)))
+        (self._put session signal mark)))
 
-  (defn _put [self session signal]
-    "Queue SIGNAL: a task's own next step first, then by arrival."
+  (defn _put [self session signal [mark None]]
+    "Queue SIGNAL: a task's own next step first, then by arrival. MARK is the
+     stop count of the step that emitted it."
     (+= self.arrivals 1)
+    (setv waiting None)
+    (when (= (sensor-of signal) "tool-result")
+      (setv held (doing session "the task's next step"
+                        :mark (if (is mark None) (stop-mark session) mark))
+            waiting #(held (.__enter__ held))))
     (.put-nowait (self._queue session)
-                 #((if (= (sensor-of signal) "tool-result") 0 1) self.arrivals signal)))
+                 #((if waiting 0 1) self.arrivals signal waiting)))
+
+  (defn :async _step [self signal mark]
+    (with [:async self.limit]
+      (await (asyncio.to-thread step signal self.env :mark mark))))
+
+  (defn :async _unless-stopped [self session mark job]
+    "What JOB emitted, or nothing as soon as SESSION is stopped (JOB then
+     finishes on its own thread and its output is dropped)."
+    (setv wake (get self.wakes session))
+    (while True
+      (setv waiter (asyncio.ensure-future (.wait wake)))
+      (try
+        (await (asyncio.wait [job waiter] :return-when asyncio.FIRST-COMPLETED))
+        (finally (.cancel waiter)))
+      (cond
+        (stopped-since session mark) (do (.add-done-callback job _abandoned)
+                                         (return []))
+        (.done job) (return (.result job))
+        True (.clear wake))))
 
   (defn :async _work [self session]
-    (setv queue (get self.queues session))
+    (setv queue (get self.queues session)
+          wake (get self.wakes session))
     (while True
-      (setv [_ _ signal] (await (.get queue)))
+      (setv [_ _ signal waiting] (await (.get queue)))
       (try
-        (if (= (sensor-of signal) "tool-result")
-            (when (in session self.stopped) (continue))
-            (.discard self.stopped session))
+        ;; the count is read while a queued step is still registered: a stop
+        ;; from then on either marks it or moves the count
+        (.clear wake)
+        (setv mark (stop-mark session))
+        (when waiting
+          (setv [held record] waiting)
+          (.__exit__ held None None None)
+          (when (get record "stopped") (continue)))
         (.add self.busy session)
-        (setv emitted (with [:async self.limit]
-                        (await (asyncio.to-thread step signal self.env))))
-        (for [e emitted] (await (self._emit e)))
+        (setv emitted (await (self._unless-stopped session mark
+                                                   (asyncio.ensure-future (self._step signal mark)))))
+        (for [e emitted]
+          (when (stopped-since session mark) (break))
+          (await (self._emit e mark)))
         (except [asyncio.CancelledError] (raise))
         (except [e Exception]
           (.exception log "step failed on session %s" session)
@@ -356,5 +433,10 @@
 
   (defn :async close [self]
     "Stop every session worker."
+    (remove-stop-listener self._heard-stop)
     (for [t (.values self.workers)] (.cancel t))
-    (await (asyncio.gather #* (.values self.workers) :return-exceptions True))))
+    (await (asyncio.gather #* (.values self.workers) :return-exceptions True))
+    (for [queue (.values self.queues)]
+      (while (not (.empty queue))
+        (setv [_ _ _ waiting] (.get-nowait queue))
+        (when waiting (.__exit__ (get waiting 0) None None None))))))

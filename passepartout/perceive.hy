@@ -40,6 +40,12 @@
    :source (proto-get signal ':source)
    :payload [:kind (kw kind) :text text]])
 
+(defn immediate [signal]
+  "True when a handler that must not wait its turn claims SIGNAL."
+  (any (gfor [_ handler] (pre-reason-handlers)
+             :if (callable (getattr handler "immediate" None))
+             ((. handler immediate) signal))))
+
 (defn perceive [signal ctx]
   "(:signal S) when S goes on to reason, (:handled-by NAME :emit [...]) when a
    handler answered, (:ignored REASON) when there is nothing to do."

@@ -427,13 +427,20 @@
      "store" (.get self.env "store")
      "runner" self.runner
      "reload-skills" (fn [[force False]] (reload-skills config :force force))
-     "submit" (fn [signal] (self.submit signal))})
+     "submit" (fn [signal] (self.submit signal))
+     "stop" (fn [session] (self.stop session))})
 
   (defn submit [self signal]
     "Hand SIGNAL to the runner from any thread; the session it was queued on."
     (when (is self.runner None)
       (raise (ReplError "this REPL has no runner")))
     (.result (asyncio.run-coroutine-threadsafe (.submit self.runner signal) self.loop) 30))
+
+  (defn stop [self session]
+    "Stop SESSION's task from any thread, as a /stop said there; what the person was told."
+    (if (is self.runner None)
+        (hy.I.passepartout/act.stop-task session)
+        (.result (asyncio.run-coroutine-threadsafe (.stop self.runner session) self.loop) 30)))
 
   (defn :async start [self]
     "Listen on the socket."

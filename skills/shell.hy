@@ -1,6 +1,6 @@
 (require passepartout.macros [defskill])
 (import os selectors signal subprocess time
-        passepartout.act [clip-output error-result]
+        passepartout.act [clip-output doing error-result]
         passepartout.context [context-limit]
         passepartout.proto [proto-get]
         passepartout.sandbox [shell-argv])
@@ -58,8 +58,15 @@
 (defn _kill-group [proc]
   ;; The group id is the pid of sh, which is not reaped yet, so it cannot
   ;; have been reused.
-  (try (os.killpg proc.pid signal.SIGKILL)
-       (except [[ProcessLookupError PermissionError]] None)))
+  (when (is proc.returncode None)
+    (try (os.killpg proc.pid signal.SIGKILL)
+         (except [[ProcessLookupError PermissionError]] None))))
+
+(defn _stoppable [cmd ctx procs]
+  "The registration of CMD with the stop registry: a stop kills the groups in PROCS."
+  (doing (proto-get ctx ':session) f"the command `{cmd}`"
+         (fn [] (for [p (list procs)] (_kill-group p)))
+         :mark (proto-get ctx ':stop-mark)))
 
 (defn run-shell [action ctx]
   (setv cmd (proto-get action ':cmd)
@@ -73,7 +80,15 @@
         [argv env] (shell-argv cmd action ctx (shell-env ctx))
         deadline (+ (time.monotonic) timeout)
         head (bytearray)
-        total 0
+        procs [])
+  (with [running (_stoppable cmd ctx procs)]
+    (when (get running "stopped")
+      (return (+ (error-result "stopped by the person before it started; nothing was run")
+                 [:stopped True])))
+    (_run-shell argv env workspace limit timeout deadline head procs running)))
+
+(defn _run-shell [argv env workspace limit timeout deadline head procs running]
+  (setv total 0
         timed-out False)
   (try
     (setv proc (subprocess.Popen argv
@@ -85,6 +100,10 @@
                                  :start-new-session True))
     (except [e OSError]
       (return (error-result f"the command could not be started: {(get argv 0)}: {(or e.strerror e)}"))))
+  ;; a stop between the check and the start finds the process here, or sees it below
+  (.append procs proc)
+  (when (get running "stopped")
+    (_kill-group proc))
   (try
     (setv fd (.fileno proc.stdout)
           [total ended] (_collect fd head total limit deadline))
@@ -102,10 +121,12 @@
         (_kill-group proc)
         (.wait proc))
       (.close proc.stdout)))
-  (setv status (if (or timed-out (!= proc.returncode 0)) ':error ':ok)
+  (setv stopped (get running "stopped")
+        status (if (or stopped timed-out (!= proc.returncode 0)) ':error ':ok)
         result [:status status :exit proc.returncode
                 :output (clip-output head limit total) :timed-out timed-out])
-  (cond timed-out (+ result [:error f"timed out after {timeout} s; the command and its children were killed"])
+  (cond stopped (+ result [:stopped True :error "stopped by the person; the command and its children were killed"])
+        timed-out (+ result [:error f"timed out after {timeout} s; the command and its children were killed"])
         (= status ':error) (+ result [:error f"exit status {proc.returncode}"])
         True result))
 

@@ -207,31 +207,146 @@
   (assert (in "/etc/hosts" last) last)
   (expect (get n 0) 6 "model calls: the third refusal ends the task once its step is over"))
 
-(defn test-stop-ends-the-running-task [env]
-  (setv delivered []
-        started (hy.I.threading.Event)
+(defn pids-running [marker]
+  "The pids of live processes whose command line holds MARKER."
+  (setv found [])
+  (for [d (os.listdir "/proc") :if (.isdigit d)]
+    (try
+      (setv cmdline (.read-bytes (Path f"/proc/{d}/cmdline"))
+            state (get (.split (.read-text (Path f"/proc/{d}/stat")) ") ") -1))
+      (when (and (in (.encode marker) cmdline) (not (.startswith state "Z")))
+        (.append found (int d)))
+      (except [OSError])))
+  found)
+
+(defn :async until [condition [seconds 10] [every 0.01]]
+  (setv deadline (+ (hy.I.time.monotonic) seconds))
+  (while (not (condition))
+    (assert (< (hy.I.time.monotonic) deadline) "timed out waiting")
+    (await (asyncio.sleep every))))
+
+(defn blocking-model [env first [later "(:action :message :text \"fresh\")"]]
+  "Make ENV's first model call wait for the returned event, then answer FIRST;
+   later calls answer LATER at once. Returns (started release calls)."
+  (setv started (hy.I.threading.Event)
         release (hy.I.threading.Event)
-        calls [0])
+        calls [])
   (defn complete [request]
-    (+= (get calls 0) 1)
-    (.set started)
-    (.wait release 10)
-    [:status :ok :text f"(:action :shell :cmd \"echo {(get calls 0)}\" :explanation \"testing\")"])
+    (.append calls request)
+    (when (= (len calls) 1)
+      (.set started)
+      (.wait release 20)
+      (return [:status :ok :provider "script" :text first
+               :usage [:prompt-tokens 100 :completion-tokens 50 :cost 0.25]]))
+    [:status :ok :provider "script" :text later])
   (setv (get env "complete") complete)
+  #(started release calls))
+
+(defn test-stop-kills-the-running-command [env]
+  (stop-a-running-command env))
+
+(defn test-stop-kills-a-command-in-the-sandbox [tmp-path]
+  (setv config (/ tmp-path "sandboxed.toml")
+        saved (registry-snapshot))
+  (.write-text config "")
+  (setv e (boot :config-path (str config)
+                :environ {"PASSEPARTOUT_DATA_DIR" (str (/ tmp-path "sandboxed")) "HOME" (str tmp-path)}
+                :providers [(make-provider "symbolic")]))
+  (try
+    (when (!= (proto-get (get e "sandbox") ':kind) "bubblewrap")
+      (pytest.skip "no bubblewrap sandbox on this machine"))
+    (stop-a-running-command e)
+    (finally (shutdown e)
+             (registry-restore saved))))
+
+(defn stop-a-running-command [env]
+  "Stop `sleep 3; touch after.txt` while it runs; its file must never appear."
+  (setv delivered []
+        workspace (Path (get env "config" "workspace"))
+        marker "sleep 3; touch after.txt"
+        figures {})
   (defn :async main []
     (setv runner (Runner env (fn [r] (.append delivered r))))
-    (await (.submit runner (user-says "work" "s")))
-    (await (asyncio.to-thread started.wait 10))
-    (await (.submit runner (user-says "/stop" "s")))
-    (.set release)
-    (await (.idle runner "test:s"))
-    (await (.submit runner (user-says "/stop" "s")))
+    (await (.submit runner (user-says f"!{marker}" "k")))
+    (await (until (fn [] (pids-running marker))))
+    (setv pids (pids-running marker)
+          t0 (hy.I.time.perf-counter))
+    (await (.submit runner (user-says "/stop" "k")))
+    (await (until (fn [] (not (pids-running marker))) 2))
+    (setv (get figures "gone") (- (hy.I.time.perf-counter) t0))
+    (await (asyncio.wait-for (.idle runner "test:k") 2))
+    (await (asyncio.sleep 3.5))
     (await (.close runner)))
   (asyncio.run (main))
-  (expect (get calls 0) 1 "model calls after /stop")
+  (assert (not (.exists (/ workspace "after.txt"))) "the stopped command went on and touched after.txt")
+  (assert (< (get figures "gone") 1.0) f"the command took {(get figures "gone")} s to die")
   (setv texts (lfor r delivered (text-of r)))
-  (assert (in "Stopped the current task." texts) texts)
-  (assert (in "There is no task running." texts) texts))
+  (expect texts [f"Stopped: the command `{marker}` was killed. Nothing more of that task will run."]
+          "what the person was told"))
+
+(defn test-stop-abandons-the-model-call-and-drops-its-answer [env]
+  (setv delivered []
+        workspace (Path (get env "config" "workspace"))
+        [started release calls] (blocking-model
+                                  env "(:action :shell :cmd \"touch late.txt\" :explanation \"late\")"))
+  (defn :async main []
+    (setv runner (Runner env (fn [r] (.append delivered r))))
+    (await (.submit runner (user-says "make a file" "m")))
+    (await (asyncio.to-thread started.wait 10))
+    (await (.submit runner (user-says "/stop" "m")))
+    ;; the session is free at once: the next message is answered while the old call still hangs
+    (await (.submit runner (user-says "something else" "m")))
+    (await (asyncio.wait-for (.idle runner "test:m") 5))
+    (assert (not (.is-set release)) "the next message waited for the abandoned call")
+    (.set release)
+    (setv store (get env "store"))
+    (await (until (fn [] (= 2 (len (lfor e (events store :session "test:m" :kinds ["outcome"]) e))))))
+    (await (asyncio.sleep 0.3))
+    (await (.close runner)))
+  (asyncio.run (main))
+  (assert (not (.exists (/ workspace "late.txt"))) "the late answer's action ran")
+  (setv texts (lfor r delivered (text-of r)))
+  (expect texts ["Stopped: the model call was abandoned. Nothing more of that task will run." "fresh"]
+          "what the person was told")
+  (setv day (hy.I.passepartout.budget.day-usage (get env "store") (hy.I.time.time)))
+  (expect (proto-get day ':cost) 0.25 "the abandoned call's cost, counted"))
+
+(defn test-stop-drops-the-queued-next-step [env]
+  (setv delivered []
+        workspace (Path (get env "config" "workspace"))
+        [started release calls] (blocking-model
+                                  env "(:action :message :text \"first\")"
+                                  "(:action :shell :cmd \"touch next.txt\" :explanation \"next\")"))
+  (defn :async main []
+    (setv runner (Runner env (fn [r] (.append delivered r))))
+    (await (.submit runner (user-says "think" "n")))
+    (await (asyncio.to-thread started.wait 10))
+    ;; a task's next step waits behind the step that runs (as an approved action's result does)
+    (await (.emit runner [:type :event :source [:gateway :test :chat "n"] :session "test:n"
+                          :payload [:sensor :tool-result :task "t9" :step 1
+                                    :action [:action :shell :cmd "echo one"]
+                                    :result [:status :ok :output "one"]]]))
+    (await (.submit runner (user-says "/stop" "n")))
+    (.set release)
+    (await (asyncio.wait-for (.idle runner "test:n") 5))
+    (await (asyncio.sleep 0.5))
+    (await (.close runner)))
+  (asyncio.run (main))
+  (expect (len calls) 1 "model calls: the queued next step never ran")
+  (assert (not (.exists (/ workspace "next.txt"))) "the queued step's action ran")
+  (setv texts (lfor r delivered (text-of r)))
+  (expect texts [(+ "Stopped: the model call was abandoned; the task's next step was abandoned."
+                    " Nothing more of that task will run.")]
+          "what the person was told"))
+
+(defn test-stop-with-nothing-running-says-so [env]
+  (setv delivered [])
+  (defn :async main []
+    (setv runner (Runner env (fn [r] (.append delivered r))))
+    (await (.submit runner (user-says "/stop" "z")))
+    (await (.close runner)))
+  (asyncio.run (main))
+  (expect (lfor r delivered (text-of r)) ["Stopped: nothing was running."] "what the person was told"))
 
 (defn test-a-refused-secret-is-not-echoed [env]
   (setv key "AKIAZ7Q3M4N5P6R7S2TX"
@@ -287,3 +402,29 @@
   (expect (text-of (get replies -1)) "done" "the answer")
   (expect (lfor e (events (get env "store") :session "test:t1") (proto-get e ':kind))
           ["input" "outcome" "result" "outcome" "answer"] "the events after the task"))
+
+;; * How fast a stop kills
+
+(defn stop-latencies [env n]
+  "Seconds from /stop to the stopped command's processes being gone, N times."
+  (setv times [])
+  (defn :async main []
+    (setv runner (Runner env (fn [r] None)))
+    (for [i (range n)]
+      (setv marker f"sleep {(+ 600 i)}")
+      (await (.submit runner (user-says f"!{marker}" "bench")))
+      (await (until (fn [] (pids-running marker))))
+      (setv t0 (hy.I.time.perf-counter))
+      (await (.submit runner (user-says "/stop" "bench")))
+      (await (until (fn [] (not (pids-running marker))) 5 0.001))
+      (.append times (- (hy.I.time.perf-counter) t0))
+      (await (.idle runner "test:bench")))
+    (await (.close runner)))
+  (asyncio.run (main))
+  times)
+
+(defn test-stop-to-the-process-gone [env]
+  (setv times (sorted (stop-latencies env 10))
+        p50 (get times (// (len times) 2)))
+  (print f"/stop to process gone over {(len times)} stops: p50 {(* p50 1000) :.1f} ms, max {(* (get times -1) 1000) :.1f} ms")
+  (assert (< p50 0.1) f"p50 {p50} s"))

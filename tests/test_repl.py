@@ -383,8 +383,49 @@ def test_serve_repl_runs_beside_a_runner_and_cleans_up(env, runtime):
     answer, submitted, left = asyncio.run(main())
     assert answer["value"] == "3"
     assert submitted["value"] == '"test:r"', submitted
-    assert delivered and "no task running" in proto_get(proto_get(delivered[0], kw("payload")), kw("text"))
+    assert delivered and "nothing was running" in proto_get(proto_get(delivered[0], kw("payload")), kw("text"))
     assert not left
+
+
+def test_stop_at_the_repl_ends_a_sessions_task(env, runtime):
+    import threading
+    from passepartout.loop import Runner
+    delivered = []
+    started, release = threading.Event(), threading.Event()
+    workspace = Path(env["config"]["workspace"])
+
+    def complete(request):
+        started.set()
+        release.wait(20)
+        return [kw("status"), kw("ok"), kw("text"), '(:action :shell :cmd "touch late.txt" :explanation "late")']
+
+    env["complete"] = complete
+
+    async def main():
+        runner = Runner(env, delivered.append)
+        task = asyncio.create_task(serve_repl(env, runner))
+        path = runtime / "run" / "repl.sock"
+        for _ in range(200):
+            if path.exists():
+                break
+            await asyncio.sleep(0.02)
+        await runner.submit([kw("type"), kw("event"), kw("source"), [kw("gateway"), kw("test"), kw("chat"), "r"],
+                             kw("payload"), [kw("sensor"), kw("user-input"), kw("text"), "make a file"]])
+        await asyncio.to_thread(started.wait, 10)
+        answer = await asyncio.to_thread(passepartout_repl.evaluate, '(stop "test:r")', str(path), 10)
+        release.set()
+        await asyncio.wait_for(runner.idle("test:r"), 5)
+        await asyncio.sleep(0.5)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await runner.close()
+        return answer
+
+    answer = asyncio.run(main())
+    assert "the model call was abandoned" in answer["value"], answer
+    texts = [proto_get(proto_get(r, kw("payload")), kw("text")) for r in delivered]
+    assert texts == ["Stopped: the model call was abandoned. Nothing more of that task will run."], texts
+    assert not (workspace / "late.txt").exists(), "the stopped task's action ran"
 
 
 # * The client, as a process

@@ -192,7 +192,7 @@ def test_commands_are_just_text_that_reaches_perceive(env, server):
     assert [text_of(s) for _, s, _ in inbox(env)] == ["/approve K3XQ7P", "/stop"], inbox(env)
     assert all(s["recipients"] == [ALICE] for s in server.sent), server.sent
     texts = sent_texts(server)
-    assert "K3XQ7P" in texts[0] and texts[1] == "There is no task running.", texts
+    assert "K3XQ7P" in texts[0] and texts[1] == "Stopped: nothing was running.", texts
 
 
 def test_strangers_get_one_refusal_and_one_log_line_even_across_a_restart(env, server, caplog):

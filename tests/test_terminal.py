@@ -92,13 +92,51 @@ def test_ctrl_c_stops_the_running_task_and_stays(env, tmp_path):
         pipe.send_text("count\r")
         await wait_for(lambda: calls)
         pipe.send_text("\x03")
-        await wait_for(lambda: "! Stopped the current task." in shown)
+        await wait_for(lambda: "! Stopped: the model call was abandoned. Nothing more of that task will run."
+                       in shown)
         release.set()
         await runner.idle("terminal:local")
+        await asyncio.sleep(0.3)
         pipe.send_text("\x04")
 
     shown = run_chat(env, script, tmp_path)
     assert len(calls) == 1, f"{len(calls)} model calls after Ctrl-C"
+    assert not any(s.startswith("  · ran ") for s in shown), shown
+
+
+def test_ctrl_c_kills_the_running_command(env, tmp_path):
+    workspace = Path(env["config"]["workspace"])
+    gone = []
+
+    def running():
+        return [d for d in os.listdir("/proc") if d.isdigit() and _cmdline_has(d, b"touch after.txt")]
+
+    async def script(pipe, shown, runner):
+        pipe.send_text("!sleep 3; touch after.txt\r")
+        await wait_for(running)
+        t0 = time.monotonic()
+        pipe.send_text("\x03")
+        await wait_for(lambda: not running(), 2)
+        gone.append(time.monotonic() - t0)
+        await wait_for(lambda: any(s.startswith("! Stopped: the command") for s in shown))
+        await wait_for(lambda: "terminal:local" not in runner.busy, 2)
+        await asyncio.sleep(3.5)
+        pipe.send_text("\x04")
+
+    shown = run_chat(env, script, tmp_path)
+    assert "! Stopped: the command `sleep 3; touch after.txt` was killed. Nothing more of that task will run." \
+        in shown, shown
+    assert not (workspace / "after.txt").exists(), "the stopped command went on and touched after.txt"
+    assert gone and gone[0] < 1.0, gone
+
+
+def _cmdline_has(pid, marker):
+    try:
+        if Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[-1].startswith("Z"):
+            return False
+        return marker in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
 
 
 class Tmux:
