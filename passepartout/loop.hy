@@ -284,6 +284,8 @@
             :source (proto-get signal ':source)
             :session session
             :payload (+ [:sensor :tool-result :action action :result result]
+                        ;; what the model proposed beside this action and was not run
+                        (if (proto-get outcome ':note) [:note (proto-get outcome ':note)] [])
                         (proto-merge state [:step (+ n 1) :seen (+ (proto-get state ':seen) [mark])]))]]))
 
 (defn _abandoned [job]

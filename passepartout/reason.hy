@@ -418,7 +418,8 @@
   (if (= sensor (kw "tool-result"))
       {"role" "user"
        "content" (+ "Result of " (proto-print (proto-get payload ':action [])) ":\n"
-                    (proto-print (proto-get payload ':result [])))}
+                    (proto-print (proto-get payload ':result []))
+                    (if (proto-get payload ':note) (+ "\n" (str (proto-get payload ':note))) ""))}
       {"role" "user" "content" (str (or (proto-get payload ':text) ""))}))
 
 (defn _rejection-message [rejections]

@@ -9,6 +9,10 @@ from _pytest.assertion import rewrite as _rewrite
 
 sys.path.insert(0, str(Path(__file__).parent))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+# Every real deployment holds a secret (a provider's key, a bot token): the whole
+# suite runs with one in the environment, so every daemon, chat and command line
+# the tests start treats it as one of its own secrets.
+os.environ.setdefault("PASSEPARTOUT_TEST_API_KEY", "pp-test-key-7f3a9c2e51b84d06")
 
 # pytest rewrites the asserts of any test file named on its command line by
 # parsing it as Python; a Hy file is not Python, so it is left to Hy.

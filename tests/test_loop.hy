@@ -428,3 +428,15 @@
         p50 (get times (// (len times) 2)))
   (print f"/stop to process gone over {(len times)} stops: p50 {(* p50 1000) :.1f} ms, max {(* (get times -1) 1000) :.1f} ms")
   (assert (< p50 0.1) f"p50 {p50} s"))
+
+;; * Several actions in one answer
+
+(defn test-the-model-hears-which-actions-of-its-answer-did-not-run [env tmp-path]
+  (setv requests (scripted env ["[{\"name\": \"shell\", \"arguments\": {\"command\": \"echo one\", \"explanation\": \"say one\"}}, {\"name\": \"shell\", \"arguments\": {\"command\": \"touch two.txt\", \"explanation\": \"make two\"}}]"
+                                "(:action :message :text \"done\")"])
+        replies (run-task env (user-says "do both")))
+  (expect (len requests) 2 "model calls")
+  (setv told (get (proto-get (get requests 1) ':messages) -1 "content"))
+  (assert (in "not run" told) f"the second request does not say what was not run: {told}")
+  (assert (in "two.txt" told) told)
+  (assert (not (.exists (/ (Path (get env "config" "workspace")) "two.txt"))) "the second action ran"))
