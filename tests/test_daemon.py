@@ -434,11 +434,17 @@ def _stop(p):
             p.wait()
 
 
-def test_an_answer_on_the_host_is_carried_out_by_the_running_daemon_in_the_conversation(tmp_path, bot):
+def _two_chats_that_will_be_asked(tmp_path, bot):
+    """A daemon's config and environment, and a message in each of two chats
+    whose action (writing a secret file) a person must approve."""
     config = write_config(tmp_path, bot, [7001, 7002], providers=SYMBOLIC)
-    environ = daemon_environ(tmp_path)
     bot.message(7001, 7001, "write .env\nKEY=1")
     bot.message(7002, 7002, "write .env.x\nX=1")
+    return config, daemon_environ(tmp_path)
+
+
+def test_an_answer_on_the_host_is_carried_out_by_the_running_daemon_in_the_conversation(tmp_path, bot):
+    config, environ = _two_chats_that_will_be_asked(tmp_path, bot)
     with open(tmp_path / "out", "w+") as out:
         p = start_daemon(config, environ, out)
         try:
@@ -465,10 +471,7 @@ def test_an_answer_on_the_host_is_carried_out_by_the_running_daemon_in_the_conve
 
 
 def test_answers_and_expiries_made_while_no_daemon_runs_are_delivered_at_the_next_start(tmp_path, bot):
-    config = write_config(tmp_path, bot, [7001, 7002], providers=SYMBOLIC)
-    environ = daemon_environ(tmp_path)
-    bot.message(7001, 7001, "write .env\nKEY=1")
-    bot.message(7002, 7002, "write .env.x\nX=1")
+    config, environ = _two_chats_that_will_be_asked(tmp_path, bot)
     with open(tmp_path / "out", "w+") as out:
         p = start_daemon(config, environ, out)
         try:

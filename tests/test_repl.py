@@ -358,6 +358,16 @@ def test_bad_requests_are_answered_not_crashed_on(server):
     assert ask(server, "(+ 1 2)")["value"] == "3"
 
 
+async def _socket_of(runtime):
+    """The REPL socket of RUNTIME, once the server has made it (or after 4 s)."""
+    path = runtime / "run" / "repl.sock"
+    for _ in range(200):
+        if path.exists():
+            break
+        await asyncio.sleep(0.02)
+    return path
+
+
 def test_serve_repl_runs_beside_a_runner_and_cleans_up(env, runtime):
     from passepartout.loop import Runner
     delivered = []
@@ -365,11 +375,7 @@ def test_serve_repl_runs_beside_a_runner_and_cleans_up(env, runtime):
     async def main():
         runner = Runner(env, delivered.append)
         task = asyncio.create_task(serve_repl(env, runner))
-        path = runtime / "run" / "repl.sock"
-        for _ in range(200):
-            if path.exists():
-                break
-            await asyncio.sleep(0.02)
+        path = await _socket_of(runtime)
         answer = await asyncio.to_thread(passepartout_repl.evaluate, "(+ 1 2)", str(path), 10)
         submitted = await asyncio.to_thread(
             passepartout_repl.evaluate,
@@ -404,11 +410,7 @@ def test_stop_at_the_repl_ends_a_sessions_task(env, runtime):
     async def main():
         runner = Runner(env, delivered.append)
         task = asyncio.create_task(serve_repl(env, runner))
-        path = runtime / "run" / "repl.sock"
-        for _ in range(200):
-            if path.exists():
-                break
-            await asyncio.sleep(0.02)
+        path = await _socket_of(runtime)
         await runner.submit([kw("type"), kw("event"), kw("source"), [kw("gateway"), kw("test"), kw("chat"), "r"],
                              kw("payload"), [kw("sensor"), kw("user-input"), kw("text"), "make a file"]])
         await asyncio.to_thread(started.wait, 10)
