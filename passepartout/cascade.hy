@@ -1,6 +1,7 @@
 (import json os socket threading time
         importlib.util [find-spec]
         urllib.parse [urlsplit]
+        passepartout.config [did-you-mean schema-keys]
         passepartout.proto [proto-get]
         passepartout.symbolic [symbolic-complete])
 
@@ -10,7 +11,7 @@
       PROBE-TIMEOUT 0.25
       OLLAMA-BASE "http://127.0.0.1:11434"
       DEFAULT-MAX-TOKENS 1024
-      _provider-keys #{"name" "model" "api_base" "api_key_env" "timeout" "probe" "max_tokens"})
+      _provider-keys (schema-keys "providers"))
 
 (defn _local-model [model]
   (.startswith model #("ollama/" "ollama_chat/")))
@@ -49,10 +50,10 @@
   (when (not (isinstance entry dict))
     (raise (ValueError f"a [[providers]] entry must be a table, got {entry !r}")))
   (setv table (dfor [k v] (.items entry) (.replace k "-" "_") v)
-        unknown (sorted (- (set table) _provider-keys)))
+        unknown (sorted (- (set table) (set _provider-keys))))
   (when unknown
-    (raise (ValueError (+ f"unknown key {(get unknown 0) !r} in a [[providers]] table; the keys are "
-                          (.join ", " (sorted _provider-keys))))))
+    (raise (ValueError (+ f"unknown key {(get unknown 0) !r} in a [[providers]] table; "
+                          (did-you-mean (get unknown 0) _provider-keys)))))
   (when (not (.get table "model"))
     (raise (ValueError "a [[providers]] table needs a model, e.g. model = \"openai/gpt-4o-mini\"")))
   (make-provider (get table "model")

@@ -1,4 +1,4 @@
-(import os re tomllib
+(import copy difflib importlib.util os re tomllib
         pathlib [Path])
 
 (defclass ConfigError [Exception]
@@ -94,6 +94,269 @@
                 "name an environment variable that holds it instead, e.g. "
                 f"{leaf}_env = \"{(_example-var name)}\"")))))
 
+(defn _key [kind default doc #** more]
+  "One key of the schema: its KIND, its DEFAULT (None: none, or computed; SHOWN
+   then says what it is) and what it means."
+  (| {"kind" kind "default" default "doc" doc} more))
+
+(setv _enabled (_key "boolean" True "false leaves this gateway out"))
+
+(setv SCHEMA
+  [{"name" "" "shape" "keys"
+    "doc" (+ "The top level of the file says where things are. Relative paths are relative to the "
+             "file's folder; `PASSEPARTOUT_DATA_DIR`, `PASSEPARTOUT_WORKSPACE` and "
+             "`PASSEPARTOUT_RUNTIME_DIR` override them.")
+    "keys" {"data_dir" (_key "path" None "the store, the logs, the skills folder"
+                             :shown "`$XDG_DATA_HOME/passepartout`")
+            "workspace" (_key "path" None "the folder the agent works in"
+                              :shown "`DATA_DIR/workspace`")
+            "runtime_dir" (_key "path" None "the REPL socket and the pid file"
+                                :shown "`$XDG_RUNTIME_DIR/passepartout` or `DATA_DIR/run`")}}
+   {"name" "providers" "shape" "array" "fill" True "default" [] "dashes" True
+    "doc" (+ "The models to ask, in order; the symbolic provider is always last. The model string "
+             "is LiteLLM's (`openai/gpt-4o-mini`, `anthropic/claude-3-5-haiku-latest`, "
+             "`ollama_chat/llama3.2`). A key is never written here: `api_key_env` names the "
+             "variable that holds it. `PASSEPARTOUT_MODELS=a,b` replaces this list. With no "
+             "provider at all a local Ollama is tried, then the symbolic provider.")
+    "keys" {"model" (_key "string" None "the LiteLLM model string" :shown "required")
+            "name" (_key "string" None "the name shown in the chat and the log" :shown "the model")
+            "api_base" (_key "string" None "the server's address, for local and compatible servers"
+                             :shown "LiteLLM's; Ollama's local address for `ollama` models")
+            "api_key_env" (_key "string" None "the environment variable that holds the key")
+            "timeout" (_key "number" 60.0 "seconds one request may take"
+                            :shown "`60.0`; `30.0` for `ollama` models")
+            "probe" (_key "boolean" False "check first, in a quarter second, that the server answers"
+                          :shown "`false`; `true` for `ollama` models")
+            "max_tokens" (_key "whole number" 1024 "the longest answer asked for")}}
+   {"name" "limits" "shape" "table" "fill" True
+    "doc" "How far one task may go."
+    "keys" {"step_budget" (_key "number" 8 "steps (each a model call and an action) one task may take")
+            "attempts" (_key "number" 3 "tries the model gets in one step when its answer is unreadable or refused")
+            "shell_timeout" (_key "number" 30 "seconds a shell command may run")
+            "output_limit" (_key "number" 16000 "characters of an action's output the model is shown")
+            "model_concurrency" (_key "whole number" 4 "steps the daemon runs at once")}}
+   {"name" "budget" "shape" "table" "fill" True
+    "doc" "What the models may cost, per task and per calendar day; `0` means no limit."
+    "keys" {"task_tokens" (_key "number" 200000 "tokens one task may use")
+            "task_cost" (_key "number" 1.0 "dollars one task may spend")
+            "day_tokens" (_key "number" 2000000 "tokens a day may use")
+            "day_cost" (_key "number" 10.0 "dollars a day may spend")}}
+   {"name" "cascade" "shape" "table" "fill" True
+    "doc" "The circuit breaker in front of each provider."
+    "keys" {"cooldown" (_key "number" 60 "seconds a provider that keeps failing is skipped")
+            "failure_threshold" (_key "number" 3 "failures in a row that make it skipped")}}
+   {"name" "skills" "shape" "table" "fill" True
+    "doc" "Where skills come from."
+    "keys" {"dirs" (_key "array of paths" None "folders of skill files, reloaded while the daemon runs"
+                         :shown "`[\"DATA_DIR/skills\"]`")
+            "disabled" (_key "array of strings" [] "skills not loaded")
+            "immutable" (_key "array of strings" [] "skills the REPL and reloads may not replace")}}
+   {"name" "sandbox" "shape" "table" "fill" True
+    "doc" (+ "How shell commands are confined (bubblewrap). Where it does not work, every shell "
+             "command is asked about, unless `mode = \"off\"`.")
+    "keys" {"mode" (_key "string" "auto" "`auto` or `bubblewrap`: in bubblewrap, asked about where it does not work; `off`: no sandbox"
+                         :choices #("auto" "bubblewrap" "off"))
+            "network" (_key "string" "policy"
+                            "`policy`: only fetches the policy allows or a person approved"
+                            :choices #("off" "policy" "on"))
+            "bwrap" (_key "path" "" "the bubblewrap program" :shown "found on `PATH`")
+            "home_paths" (_key "array of paths" []
+                               "parts of the home folder the sandbox shows, relative to it")}}
+   {"name" "approvals" "shape" "table"
+    "doc" (+ "Who answers when a gate asks a person. An identity is the gateway and its user: "
+             "`\"telegram:123456789\"`, `\"signal:+15550002222\"`, `\"terminal:local\"` (also who "
+             "answers with `passepartout approvals` on the host). With no approvers, anyone in "
+             "the conversation that asked may answer, and only there.")
+    "keys" {"approvers" (_key "array of strings" [] "identities that may answer")
+            "required" (_key "array of strings" [] "the set `all` and `majority` count; empty: the approvers")
+            "strategy" (_key "string" "any" "how many of the required set must approve"
+                             :choices #("any" "all" "majority"))
+            "separate_duties" (_key "boolean" False "the person who asked may not approve")
+            "expiry_minutes" (_key "number" 10 "how long a question waits")
+            "max_grant_minutes" (_key "number" 480 "the longest grant an answer may create")}}
+   {"name" "daemon" "shape" "table"
+    "doc" "The headless daemon's own settings."
+    "keys" {"heartbeat" (_key "number" 60 "seconds between two heartbeats")
+            "shutdown_grace" (_key "number" 10 "seconds to finish the work in flight when asked to stop")
+            "inbox_keep" (_key "number" 172800 "seconds a done inbox row is kept to recognise a redelivery")
+            "log_max_bytes" (_key "number" 5242880 "size at which `daemon.log` is rotated")
+            "log_backups" (_key "number" 5 "rotated logs kept")}}
+   {"name" "gateways" "shape" "named" "what" "gateway" "fill" True
+    "default" {"terminal" {"enabled" True}}
+    "doc" "Where people talk to the agent, one table per gateway; `passepartout daemon` runs the enabled ones that need no terminal."
+    "tables"
+    {"terminal" {"doc" "The chat of `passepartout chat`."
+                 "keys" {"enabled" _enabled}}
+     "telegram" {"doc" (+ "A Telegram bot. Create it with @BotFather and put its token in the "
+                          "variable `token_env` names. Your user id is a number: message "
+                          "@userinfobot, or send your bot a message and read `from.id` in "
+                          "`https://api.telegram.org/bot<token>/getUpdates`.")
+                 "keys" {"enabled" _enabled
+                         "token_env" (_key "string" "TELEGRAM_BOT_TOKEN" "the variable that holds the bot token")
+                         "allowed_users" (_key "array of whole numbers" []
+                                               "user ids answered; empty: nobody")
+                         "api_base" (_key "string" "https://api.telegram.org/bot" "the Bot API address")
+                         "poll_timeout" (_key "number" 30 "seconds one getUpdates call waits")
+                         "poll_limit" (_key "number" 100 "updates fetched at once")
+                         "max_input" (_key "number" 16000 "characters of one message read")
+                         "show_traces" (_key "boolean" False "show the \"ran … → ok\" lines")}}
+     "signal" {"doc" (+ "Signal through a signal-cli-rest-api server. Numbers are in international "
+                        "(E.164) form: `+`, the country code, then the number without its leading "
+                        "0, e.g. `+4915123456789` for 0151 23456789 in Germany; an allowed sender "
+                        "may also be a Signal UUID.")
+               "keys" {"enabled" _enabled
+                       "number" (_key "string" None "the account's number" :shown "required")
+                       "allowed_numbers" (_key "array of strings" []
+                                               "numbers or UUIDs answered; empty: nobody")
+                       "url" (_key "string" "http://127.0.0.1:8080" "the signal-cli-rest-api server")
+                       "allow_remote" (_key "boolean" False "allow a server that is not on this machine")
+                       "poll_interval" (_key "number" 1.0 "seconds between two receive calls")
+                       "receive_timeout" (_key "number" 1 "seconds one receive call waits")
+                       "retry_delay" (_key "number" 1.0 "seconds before retrying a failed call")
+                       "max_input_chars" (_key "number" 16000 "characters of one message read")
+                       "show_traces" (_key "boolean" False "show the \"ran … → ok\" lines")}}}}])
+
+(defn schema-section [name]
+  "The section NAME of the schema (\"\" for the top level), or None."
+  (next (gfor s SCHEMA :if (= (get s "name") name) s) None))
+
+(defn schema-keys [name]
+  "The keys the section NAME may hold, in the schema's order."
+  (list (get (schema-section name) "keys")))
+
+(defn _number [v]
+  (and (isinstance v #(int float)) (not (isinstance v bool))))
+
+(defn _whole [v]
+  (and (isinstance v int) (not (isinstance v bool))))
+
+(defn _path [v]
+  (and (isinstance v str) (!= v "")))
+
+(setv _kinds {"number" #(_number "a number")
+              "whole number" #(_whole "a whole number")
+              "boolean" #((fn [v] (isinstance v bool)) "true or false")
+              "string" #((fn [v] (isinstance v str)) "a string")
+              "path" #((fn [v] (isinstance v str)) "a path (a string)")
+              "array of strings" #((fn [v] (and (isinstance v list) (all (gfor x v (isinstance x str)))))
+                                   "an array of strings")
+              "array of paths" #((fn [v] (and (isinstance v list) (all (map _path v))))
+                                 "an array of paths")
+              "array of whole numbers" #((fn [v] (and (isinstance v list) (all (map _whole v))))
+                                         "an array of whole numbers")})
+
+(defn _shown [v]
+  "V for an error message: its kind for a table, else its value, cut short."
+  (if (isinstance v dict)
+      "a table"
+      (do (setv r (repr v))
+          (if (> (len r) 60) (+ (cut r 57) "...") r))))
+
+(defn did-you-mean [name known [what "key"]]
+  "What to say of NAME, which is not among KNOWN: the nearest, or all of them.
+   (did-you-mean \"netwrok\" [\"mode\" \"network\"]) → \"did you mean network?\""
+  (setv close (difflib.get-close-matches name (list known) :n 1 :cutoff 0.5))
+  (if close
+      f"did you mean {(get close 0)}?"
+      (+ f"the {what}s are " (.join ", " known))))
+
+(defn _unknown [file where name known [what "key"]]
+  "The error for NAME, not among KNOWN, in the place WHERE of FILE."
+  (ConfigError f"{file}: {where}{name} — unknown {what}; {(did-you-mean name known what)}"))
+
+(defn _check-value [file dotted spec v]
+  (setv [ok what] (get _kinds (get spec "kind"))
+        choices (.get spec "choices"))
+  (when (not (ok v))
+    (raise (ConfigError f"{file}: {dotted} should be {what}, not {(_shown v)}")))
+  (when (and choices (not (in v choices)))
+    (setv close (difflib.get-close-matches v choices :n 1))
+    (raise (ConfigError (+ f"{file}: {dotted} should be one of "
+                           (.join ", " (gfor c choices f"\"{c}\""))
+                           f", not {v !r}"
+                           (if close f"; did you mean \"{(get close 0)}\"?" ""))))))
+
+(defn _check-table [file where dotted keys table [dashes False]]
+  "Check TABLE, written as the header WHERE, against KEYS; with DASHES,
+   a-key is read as a_key."
+  (for [[k v] (.items table)]
+    (when dashes
+      (setv k (.replace k "-" "_")))
+    (when (not (in k keys))
+      (raise (_unknown file f"{where} " k keys)))
+    (_check-value file f"{dotted}.{k}" (get keys k) v)))
+
+(defn _plugin-gateway [name]
+  "True when NAME is no gateway of the schema but a module that may register one."
+  (bool (and (re.match r"[a-z][a-z0-9_]*\Z" name)
+             (importlib.util.find-spec f"passepartout.gateways.{name}"))))
+
+(defn _check-section [file section v]
+  (setv name (get section "name")
+        shape (get section "shape"))
+  (when (and (in shape #("table" "named")) (not (isinstance v dict)))
+    (raise (ConfigError f"{file}: {name} should be a table ([{name}]), not {(_shown v)}")))
+  (cond
+    (= shape "table")
+    (_check-table file f"[{name}]" name (get section "keys") v)
+    (= shape "array")
+    (do (when (not (and (isinstance v list) (all (gfor e v (isinstance e dict)))))
+          (raise (ConfigError f"{file}: {name} should be an array of tables ([[{name}]]), not {(_shown v)}")))
+        (for [[i entry] (enumerate v)]
+          (_check-table file f"[[{name}]] #{(+ i 1)}" f"{name}[{i}]" (get section "keys") entry
+                        (.get section "dashes" False))))
+    (= shape "named")
+    (for [[sub table] (.items v)]
+      (setv known (get section "tables"))
+      (when (not (isinstance table dict))
+        (raise (ConfigError f"{file}: {name}.{sub} should be a table ([{name}.{sub}]), not {(_shown table)}")))
+      (cond (in sub known)
+            (_check-table file f"[{name}.{sub}]" f"{name}.{sub}" (get known sub "keys") table)
+            (not (_plugin-gateway sub))
+            (raise (_unknown file f"[{name}] " sub known (.get section "what" "table")))))))
+
+(defn check-config [raw file]
+  "Check the table RAW read from FILE against the schema; a ConfigError for the first mistake."
+  (setv top (get (schema-section "") "keys")
+        known (+ (list top) (lfor s SCHEMA :if (get s "name") (get s "name"))))
+  (for [[k v] (.items raw)]
+    (cond (in k top) (_check-value file k (get top k) v)
+          (not (in k known)) (raise (_unknown file "" k known))
+          True (_check-section file (schema-section k) v))))
+
+(defn _toml [v]
+  (cond (isinstance v bool) (if v "true" "false")
+        (isinstance v str) f"\"{v}\""
+        (isinstance v list) (+ "[" (.join ", " (map _toml v)) "]")
+        True (str v)))
+
+(defn _reference-table [out header doc keys]
+  (.extend out [(if header f"#### `{header}`" "#### The top level") "" doc "" "| key | type | default | meaning |" "|---|---|---|---|"])
+  (for [[k spec] (.items keys)]
+    (setv default (cond (in "shown" spec) (get spec "shown")
+                        (is (get spec "default") None) "none"
+                        True f"`{(_toml (get spec "default"))}`")
+          kind (if (in "choices" spec)
+                   (+ "one of " (.join ", " (gfor c (get spec "choices") f"`\"{c}\"`")))
+                   (get spec "kind")))
+    (.append out f"| `{k}` | {kind} | {default} | {(get spec "doc")} |"))
+  (.append out ""))
+
+(defn config-reference []
+  "The schema as Markdown: per section a heading, what it is for and a table of its keys."
+  (setv out [])
+  (for [s SCHEMA]
+    (setv name (get s "name")
+          shape (get s "shape"))
+    (cond (= shape "keys") (_reference-table out None (get s "doc") (get s "keys"))
+          (= shape "array") (_reference-table out f"[[{name}]]" (get s "doc") (get s "keys"))
+          (= shape "table") (_reference-table out f"[{name}]" (get s "doc") (get s "keys"))
+          (= shape "named")
+          (do (.extend out [f"#### `[{name}.NAME]`" "" (get s "doc") ""])
+              (for [[sub t] (.items (get s "tables"))]
+                (_reference-table out f"[{name}.{sub}]" (get t "doc") (get t "keys"))))))
+  (.join "\n" out))
+
 (defn _kind [v]
   (cond (isinstance v bool) "a boolean"
         (isinstance v #(int float)) "a number"
@@ -102,54 +365,27 @@
         (isinstance v dict) "a table"
         True (. (type v) __name__)))
 
-(defn _merge [defaults over where [prefix ""]]
+(defn _merge [defaults over]
   "DEFAULTS with OVER laid on top, as a new dict."
   (setv out (dict defaults))
   (for [[k v] (.items over)]
-    (setv name (if prefix f"{prefix}.{k}" k))
-    (if (in k defaults)
-        (do (setv d (get defaults k))
-            (when (!= (_kind d) (_kind v))
-              (raise (ConfigError f"{where}: {name} should be {(_kind d)}, not {(_kind v)}")))
-            (setv (get out k) (if (isinstance d dict) (_merge d v where name) v)))
-        (setv (get out k) v)))
+    (setv d (.get defaults k))
+    (setv (get out k) (if (and (isinstance d dict) (isinstance v dict)) (_merge d v) v)))
   out)
 
 (defn _defaults [data-dir]
-  {"limits" {"step_budget" 8
-             "attempts" 3
-             "shell_timeout" 30
-             "output_limit" 16000
-             "model_concurrency" 4}
-   "cascade" {"cooldown" 60
-              "failure_threshold" 3}
-   "budget" {"task_tokens" 200000
-             "task_cost" 1.0
-             "day_tokens" 2000000
-             "day_cost" 10.0}
-   "providers" []
-   "skills" {"dirs" [(os.path.join data-dir "skills")]
-             "disabled" []
-             "immutable" []}
-   "sandbox" {"mode" "auto"
-              "network" "policy"
-              "bwrap" ""
-              "home_paths" []}
-   "gateways" {"terminal" {"enabled" True}}})
-
-(setv _sandbox-choices {"mode" #("auto" "bubblewrap" "off")
-                        "network" #("off" "policy" "on")})
+  "The defaults of the sections the schema marks fill, for the data dir DATA-DIR."
+  (setv out (dfor s SCHEMA :if (.get s "fill")
+                  (get s "name")
+                  (copy.deepcopy (if (= (get s "shape") "table")
+                                     (dfor [k spec] (.items (get s "keys")) k (get spec "default"))
+                                     (get s "default")))))
+  (setv (get out "skills" "dirs") [(os.path.join data-dir "skills")])
+  out)
 
 (defn _sandbox [section file env]
-  "The [sandbox] SECTION checked, with its paths absolute."
-  (for [[key choices] (.items _sandbox-choices)]
-    (when (not (in (get section key) choices))
-      (raise (ConfigError (+ f"{file}: sandbox.{key} should be one of "
-                             (.join ", " (gfor c choices f"\"{c}\""))
-                             f", not {(get section key) !r}")))))
+  "The [sandbox] SECTION, checked already, with its paths absolute."
   (setv paths (get section "home_paths"))
-  (when (not (all (gfor p paths (and (isinstance p str) p))))
-    (raise (ConfigError f"{file}: sandbox.home_paths should be an array of paths")))
   (| section
      {"home_paths" (lfor p paths (_expand p env (_home env)))
       "bwrap" (if (get section "bwrap") (_expand (get section "bwrap") env (os.path.dirname file)) "")}))
@@ -174,6 +410,7 @@
         [file explicit] (config-file path env)
         raw (_read-toml file explicit))
   (_refuse-secrets raw file)
+  (check-config raw file)
   (setv data-dir (_dir env "PASSEPARTOUT_DATA_DIR" raw "data_dir" file
                        (fn [] (_expand (os.path.join (_xdg env "XDG_DATA_HOME" ".local/share")
                                                      "passepartout")
@@ -188,11 +425,8 @@
   (setv cfg (_merge (_defaults data-dir)
                     (dfor [k v] (.items raw)
                           :if (not (in k #("data_dir" "workspace" "runtime_dir")))
-                          k v)
-                    file))
+                          k v)))
   (setv dirs (get cfg "skills" "dirs"))
-  (when (not (all (gfor d dirs (isinstance d str))))
-    (raise (ConfigError f"{file}: skills.dirs should be an array of strings")))
   (setv (get cfg "skills") (| (get cfg "skills")
                               {"dirs" (lfor d dirs (_expand d env (os.path.dirname file)))})
         (get cfg "sandbox") (_sandbox (get cfg "sandbox") file env))

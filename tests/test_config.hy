@@ -77,10 +77,7 @@ dirs = ["skills", "/abs/skills"]
 [gateways.telegram]
 enabled = true
 token_env = "MY_BOT_TOKEN"
-allow = [42]
-
-[extra]
-anything = "kept"
+allowed_users = [42]
 ]toml])
         cfg (load-config path (home-env tmp-path))
         data (str (/ tmp-path "home/pp")))
@@ -95,8 +92,7 @@ anything = "kept"
   (check (get cfg "skills" "disabled") [] "skills.disabled kept")
   (check (get cfg "gateways")
          {"terminal" {"enabled" True}
-          "telegram" {"enabled" True "token_env" "MY_BOT_TOKEN" "allow" [42]}} "gateways merged")
-  (check (get cfg "extra") {"anything" "kept"} "unknown sections pass through")
+          "telegram" {"enabled" True "token_env" "MY_BOT_TOKEN" "allowed_users" [42]}} "gateways merged")
   (check (get cfg "config_file") (str path) "config_file"))
 
 (defn test-relative-paths-in-the-file-are-relative-to-the-file [tmp-path]
@@ -218,12 +214,17 @@ max_tokens = 1024
 [gateways.telegram]
 token_env = "TELEGRAM_BOT_TOKEN"
 [gateways.signal]
-password_file = "~/signal-pass"
-[secrets]
-note = "a table called secrets holds no value itself"
+number = "+15550001111"
 ]toml])
         cfg (load-config path (home-env tmp-path)))
-  (check (get cfg "providers" 0 "max_tokens") 1024))
+  (check (get cfg "providers" 0 "max_tokens") 1024)
+  ;; keys that only sound like secrets are judged by the schema, not refused as secrets
+  (for [text ["[gateways.signal]\npassword_file = \"~/signal-pass\"\n"
+              "[secrets]\nnote = \"a table called secrets holds no value itself\"\n"]]
+    (with [e (pytest.raises ConfigError)]
+      (load-config (write-config tmp-path text) (home-env tmp-path)))
+    (assert (in "unknown" (str e.value)) f"{text !r}: {e.value}")
+    (assert (not (in "secret, and" (str e.value))) f"{text !r}: {e.value}")))
 
 (defn test-config-secrets [tmp-path]
   (setv path (write-config tmp-path #[toml[
@@ -240,7 +241,6 @@ api_key_env = "EMPTY_KEY"
 enabled = true
 [gateways.signal]
 number = "+100"
-auth_env = ["SIGNAL_A", "SIGNAL_B"]
 ]toml])
         env (home-env tmp-path
                       :OPENAI_API_KEY "sk-openai-0123456789"
@@ -253,6 +253,8 @@ auth_env = ["SIGNAL_A", "SIGNAL_B"]
                       :PATH "/usr/bin:/bin"
                       :EDITOR "vi")
         cfg (load-config path env))
+  ;; an *_env key may name several variables; config-secrets reads any such key
+  (setv (get cfg "gateways" "signal" "auth_env") ["SIGNAL_A" "SIGNAL_B"])
   (check (config-secrets cfg env)
          ["123456:telegram-secret" "sk-openai-0123456789" "ghp_abcdefghijkl" "signal-a-value" "b"]
          "named, conventional and credential-looking variables, longest first")
@@ -279,3 +281,176 @@ auth_env = ["SIGNAL_A", "SIGNAL_B"]
   (check (stat.S-IMODE (. (os.stat (/ tmp-path "d")) st-mode)) 0o700 "data dir private")
   (check (stat.S-IMODE (. (os.stat (/ tmp-path "r/run")) st-mode)) 0o700 "runtime dir private")
   (check (ensure-dirs cfg) made "a second call is harmless"))
+
+;; * The schema
+
+(defn test-a-misspelt-key-says-what-was-meant [tmp-path]
+  (for [[text where key want]
+        [["data_dri = \"x\"\n" "" "data_dri" "data_dir"]
+         ["[limts]\nattempts = 3\n" "" "limts" "limits"]
+         ["[limits]\nstep_budgte = 3\n" "[limits] " "step_budgte" "step_budget"]
+         ["[budget]\nday_cots = 1.0\n" "[budget] " "day_cots" "day_cost"]
+         ["[cascade]\ncooldwn = 5\n" "[cascade] " "cooldwn" "cooldown"]
+         ["[skills]\ndisable = []\n" "[skills] " "disable" "disabled"]
+         ["[sandbox]\nnetwrok = \"off\"\n" "[sandbox] " "netwrok" "network"]
+         ["[approvals]\napprover = []\n" "[approvals] " "approver" "approvers"]
+         ["[daemon]\nheartbeet = 5\n" "[daemon] " "heartbeet" "heartbeat"]
+         ["[[providers]]\nmodel = \"a\"\n[[providers]]\nmodel = \"b\"\ntimeot = 9\n"
+          "[[providers]] #2 " "timeot" "timeout"]
+         ["[gateways.terminal]\nenabeld = false\n" "[gateways.terminal] " "enabeld" "enabled"]
+         ["[gateways.telegram]\nallowed_user = [1]\n" "[gateways.telegram] " "allowed_user" "allowed_users"]
+         ["[gateways.telegram]\nallow = [1]\n" "[gateways.telegram] " "allow" "allowed_users"]
+         ["[gateways.signal]\nnumbr = \"+1\"\n" "[gateways.signal] " "numbr" "number"]]]
+    (setv path (write-config tmp-path text))
+    (with [e (pytest.raises ConfigError)]
+      (load-config path (home-env tmp-path)))
+    (check (str e.value) f"{path}: {where}{key} — unknown key; did you mean {want}?" text)))
+
+(defn test-an-unknown-gateway-says-what-was-meant [tmp-path]
+  (setv path (write-config tmp-path "[gateways.telegarm]\nenabled = true\n"))
+  (with [e (pytest.raises ConfigError)]
+    (load-config path (home-env tmp-path)))
+  (check (str e.value) f"{path}: [gateways] telegarm — unknown gateway; did you mean telegram?")
+  (setv path (write-config tmp-path "[gateways.irc]\nenabled = true\n"))
+  (with [e (pytest.raises ConfigError)]
+    (load-config path (home-env tmp-path)))
+  (assert (in "irc — unknown gateway; the gateways are terminal, telegram, signal" (str e.value))
+          (str e.value)))
+
+(defn test-a-misspelt-word-says-what-was-meant [tmp-path]
+  (setv path (write-config tmp-path "[sandbox]\nmode = \"of\"\n"))
+  (with [e (pytest.raises ConfigError)]
+    (load-config path (home-env tmp-path)))
+  (assert (in "sandbox.mode" (str e.value)) (str e.value))
+  (assert (in "did you mean \"off\"?" (str e.value)) (str e.value)))
+
+(defn test-a-full-valid-config-loads [tmp-path]
+  (setv path (write-config tmp-path #[toml[
+data_dir = "data"
+workspace = "ws"
+runtime_dir = "run"
+
+[[providers]]
+model = "openai/gpt-4o-mini"
+name = "mini"
+api_key_env = "OPENAI_API_KEY"
+timeout = 20
+max_tokens = 2048
+
+[[providers]]
+model = "ollama_chat/llama3.2"
+api_base = "http://127.0.0.1:11434"
+probe = true
+
+[limits]
+step_budget = 10
+attempts = 2
+shell_timeout = 15.5
+output_limit = 8000
+model_concurrency = 2
+
+[budget]
+task_tokens = 100000
+task_cost = 0.5
+day_tokens = 0
+day_cost = 5
+
+[cascade]
+cooldown = 30
+failure_threshold = 2
+
+[skills]
+dirs = ["skills"]
+disabled = ["memory"]
+immutable = ["shell-safety"]
+
+[sandbox]
+mode = "bubblewrap"
+network = "off"
+bwrap = "/usr/bin/bwrap"
+home_paths = [".gitconfig"]
+
+[approvals]
+approvers = ["telegram:123456789", "signal:+15550002222", "terminal:local"]
+required = ["telegram:123456789"]
+strategy = "all"
+separate_duties = true
+expiry_minutes = 5
+max_grant_minutes = 60
+
+[daemon]
+heartbeat = 30
+shutdown_grace = 5
+inbox_keep = 3600
+log_max_bytes = 1048576
+log_backups = 2
+
+[gateways.terminal]
+enabled = false
+
+[gateways.telegram]
+enabled = true
+token_env = "TELEGRAM_BOT_TOKEN"
+allowed_users = [123456789]
+api_base = "https://api.telegram.org/bot"
+poll_timeout = 30
+poll_limit = 50
+max_input = 8000
+show_traces = true
+
+[gateways.signal]
+enabled = true
+number = "+15550001111"
+allowed_numbers = ["+15550002222"]
+url = "http://127.0.0.1:8080"
+allow_remote = false
+poll_interval = 1.0
+receive_timeout = 1
+retry_delay = 1.0
+max_input_chars = 8000
+show_traces = false
+]toml])
+        cfg (load-config path (home-env tmp-path)))
+  (check (get cfg "workspace") (str (/ tmp-path "ws")) "workspace")
+  (check (get cfg "limits" "shell_timeout") 15.5 "limits")
+  (check (get cfg "approvals" "strategy") "all" "approvals pass through")
+  (check (get cfg "gateways" "terminal") {"enabled" False} "terminal")
+  (check (get cfg "gateways" "signal" "number") "+15550001111" "signal")
+  (check (get cfg "sandbox" "home_paths") [(str (/ tmp-path "home/.gitconfig"))] "home_paths")
+  (import passepartout.cascade [providers-from-config]
+          passepartout.hitl [approvals-config]
+          passepartout.gateway [daemon-settings])
+  (check (lfor p (providers-from-config cfg {}) (get p "name")) ["mini" "ollama_chat/llama3.2" "symbolic"]
+         "the providers are usable")
+  (check (get (approvals-config cfg) "max_grant_minutes") 60 "the approvals are usable")
+  (check (get (daemon-settings cfg) "log_backups") 2 "the daemon settings are usable"))
+
+(defn test-the-schema-defaults-are-the-modules-defaults []
+  (import passepartout.config [SCHEMA schema-section]
+          passepartout [budget hitl gateway sandbox context cascade]
+          passepartout.gateways [telegram])
+  (defn defaults [keys]
+    (dfor [k spec] (.items keys) :if (is-not (get spec "default") None) k (get spec "default")))
+  (check (defaults (get (schema-section "budget") "keys")) budget.DEFAULTS "budget")
+  (check (defaults (get (schema-section "approvals") "keys")) hitl.DEFAULTS "approvals")
+  (check (defaults (get (schema-section "daemon") "keys")) gateway.DAEMON-DEFAULTS "daemon")
+  (check (defaults (get (schema-section "sandbox") "keys")) sandbox.SETTINGS "sandbox")
+  (check (| (defaults (get (schema-section "limits") "keys")) context._limit-defaults)
+         (defaults (get (schema-section "limits") "keys")) "limits")
+  (setv gw (get (schema-section "gateways") "tables"))
+  (check (| {"enabled" True} telegram.DEFAULTS) (defaults (get gw "telegram" "keys")) "telegram")
+  (setv prov (get (schema-section "providers") "keys"))
+  (check (get prov "max_tokens" "default") cascade.DEFAULT-MAX-TOKENS "max_tokens")
+  (check (get prov "timeout" "default") cascade.DEFAULT-TIMEOUT "timeout")
+  (check (sorted prov) (sorted cascade._provider-keys) "cascade takes its keys from the schema"))
+
+(defn test-the-readme-documents-the-schema []
+  (import passepartout.config [config-reference])
+  (setv readme (.read-text (/ (. (Path __file__) parent parent) "README.md") :encoding "utf-8"))
+  (assert (in (config-reference) readme)
+          "README.md's configuration reference differs from (config-reference); print it again"))
+
+(defn test-provider-keys-may-be-written-with-dashes [tmp-path]
+  (setv path (write-config tmp-path "[[providers]]\nmodel = \"m\"\napi-key-env = \"OPENAI_API_KEY\"\n"))
+  (check (get (load-config path (home-env tmp-path)) "providers" 0 "api-key-env") "OPENAI_API_KEY"
+         "a dashed provider key is kept for cascade to read"))
