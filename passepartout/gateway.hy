@@ -434,6 +434,20 @@
           passepartout.hitl [approvals-service])
   [serve-repl _watch-skills approvals-service])
 
+(defn start-banner [env]
+  "What a person starting the daemon is told: what runs, where to reach it, where it logs."
+  (import passepartout.repl [socket-path]
+          passepartout.sandbox [sandbox-summary])
+  (setv config (get env "config")
+        names (lfor [name section] (.items (.get config "gateways" {}))
+                    :if (and (isinstance section dict) (.get section "enabled" True))
+                    name))
+  (.join "\n" [f"passepartout daemon: started (pid {(os.getpid)})"
+               f"  gateways: {(if names (.join ", " names) "none configured (see README, Configuration)")}"
+               f"  REPL socket: {(socket-path config)}"
+               f"  log: {(/ (Path (get config "data_dir")) "logs" "daemon.log")}"
+               f"  protection: {(sandbox-summary (get env "sandbox"))}"]))
+
 (defn cmd-daemon [args]
   "Run the headless daemon; the exit status."
   (import passepartout.daemon [boot shutdown skill-failures]
@@ -445,6 +459,7 @@
   ;; Said at every start, and on stderr when shell actions run with less than the sandbox.
   (.log log (if (= (proto-get (get env "sandbox") ':kind) "bubblewrap") logging.INFO logging.WARNING)
         "protection: %s" (sandbox-summary (get env "sandbox")))
+  (print (start-banner env) :flush True)
   (try
     (asyncio.run (serve env :services (daemon-services)))
     (except [e DaemonRunning]

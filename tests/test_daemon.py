@@ -331,6 +331,10 @@ def test_sigterm_finishes_the_work_in_flight_and_exits_0(tmp_path, bot):
     log = (tmp_path / "data" / "logs" / "daemon.log").read_text()
     assert "SIGTERM received" in log and "every signal received was answered" in log, log
     assert not (tmp_path / "run" / "daemon.pid").exists()
+    said = (tmp_path / "out").read_text()
+    assert f"passepartout daemon: started (pid {p.pid})" in said, said
+    assert "gateways: telegram" in said and "repl.sock" in said, said
+    assert f"log: {tmp_path / 'data' / 'logs' / 'daemon.log'}" in said, said
 
 
 def test_sigterm_past_the_grace_keeps_the_unfinished_for_the_next_start(tmp_path, bot):
