@@ -127,6 +127,7 @@
                 :store (get env "store")
                 :secrets (.get env "secrets" [])
                 :sandbox (.get env "sandbox")
+                :cascade (.get env "cascade")
                 :now ((.get env "clock" time.time))))
 
 (setv REFUSALS-TO-STOP 3)

@@ -176,13 +176,10 @@ With no configuration, a local Ollama serving llama3.2 is used whenever it is ru
             (+ "Done: " (_describe action) "." (if rest (+ "\n" (proto-print rest)) "")))))))
 
 (defn _refusal [rejections]
-  "A :message telling the person what the gates refused and why."
+  "A :message telling the person which actions the gates refused."
   (setv lines [])
   (for [r rejections]
-    (setv reason (_field r ':reason)
-          line (+ "I did not " (_describe (proto-get r ':action))
-                  ": the " (or (_field r ':gate) "policy") " gate refused it"
-                  (if reason (+ " (" reason ")") "") "."))
+    (setv line (+ "I did not " (_describe (proto-get r ':action)) ": the gates refused it."))
     (when (not (in line lines)) (.append lines line)))
   (_message (+ (.join "\n" lines)
                "\nAsk for something else, or ask in a way the rules allow.")))

@@ -73,6 +73,13 @@
     (answer (answer-approval env who session (proto-get command ':key) "approve"
                              :minutes (proto-get command ':minutes)))))
 
+(setv approvals-handler.commands
+      [["/approve CODE [30m]" "run the action waiting for approval once, or also allow its kind here for a while"]
+       ["/deny CODE [reason]" "refuse it; the task that asked ends and is told why"]
+       ["/pending" "the approvals waiting"]
+       ["/grants" "the grants in force in this conversation"]
+       ["/revoke ID" "end a grant now"]])
+
 (defskill approvals
   "Answers /approve, /deny, /pending, /grants and /revoke before any model sees them."
   :priority 100

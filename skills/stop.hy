@@ -13,7 +13,8 @@
   (when (is-stop signal)
     [(reply-signal signal (stop-task (proto-get signal ':session)) "notice")]))
 
-(setv on-stop.immediate is-stop)
+(setv on-stop.immediate is-stop
+      on-stop.commands [["/stop" "end the task running here: its command is killed, its model call dropped"]])
 
 (defskill stop
   "/stop: ends the session's task at once, answered here, never by the model."

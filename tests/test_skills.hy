@@ -104,3 +104,61 @@
   (assert (get-skill "shell") "built-in shell actuator skill")
   (assert (all (gfor r results (is (proto-get r ':error) None)))
           (lfor r results :if (proto-get r ':error) r)))
+
+;; * /help and /status, answered from the registry and the daemon's state
+
+(defn says [text [sensor "user-input"]]
+  [:type :event :source [:gateway :terminal :chat "local" :user "local"]
+   :payload [:sensor (hy.models.Keyword sensor) :text text]])
+
+(defn answer-text [seen]
+  (assert (proto-get seen ':handled-by) f"not handled: {seen}")
+  (.join "\n" (lfor r (proto-get seen ':emit) (proto-get (proto-get r ':payload) ':text))))
+
+(defn test-help-lists-every-slash-command-of-the-registry [tmp-path]
+  (import passepartout.context [make-context]
+          passepartout.perceive [perceive])
+  (load-skills)
+  (defn on-frob [signal ctx] None)
+  (setv on-frob.commands [["/frob N" "frobs N times"]])
+  (defskill frob "A person's own command." :handlers [on-frob])
+  (defskill twiddle "/twiddle: twiddles, answered here." :handlers [(fn [s c] None)])
+  (setv text (answer-text (perceive (says "/help") (make-context :workspace (str tmp-path)))))
+  (for [usage ["/approve CODE [30m]" "/deny CODE [reason]" "/pending" "/grants" "/revoke ID"
+               "/help" "/status" "/stop" "/reload" "/frob N — frobs N times" "/twiddle: twiddles"]]
+    (assert (in usage text) f"{usage} missing from /help:\n{text}"))
+  (expect (proto-get (perceive (says "/help" "tool-result") (make-context :workspace (str tmp-path))) ':handled-by)
+          None "/help in a tool's output"))
+
+(defn test-status-shows-models-breakers-budget-approvals-grants-workspace-and-sandbox [tmp-path]
+  (import passepartout.budget [day-record]
+          passepartout.cascade [make-cascade make-provider]
+          passepartout.context [make-context]
+          passepartout.hitl [add-grant request-approval]
+          passepartout.perceive [perceive]
+          passepartout.store [event-append store-open store-close])
+  (load-skills)
+  (setv store (store-open (/ tmp-path "store.db"))
+        cascade (make-cascade [(make-provider "openai/gpt-4o-mini" :name "hosted") (make-provider "symbolic")]
+                              :clock (fn [] 110.0))
+        session "terminal:local"
+        now 1000000.0
+        config {"budget" {"day_tokens" 5000 "day_cost" 2.0}}
+        ctx (make-context :workspace (str tmp-path) :session session :store store :config config
+                          :cascade cascade :now now :sandbox [:kind "off"]))
+  (setv (get cascade "breakers" 0) {"failures" 3 "opened-at" 100.0})
+  (event-append store "outcome" session [:verdict :allow :provider "symbolic"] :ts now)
+  (day-record store now [:prompt-tokens 100 :completion-tokens 23 :cost 0.5])
+  (request-approval store [:action :write-file :path ".env" :content "K=1"]
+                    [:verdict :escalate :reason "secrets"] (+ (says "write .env") [:session session]) ctx config now)
+  (add-grant store session [:action :read-file :folder (str tmp-path)] now 30 "terminal:local")
+  (setv text (answer-text (perceive (says " /STATUS ") ctx)))
+  (store-close store)
+  (for [part ["hosted (openai/gpt-4o-mini): breaker open, 3 failures in a row"
+              "symbolic: breaker closed — answered last"
+              "Spent today: 123 of 5000 tokens, $0.5000 of $2.00."
+              "Approvals waiting here: 1 ("
+              f"Grants in force here: :read-file in {tmp-path}"
+              f"Workspace: {tmp-path}"
+              "Protection: "]]
+    (assert (in part text) f"{part !r} missing from /status:\n{text}")))

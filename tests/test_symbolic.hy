@@ -140,9 +140,9 @@
   (setv refused [:action :shell :cmd "rm -rf /" :explanation "the person asked to run this command"]
         trace [:gate "shell-safety" :reason "deletes outside the workspace" :action refused]
         text (message-text (user-says "!rm -rf /" [trace trace])))
-  (assert (.startswith text "I did not run `rm -rf /`: the shell-safety gate refused it (deletes outside the workspace).\n")
-          f"got {text !r}")
-  (assert (= (.count text "shell-safety") 1) f"repeated: {text !r}"))
+  (assert (.startswith text "I did not run `rm -rf /`: the gates refused it.\n") f"got {text !r}")
+  (assert (= (.count text "rm -rf") 1) f"repeated: {text !r}")
+  (assert (not (in "deletes outside" text)) f"the gate's reason, shown in the decision line, said again: {text !r}"))
 
 (defn test-every-refusal-is-listed []
   (setv text (message-text (user-says "read /etc/shadow"
@@ -150,10 +150,8 @@
                                         :action [:action :read-file :path "/etc/shadow"]]
                                        [:gate "secrets" :reason "a secret location"
                                         :action [:action :read-file :path "~/.ssh/id_ed25519"]]])))
-  (assert (in "I did not read /etc/shadow: the workspace gate refused it (outside the workspace)." text)
-          f"got {text !r}")
-  (assert (in "I did not read ~/.ssh/id_ed25519: the secrets gate refused it (a secret location)." text)
-          f"got {text !r}"))
+  (assert (in "I did not read /etc/shadow: the gates refused it." text) f"got {text !r}")
+  (assert (in "I did not read ~/.ssh/id_ed25519: the gates refused it." text) f"got {text !r}"))
 
 ;; * The answer is a cascade result whose text is a plist
 

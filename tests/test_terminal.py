@@ -13,8 +13,9 @@ from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 from hy.models import Keyword as hy_kw
 
-from passepartout.gateways.terminal import chat_terminal, format_reply
+from passepartout.gateways.terminal import chat_lines, chat_terminal, format_reply
 from passepartout.loop import Runner
+from passepartout.proto import proto_get
 
 BIN = Path(sys.executable).parent
 
@@ -61,8 +62,123 @@ def test_a_line_typed_is_answered_and_remembered(env, tmp_path):
         pipe.send_text("\x04")
 
     shown = run_chat(env, script, tmp_path)
-    assert any(s.startswith("  · ran ") for s in shown), shown
+    assert "  · ran `echo typed into the pipe` → ok" in shown, shown
     assert "!echo typed into the pipe" in (tmp_path / "history").read_text()
+
+
+@pytest.mark.parametrize("word", ["/quit", "exit", "EXIT", "/exit"])
+def test_quit_and_exit_leave_the_chat(env, tmp_path, word):
+    async def script(pipe, shown, runner):
+        pipe.send_text(word + "\r")
+
+    shown = run_chat(env, script, tmp_path)
+    assert shown == [], f"{word} went somewhere: {shown}"
+
+
+def test_quit_leaves_the_line_by_line_chat_too(env):
+    lines = iter(["/quit", "!echo never run"])
+
+    async def main():
+        runner = Runner(env, lambda r: None)
+        submitted = []
+        real_submit = runner.submit
+
+        async def submit(signal):
+            submitted.append(signal)
+            await real_submit(signal)
+
+        runner.submit = submit
+        await chat_lines(runner, read_line=lambda: next(lines))
+        await runner.close()
+        return submitted
+
+    assert asyncio.run(main()) == [], "a line after /quit was sent"
+
+
+def test_a_refusal_is_one_readable_line_then_the_explanation(env, tmp_path):
+    async def script(pipe, shown, runner):
+        pipe.send_text("!rm -rf ~\r")
+        await wait_for(lambda: any("rules allow" in s for s in shown))
+        pipe.send_text("\x04")
+
+    shown = run_chat(env, script, tmp_path)
+    decisions = [s for s in shown if s.startswith("  ✗ ")]
+    assert len(decisions) == 1 and decisions[0].startswith("  ✗ shell-safety refused `rm -rf ~`: "), shown
+    reason = decisions[0].split(": ", 1)[1]
+    assert "(:action" not in decisions[0] and "`rm -rf ~`" not in reason, decisions
+    assert sum(reason in s for s in shown) == 1, f"the reason is shown more than once: {shown}"
+    assert sum("shell-safety" in s for s in shown) == 1, f"the gate is named more than once: {shown}"
+
+
+def _pending(env):
+    from passepartout.hitl import pending_approvals
+    return pending_approvals(env["store"], "terminal:local")
+
+
+@pytest.mark.parametrize("key,state,grants", [("y", "executed", 0), ("A", "executed", 1), ("n", "denied", 0)])
+def test_one_key_answers_the_only_approval_waiting(env, tmp_path, key, state, grants):
+    from passepartout.hitl import active_grants, find_approval
+    codes = []
+
+    async def script(pipe, shown, runner):
+        pipe.send_text("write .env\x1b\rKEY=1\r")
+        await wait_for(lambda: _pending(env))
+        await runner.idle("terminal:local")
+        codes.append(proto_get(_pending(env)[0], hy_kw("code")))
+        assert any(s.startswith("? Approval needed") and s.endswith("n (deny), while it is the only one waiting.")
+                   for s in shown), shown
+        pipe.send_text(key + "\r")
+        await wait_for(lambda: not _pending(env))
+        await runner.idle("terminal:local")
+        await asyncio.sleep(0.3)
+        pipe.send_text("\x04")
+
+    run_chat(env, script, tmp_path)
+    approval = find_approval(env["store"], codes[0])
+    assert proto_get(approval, hy_kw("state")) == state, approval
+    written = Path(env["config"]["workspace"]) / ".env"
+    assert written.exists() == (state == "executed"), f"{key}: .env exists: {written.exists()}"
+    now = time.time()
+    assert len(active_grants(env["store"], "terminal:local", now)) == grants, f"{key}: grants"
+
+
+def test_one_key_asks_for_the_code_when_several_wait(env, tmp_path):
+    async def script(pipe, shown, runner):
+        pipe.send_text("write .env\x1b\rKEY=1\r")
+        await wait_for(lambda: len(_pending(env)) == 1)
+        await runner.idle("terminal:local")
+        pipe.send_text("write .env\x1b\rKEY=2\r")
+        await wait_for(lambda: len(_pending(env)) == 2)
+        await runner.idle("terminal:local")
+        pipe.send_text("y\r")
+        await wait_for(lambda: any("approvals are waiting here" in s for s in shown))
+        await asyncio.sleep(0.3)
+        pipe.send_text("\x04")
+
+    shown = run_chat(env, script, tmp_path)
+    assert len(_pending(env)) == 2, "a single key approved one of two"
+    note = next(s for s in shown if "approvals are waiting here" in s)
+    assert all(proto_get(a, hy_kw("code")) in note for a in _pending(env)) and "/approve CODE" in note, note
+    assert not (Path(env["config"]["workspace"]) / ".env").exists(), ".env was written"
+
+
+def test_trace_and_decision_lines_name_the_action_in_words():
+    def reply(kind, text):
+        return [hy_kw("type"), hy_kw("reply"), hy_kw("payload"), [hy_kw("kind"), hy_kw(kind), hy_kw("text"), text]]
+
+    cases = [
+        (reply("trace", 'ran (:action :shell :cmd "ls -la" :explanation "list") → ok'), "  · ran `ls -la` → ok"),
+        (reply("trace", 'ran (:action :read-file :path "a → b.txt") → error'), "  · ran read-file a → b.txt → error"),
+        (reply("trace", 'ran (:action :memory-search :query "cats" :limit 3) → ok (and 1 more)'),
+         "  · ran memory-search query=cats limit=3 → ok (and 1 more)"),
+        (reply("decision", 'gate workspace refused (:action :read-file :path "/etc/shadow"): read-file '
+                           "'/etc/shadow' refused: outside the workspace"),
+         "  ✗ workspace refused read-file /etc/shadow: read-file '/etc/shadow' refused: outside the workspace"),
+        (reply("trace", "ran something else"), "  · ran something else"),
+        (reply("decision", "gate x refused (not a plist: y"), "  ✗ gate x refused (not a plist: y"),
+    ]
+    for signal, want in cases:
+        assert format_reply(signal) == want, f"{format_reply(signal)!r} != {want!r}"
 
 
 def test_escape_enter_makes_one_multi_line_message(env, tmp_path):
@@ -229,11 +345,11 @@ def test_end_to_end_in_a_real_terminal(tmp_path):
                 assert time.monotonic() < deadline, f"{what} never appeared:\n{terminal.screen()}"
                 time.sleep(0.2)
 
-        wait_screen(lambda: "Ctrl-D leaves" in terminal.screen(), "the prompt")
+        wait_screen(lambda: "/quit leaves" in terminal.screen(), "the prompt")
         # The answer (42) is not in what was typed, so seeing it proves the command ran.
         terminal.type("!echo shown in a $((6*7)) terminal")
         wait_screen(lambda: "shown in a 42 terminal" in terminal.screen(), "the answer")
-        assert "· ran (:action :shell" in terminal.screen()
+        assert "· ran `echo shown in a $((6*7)) terminal` → ok" in terminal.screen()
         terminal.leave()
         wait_screen(terminal.exited, "the chat's exit")
     finally:

@@ -1,6 +1,7 @@
-(import asyncio sys time
+(import asyncio re sys time
         pathlib [Path]
-        passepartout.proto [proto-get]
+        passepartout.act [action-name]
+        passepartout.proto [ProtoError proto-get proto-read is-plist]
         passepartout.perceive [session-name])
 
 (setv SOURCE [:gateway :terminal :chat "local" :user "local"]
@@ -8,26 +9,102 @@
       MARKS {"answer" "" "trace" "  · " "decision" "  ✗ " "notice" "! " "refusal" "✗ "
              "error" "✗ " "approval" "? "})
 
+(setv KEYS-HINT "\nOr press y (once), a (also for 30 minutes) or n (deny), while it is the only one waiting.")
+
+(defn _short [value [limit 60]]
+  (setv text (if (isinstance value str) value (str value)))
+  (if (> (len text) limit) (+ (cut text (- limit 1)) "…") text))
+
+(defn action-text [action]
+  "ACTION in a few words: `ls -la` for a shell command, read-file notes.txt, …"
+  (setv name (action-name action))
+  (cond (= name "shell") f"`{(proto-get action ':cmd)}`"
+        (proto-get action ':path) f"{name} {(proto-get action ':path)}"
+        True (.join " " (+ [(str name)]
+                           (lfor [k v] (zip (cut action 0 None 2) (cut action 1 None 2))
+                                 :if (not (in k.name #("action" "explanation")))
+                                 f"{k.name}={(_short v)}")))))
+
+(defn _split-action [text sep]
+  "#(ACTION REST) when TEXT is a plist, SEP and the rest; else None."
+  (for [m (re.finditer (re.escape sep) text)]
+    (try (setv action (proto-read (cut text (.start m))))
+         (except [ProtoError] (continue)))
+    (when (and (is-plist action) (action-name action))
+      (return #(action (cut text (.end m) None)))))
+  None)
+
+(defn readable [kind text]
+  "TEXT of a trace or decision line with its action in words."
+  (cond
+    (and (= kind "trace") (.startswith text "ran "))
+    (do (setv found (_split-action (cut text 4 None) " → "))
+        (if found
+            (+ "ran " (action-text (get found 0)) " → " (get found 1))
+            text))
+    (and (= kind "decision") (.startswith text "gate ") (in " refused " text))
+    (do (setv [gate rest] (.split (cut text 5 None) " refused " 1)
+              found (_split-action rest ": "))
+        (if found
+            (do (setv what (action-text (get found 0))
+                      reason (get found 1))
+                (when (.startswith reason what)
+                  (setv reason (.lstrip (cut reason (len what) None) " —:")))
+                f"{gate} refused {what}: {reason}")
+            text))
+    True text))
+
 (defn format-reply [signal]
   "The text a terminal shows for the reply SIGNAL."
   (setv payload (proto-get signal ':payload [])
         kind (proto-get payload ':kind)
-        mark (.get MARKS (if kind kind.name "answer") ""))
-  (+ mark (str (or (proto-get payload ':text) ""))))
+        name (if kind kind.name "answer")
+        mark (.get MARKS name ""))
+  (+ mark (readable name (str (or (proto-get payload ':text) "")))
+     (if (proto-get payload ':approval) KEYS-HINT "")))
 
 (defn user-input [text]
   "The signal of the person at the terminal saying TEXT."
   [:type :event :source SOURCE :payload [:sensor :user-input :text text]])
 
+(setv LEAVE #{"/quit" "/exit" "exit" "quit"}
+      ONE-KEY {"y" "/approve {code}" "a" "/approve {code} 30m" "n" "/deny {code}"})
+
+(defn one-key [text codes]
+  "#(LINE NOTE): the LINE to send for the typed TEXT when CODES are the codes of
+   the approvals waiting here (None: send nothing), and a NOTE to show, if any."
+  (setv key (.lower (.strip text)))
+  (cond (or (not (in key ONE-KEY)) (not codes)) #(text None)
+        (= (len codes) 1) #((.format (get ONE-KEY key) :code (get codes 0)) None)
+        True #(None (+ (str (len codes)) " approvals are waiting here (" (.join ", " codes) "): "
+                       "answer one with /approve CODE, /approve CODE 30m or /deny CODE."))))
+
+(defn _waiting-codes [runner]
+  (setv store (.get (or (getattr runner "env" None) {}) "store"))
+  (if (is store None)
+      []
+      (lfor a (hy.I.passepartout/hitl.pending-approvals store SESSION) (proto-get a ':code))))
+
+(defn :async _send [runner text show]
+  "Send the typed TEXT; False when it asks to leave."
+  (when (in (.lower (.strip text)) LEAVE)
+    (return False))
+  (setv [line note] (one-key text (_waiting-codes runner)))
+  (when note (show note))
+  (when line
+    (await (.submit runner (user-input line))))
+  True)
+
 (defn :async chat-lines [runner [read-line None] [show print]]
-  "Chat over plain lines until end of input."
+  "Chat over plain lines until end of input or /quit."
   (setv read-line (or read-line (fn [] (input "you> "))))
   (while True
     (try
       (setv line (await (asyncio.to-thread read-line)))
       (except [EOFError] (break)))
     (when (.strip line)
-      (await (.submit runner (user-input line)))
+      (when (not (await (_send runner line show)))
+        (break))
       (await (.idle runner SESSION)))))
 
 (defn _busy [runner]
@@ -42,7 +119,7 @@
   kb)
 
 (defn :async chat-terminal [runner [history-path None] [input None] [output None] [show print]]
-  "Chat in a prompt_toolkit terminal until Ctrl-D."
+  "Chat in a prompt_toolkit terminal until Ctrl-D or /quit."
   (import prompt_toolkit [PromptSession]
           prompt_toolkit.history [FileHistory InMemoryHistory]
           prompt_toolkit.patch_stdout [patch-stdout])
@@ -52,7 +129,7 @@
         (do (when (is (get started 0) None) (setv (get started 0) (time.monotonic)))
             f"thinking… {(- (time.monotonic) (get started 0)) :.1f} s   (Ctrl-C stops it)")
         (do (setv (get started 0) None)
-            "Enter sends · Esc Enter: new line · Ctrl-C stops a task · Ctrl-D leaves")))
+            "Enter sends · Esc Enter: new line · /help · Ctrl-C stops a task · Ctrl-D or /quit leaves")))
   (setv session (PromptSession :history (if history-path (FileHistory (str history-path)) (InMemoryHistory))
                                :key-bindings (_key-bindings)
                                :bottom-toolbar toolbar
@@ -69,6 +146,6 @@
               (show "(Ctrl-D leaves)"))
           (continue))
         (except [EOFError] (break)))
-      (when (.strip text)
-        (await (.submit runner (user-input text))))))
+      (when (and (.strip text) (not (await (_send runner text show))))
+        (break))))
   (await (.idle runner SESSION)))

@@ -1,0 +1,45 @@
+(require passepartout.macros [defskill])
+(import re
+        passepartout.perceive [reply-signal sensor-of]
+        passepartout.proto [proto-get]
+        passepartout.skills [get-skill pre-reason-handlers])
+
+(setv SENSORS #{"user-input" "chat-message"}
+      _slash-re (re.compile r"(?<![\w/])/[a-z][a-z-]*"))
+
+(defn said [signal words]
+  "True when SIGNAL is a person saying one of WORDS (lower case), and nothing else."
+  (setv text (proto-get (proto-get signal ':payload) ':text))
+  (and (in (sensor-of signal) SENSORS)
+       (isinstance text str)
+       (in (.lower (.strip text)) words)))
+
+(defn command-lines []
+  "One line per slash command the registered pre-reason handlers answer."
+  (setv lines []
+        listed #{})
+  (for [[name handler] (pre-reason-handlers)]
+    (setv commands (getattr handler "commands" None))
+    (cond commands
+          (do (.add listed name)
+              (for [[usage doc] commands]
+                (.append lines f"  {usage} — {doc}")))))
+  (for [[name handler] (pre-reason-handlers)]
+    (setv doc (or (.get (or (get-skill name) {}) "doc") ""))
+    (when (and (not (in name listed)) (.search _slash-re doc))
+      (.add listed name)
+      (.append lines f"  {name}: {doc}")))
+  lines)
+
+(defn on-help [signal ctx]
+  (when (said signal #{"/help"})
+    [(reply-signal signal (.join "\n" (+ ["Commands, answered here and never by the model:"]
+                                         (command-lines)
+                                         ["Anything else goes to the model."])))]))
+
+(setv on-help.commands [["/help" "this list"]])
+
+(defskill help
+  "/help: lists the slash commands of every skill, answered here, never by the model."
+  :priority 100
+  :handlers [on-help])

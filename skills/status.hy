@@ -1,0 +1,72 @@
+(require passepartout.macros [defskill])
+(import passepartout.budget [budget-limits day-usage usage-tokens]
+        passepartout.context [context-runtime]
+        passepartout.hitl [active-grants describe-scope pending-approvals]
+        passepartout.perceive [reply-signal sensor-of]
+        passepartout.proto [proto-get]
+        passepartout.sandbox [sandbox-summary]
+        passepartout.store [events])
+
+(defn said [signal words]
+  (setv text (proto-get (proto-get signal ':payload) ':text))
+  (and (in (sensor-of signal) #{"user-input" "chat-message"})
+       (isinstance text str)
+       (in (.lower (.strip text)) words)))
+
+(defn last-provider [store session]
+  "The provider that answered SESSION last, from the outcomes in STORE, or None."
+  (for [e (reversed (events store :kind "outcome" :session session :limit 20 :latest True))]
+    (setv p (proto-get (proto-get e ':data) ':provider))
+    (when p (return p)))
+  None)
+
+(defn _models [cascade last]
+  (if (is cascade None)
+      ["Models: not known in this process."]
+      (+ ["Models (in the order they are tried):"]
+         (lfor p (hy.I.passepartout/cascade.cascade-status cascade)
+               :setv name (proto-get p ':provider)
+               :setv state (. (proto-get p ':state) name)
+               :setv model (proto-get p ':model)
+               (+ f"  {name}" (if (= model name) "" f" ({model})") f": breaker {state}"
+                  (if (proto-get p ':failures) f", {(proto-get p ':failures)} failures in a row" "")
+                  (if (= name last) " — answered last" ""))))))
+
+(defn _budget [store config now]
+  (setv used (day-usage store now)
+        limits (budget-limits config)
+        cost (or (proto-get used ':cost) 0.0)
+        tokens (get limits "day_tokens")
+        dollars (get limits "day_cost"))
+  [f"Spent today: {(usage-tokens used)} of {tokens} tokens, ${cost :.4f} of ${dollars :.2f}."])
+
+(defn _approvals [store session now]
+  (setv pending (pending-approvals store session)
+        grants (active-grants store session now))
+  [(if pending
+       (+ f"Approvals waiting here: {(len pending)} (" (.join ", " (lfor a pending (proto-get a ':code))) ")")
+       "Approvals waiting here: none")
+   (if grants
+       (+ "Grants in force here: " (.join "; " (lfor g grants (describe-scope (proto-get g ':scope)))))
+       "Grants in force here: none")])
+
+(defn status-text [ctx session]
+  "The lines /status answers with, for SESSION in CTX."
+  (setv store (context-runtime ctx "store")
+        config (or (context-runtime ctx "config") {})
+        now (proto-get ctx ':now))
+  (.join "\n" (+ (_models (context-runtime ctx "cascade") (when store (last-provider store session)))
+                 (if store (+ (_budget store config now) (_approvals store session now)) [])
+                 [f"Workspace: {(proto-get ctx ':workspace)}"
+                  (+ "Protection: " (sandbox-summary (proto-get ctx ':sandbox)) ".")])))
+
+(defn on-status [signal ctx]
+  (when (said signal #{"/status"})
+    [(reply-signal signal (status-text ctx (proto-get signal ':session)))]))
+
+(setv on-status.commands [["/status" "the models and their breakers, today's spending, approvals and grants here, the workspace and the sandbox"]])
+
+(defskill status
+  "/status: what the daemon is doing for this conversation, answered here, never by the model."
+  :priority 100
+  :handlers [on-status])
