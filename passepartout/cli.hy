@@ -120,7 +120,7 @@
           passepartout.sandbox [sandbox-summary])
   (setv env (boot :config-path args.config :workspace args.workspace))
   (for [line (skill-failures env)] (print "passepartout:" line :file sys.stderr))
-  (print (+ "Passepartout — workspace " (get env "config" "workspace") ". Type help, or Ctrl-D to leave."))
+  (print (+ "Passepartout — workspace " (get env "config" "workspace") ". Type /help for the commands, /quit or Ctrl-D to leave."))
   (print (+ "Protection: " (sandbox-summary (get env "sandbox")) "."))
   (try
     (asyncio.run (_chat env (and (.isatty sys.stdin) (.isatty sys.stdout))))
