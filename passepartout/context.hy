@@ -2,13 +2,11 @@
         functools [lru-cache]
         pathlib [Path]
         passepartout.proto [kw proto-get proto-put proto-without]
-        passepartout.sandbox [sandbox-status])
+        passepartout.sandbox [sandbox-status]
+        passepartout.workspace [path-inside])
 
 (defn [(lru-cache :maxsize 256)] _real [p]
   (str (.resolve (.expanduser (Path p)))))
-
-(defn _holds [folder path]
-  (or (= path folder) (.startswith path (+ (.rstrip folder "/") "/"))))
 
 (defn temp-dirs [[env None] [keep-out #()]]
   "The system temp folders, resolved, without duplicates. The last is the one
@@ -21,7 +19,7 @@
   (for [p ["/tmp" "/var/tmp"]]
     (setv r (_real p))
     (when (not (in r [#* out chosen])) (.append out r)))
-  (lfor t (+ out [chosen]) :if (not (any (gfor k keep-out (_holds t k)))) t))
+  (lfor t (+ out [chosen]) :if (not (any (gfor k keep-out (path-inside k t)))) t))
 
 (defn protected-paths [config]
   "The daemon's own files: its config, its store, its runtime folder, its logs and

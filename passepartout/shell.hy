@@ -1369,6 +1369,7 @@
    "output-options" (set (.get (.get data "defaults" {}) "output-options" []))
    "rules-for" {}
    "rules-about" {}
+   "unmodelled" {}
    "specs" {}})
 
 (defn rules-for [rules name]
@@ -2461,16 +2462,18 @@
                  "umask" "getopts" "break" "continue" "true" "false" ":" "echo" "printf"
                  "jobs" "ulimit" "times"})
 
-(setv CONTROL-PLANE #{"passepartout" "repl" "passepartout_repl" "passepartout-repl"}
-      _find-name-options #{"-name" "-iname" "-path" "-ipath" "-wholename" "-iwholename"
+(setv _find-name-options #{"-name" "-iname" "-path" "-ipath" "-wholename" "-iwholename"
                            "-regex" "-iregex" "-lname" "-ilname"})
 
 (defn _control-plane-verdicts [rec rules]
-  "The daemon's control plane run as a script (python3 bin/repl, sh …/passepartout)."
+  "The daemon's control plane run as a script (python3 bin/repl, sh …/passepartout):
+   the script's name is judged against the rule control-plane's programs."
   (setv run (_run-path rec rules))
-  (if (and run (in (get (posixpath.splitext (posixpath.basename run)) 0) CONTROL-PLANE))
-      [[ESCALATE f"runs {run}, the daemon's control plane, which answers people, not the agent's own commands" "control-plane"]]
-      []))
+  (when (not run) (return []))
+  (setv stem (get (posixpath.splitext (posixpath.basename run)) 0))
+  (lfor r (rules-for rules stem)
+        :if (= (get r "name") "control-plane")
+        [ESCALATE f"runs {run}, the daemon's control plane, which answers people, not the agent's own commands" "control-plane"]))
 
 (defn _secret-search-verdicts [args pc]
   "find looking for secret files by name (-name id_rsa, -path '*/.ssh/*'): what
@@ -2545,7 +2548,7 @@
                         []
                         True
                         [[ESCALATE f"{name} is not a program the shell policy knows" "unknown-program"]])))
-        (setv found (_kept (get rules "rules-about") #("unmodelled" name (tuple args))
+        (setv found (_kept (get rules "unmodelled") #(name (tuple args))
                            _unmodelled args entry (_rule-options rules name)))
         (cond (is found None) []
               (= (get found 0) "subcommand")

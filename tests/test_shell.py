@@ -6,7 +6,9 @@ The labelled cases live in tests/shell_cases.toml; the outside corpora in
 goals: at least 99.5 % of must-stop stopped, at most 3 % of may-run stopped,
 per file.
 """
+import atexit
 import json
+import shutil
 import tempfile
 import os
 import subprocess
@@ -38,6 +40,7 @@ FAKE_HOME = "/home/passepartout-test-home"
 # the machine. These are installed and unknown to the policy; anything else
 # that is unknown is not installed.
 FAKE_BIN = Path(tempfile.mkdtemp(prefix="passepartout-bin-"))
+atexit.register(shutil.rmtree, FAKE_BIN, True)
 for _name in ("gdb", "sqlite3", "psql", "mysql", "ip", "systemctl", "yarn", "poetry", "ffmpeg",
               "gpg", "ssh-keygen", "patch", "socat", "nc", "terraform", "aws", "vim", "ed"):
     (FAKE_BIN / _name).write_text("#!/bin/sh\n")
