@@ -33,7 +33,9 @@ from passepartout.store import events
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 SECRET = "sk-canary-" + "7" * 24
-OWN_CMDLINE = Path("/proc/self/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+# each process's command line is cut to 300 characters in the probe, so that a busy machine's
+# long command lines cannot push this one past the output limit
+OWN_CMDLINE = Path("/proc/self/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()[:200]
 
 
 def kw(name):
@@ -98,7 +100,8 @@ def daemon(booted, tmp_path, short, monkeypatch):
     (home / ".ssh" / "id_canary").write_text("canary key\n")
     (home / ".gitconfig").write_text("[user]\n\tname = canary\n")
     (short / "ws").mkdir()
-    env = booted('[sandbox]\nhome_paths = ["' + str(home / ".gitconfig") + '"]\n',
+    env = booted('[limits]\noutput_limit = 1000000\n'
+                 '[sandbox]\nhome_paths = ["' + str(home / ".gitconfig") + '"]\n',
                  environ={"PASSEPARTOUT_WORKSPACE": str(short / "ws"),
                           "PASSEPARTOUT_RUNTIME_DIR": str(short / "run"),
                           "CANARY_API_KEY": SECRET})
@@ -130,7 +133,7 @@ def probe_command(d):
               "socket": d["server"].path, "pid": os.getpid()}
     # "SE""EN" so that the sandbox's own command line, visible in its /proc, does not match
     lines = [f'test -e "{path.format(**values)}" && echo "SE""EN {name}"' for name, path in PROBES.items()]
-    return "\n".join(lines + ["cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' '; echo",
+    return "\n".join(lines + ["for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < \"$f\" 2>/dev/null | cut -c1-300; echo; done",
                               "cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n'",
                               "env", "true"])
 
