@@ -38,7 +38,8 @@
 (setv _limit-defaults {"shell_timeout" 30 "output_limit" 16000 "step_budget" 8 "attempts" 3})
 
 (defn make-context [[workspace "."] [session "local"] [config None] [store None]
-                    [secrets None] [now None] [env None] [sandbox None] [cascade None]]
+                    [secrets None] [now None] [env None] [sandbox None] [cascade None]
+                    [notify None]]
   "The context plist for one signal. SANDBOX is the protection in force (the
    daemon finds it at boot); by default it is found from CONFIG, once."
   (setv config (or config {})
@@ -55,14 +56,14 @@
    :limits (lfor [k v] (.items limits) x [(kw (.replace k "_" "-")) v] x)
    :secrets (list (or secrets []))
    :sandbox (if (is sandbox None) (sandbox-status config) sandbox)
-   :runtime {"store" store "config" config "cascade" cascade}])
+   :runtime {"store" store "config" config "cascade" cascade "notify" notify}])
 
 (defn context-limit [ctx name [default None]]
   "The limit NAME (a string like \"shell-timeout\") from CTX."
   (proto-get (proto-get ctx ':limits []) name default))
 
 (defn context-runtime [ctx name]
-  "The runtime handle NAME (\"store\", \"config\", \"cascade\") from CTX, or None."
+  "The runtime handle NAME (\"store\", \"config\", \"cascade\", \"notify\") from CTX, or None."
   (.get (or (proto-get ctx ':runtime) {}) name))
 
 (defn context-data [ctx]

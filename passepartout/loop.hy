@@ -128,7 +128,16 @@
                 :secrets (.get env "secrets" [])
                 :sandbox (.get env "sandbox")
                 :cascade (.get env "cascade")
+                :notify (_notifier signal env)
                 :now ((.get env "clock" time.time))))
+
+(defn _notifier [signal env]
+  "A function telling the person of SIGNAL a TEXT at once, while the step goes
+   on (a =:progress= reply, which ends nothing); None when nothing delivers."
+  (setv deliver (.get env "notify"))
+  (when deliver
+    (fn [text [kind "progress"]]
+      (deliver (reply-signal signal text kind)))))
 
 (setv REFUSALS-TO-STOP 3)
 
@@ -308,7 +317,14 @@
           self.wakes {}
           self.loop None
           self.limit (asyncio.Semaphore concurrency))
+    (setv (get env "notify") self.notify)
     (add-stop-listener self._heard-stop))
+
+  (defn notify [self reply]
+    "Deliver REPLY from any thread, without waiting for it to go out."
+    (setv loop self.loop)
+    (when (and loop (not (.is-closed loop)))
+      (asyncio.run-coroutine-threadsafe (self._emit reply) loop)))
 
   (defn _heard-stop [self session]
     "A stop of SESSION, heard on any thread: wake its worker."
