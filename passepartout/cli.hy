@@ -129,7 +129,7 @@
   0)
 
 (defn cmd-daemon [args]
-  (import passepartout.gateway [cmd-daemon :as run-daemon])
+  (import passepartout.daemon [cmd-daemon :as run-daemon])
   (run-daemon args))
 
 (defn cmd-approvals [args]

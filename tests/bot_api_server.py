@@ -562,7 +562,7 @@ def run_in_process(chats=50, per_chat=20, timeout=120.0, in_perceive=False, serv
     import hy  # noqa: F401
     from passepartout.cascade import make_provider
     from passepartout.daemon import boot, shutdown
-    from passepartout.gateway import serve
+    from passepartout.daemon import serve
     from passepartout.perceive import reply_signal
     from passepartout.skills import make_skill, register_skill, registry_restore, registry_snapshot
 
@@ -648,7 +648,7 @@ class InProcessDaemon:
 
     def _run(self):
         import hy  # noqa: F401
-        from passepartout.gateway import serve
+        from passepartout.daemon import serve
 
         async def main():
             self.loop = asyncio.get_running_loop()

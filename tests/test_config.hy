@@ -419,7 +419,7 @@ show_traces = false
   (check (get cfg "sandbox" "home_paths") [(str (/ tmp-path "home/.gitconfig"))] "home_paths")
   (import passepartout.cascade [providers-from-config]
           passepartout.hitl [approvals-config]
-          passepartout.gateway [daemon-settings])
+          passepartout.daemon [daemon-settings])
   (check (lfor p (providers-from-config cfg {}) (get p "name")) ["mini" "ollama_chat/llama3.2" "symbolic"]
          "the providers are usable")
   (check (get (approvals-config cfg) "max_grant_minutes") 60 "the approvals are usable")
@@ -427,13 +427,13 @@ show_traces = false
 
 (defn test-the-schema-defaults-are-the-modules-defaults []
   (import passepartout.config [SCHEMA schema-section]
-          passepartout [budget hitl gateway sandbox context cascade]
+          passepartout [budget hitl daemon sandbox context cascade]
           passepartout.gateways [telegram])
   (defn defaults [keys]
     (dfor [k spec] (.items keys) :if (is-not (get spec "default") None) k (get spec "default")))
   (check (defaults (get (schema-section "budget") "keys")) budget.DEFAULTS "budget")
   (check (defaults (get (schema-section "approvals") "keys")) hitl.DEFAULTS "approvals")
-  (check (defaults (get (schema-section "daemon") "keys")) gateway.DAEMON-DEFAULTS "daemon")
+  (check (defaults (get (schema-section "daemon") "keys")) daemon.DAEMON-DEFAULTS "daemon")
   (check (defaults (get (schema-section "sandbox") "keys")) sandbox.SETTINGS "sandbox")
   (check (| (defaults (get (schema-section "limits") "keys")) context._limit-defaults)
          (defaults (get (schema-section "limits") "keys")) "limits")

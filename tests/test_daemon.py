@@ -1,5 +1,5 @@
-"""Tests of passepartout/gateway.hy: the hub, the registry, the pid file, serve,
-and the daemon as a whole process (SIGTERM, kill -9, a second daemon)."""
+"""Tests of passepartout/gateway.hy (the hub, the registry) and passepartout/daemon.hy (the pid
+file, serve, and the daemon as a whole process: SIGTERM, kill -9, a second daemon)."""
 import asyncio
 import logging
 import os
@@ -19,8 +19,8 @@ from bot_api_server import (BotAPIServer, InProcessDaemon, daemon_command, echo_
                             start_daemon,
                             daemon_environ, write_config)
 from passepartout.config import ConfigError
-from passepartout.gateway import (DaemonRunning, GroupWriter, Hub, claim_pid_file, configured_gateways,
-                                  daemon_settings, pid_files, register_gateway, release_pid_file)
+from passepartout.daemon import DaemonRunning, claim_pid_file, daemon_settings, pid_files, release_pid_file
+from passepartout.gateway import GroupWriter, Hub, configured_gateways, register_gateway
 from passepartout.proto import proto_get
 from passepartout.skills import make_skill, register_skill
 from passepartout.store import inbox_add, inbox_count, inbox_pending, kv_get
@@ -371,7 +371,7 @@ def test_a_second_daemon_on_the_same_data_dir_is_refused(tmp_path, bot):
             assert wait_for(lambda: (tmp_path / "run" / "daemon.pid").exists(), 30)
             second = subprocess.run(
                 [sys.executable, "-c", "import sys, argparse, hy\n"
-                 "from passepartout.gateway import cmd_daemon\n"
+                 "from passepartout.daemon import cmd_daemon\n"
                  "sys.exit(cmd_daemon(argparse.Namespace(config=sys.argv[1], workspace=None)))",
                  str(config)], env=environ, capture_output=True, text=True, timeout=60)
             assert second.returncode == 1, second.stderr
