@@ -1,0 +1,776 @@
+;; * Why
+
+(import functools posixpath re shlex
+        itertools [product]
+        passepartout.shell-parse [CACHE-SIZE HERE HOME MARKERS MAX-BYTES MAX-COMMANDS
+                                  MAX-DEPTH MAX-EXPANSION MAX-NEST MAX-NODES MAX-VARIANTS
+                                  SPLIT UNKNOWN _argument-lists _bounded _cached-tree
+                                  _fields _lookup _readings _text _union])
+
+;; * Walking the tree
+
+;; ** State
+
+(defn _state []
+  {"env" {} "cwd" [HERE] "piped" None "nest" 0 "outer" None "cd" None})
+
+(defn _copy [st]
+  (setv new (dict st))
+  (setv (get new "env") (dict (get st "env"))
+        (get new "cwd") (list (get st "cwd"))
+        (get new "cd") None)
+  new)
+
+(defn _capped [values out]
+  (when (> (len values) MAX-VARIANTS)
+    (setv (get out "overflow") True))
+  (cut values MAX-VARIANTS))
+
+(defn _merge [into frm out]
+  "Merge the state FRM of a block that may not have run into INTO."
+  (setv env (get into "env"))
+  (for [[k v] (.items (get frm "env"))]
+    (setv (get env k) (_capped (_union (_lookup k into) v) out)))
+  (setv (get into "cwd") (_capped (_union (get into "cwd") (get frm "cwd")) out)))
+
+(defn _issue [out severity reason rule]
+  (.append (get out "issues") [severity reason rule]))
+
+(defn _clip [text [n 80]]
+  (setv text (.join " " (.split text)))
+  (if (> (len text) n) (+ (cut text (- n 1)) "…") text))
+
+;; ** The walk
+
+(setv REJECT 2
+      ESCALATE 1
+      ALLOW 0)
+
+(defn _over-limit [out depth]
+  (when (get out "stopped") (return True))
+  (+= (get out "nodes") 1)
+  (cond (> (get out "nodes") MAX-NODES)
+        (do (_issue out REJECT f"the command is too complex to judge (more than {MAX-NODES} syntax nodes)" "floor-too-complex")
+            (setv (get out "stopped") True))
+        (> depth MAX-DEPTH)
+        (do (_issue out REJECT f"the command is nested more than {MAX-DEPTH} levels deep" "floor-too-deep")
+            (setv (get out "stopped") True)))
+  (get out "stopped"))
+
+(defn _walk-children [node st out depth]
+  (for [c node.named-children]
+    (_walk c st out (+ depth 1))))
+
+(defn _block [node st out depth]
+  "Walk NODE's statements in order in a copy of ST, and merge it back."
+  (setv sub (_copy st))
+  (_walk-children node sub out depth)
+  (_merge st sub out))
+
+(defn _isolated [node st out depth [piped None]]
+  "Walk NODE in a copy of ST that is thrown away (a subshell, a substitution)."
+  (setv sub (_copy st))
+  (setv (get sub "piped") piped)
+  (_walk-children node sub out depth))
+
+(defn _walk [node st out depth]
+  (when (_over-limit out depth) (return))
+  (setv t node.type)
+  (cond
+    (= t "comment") None
+    (= t "program") (_walk-children node st out depth)
+    (= t "command") (_command node st out depth [])
+    (= t "redirected_statement") (_redirected node st out depth)
+    (= t "list") (_list node st out depth)
+    (= t "pipeline") (_pipeline node st out depth)
+    (= t "subshell") (_isolated node st out depth (get st "piped"))
+    (in t #("compound_statement" "if_statement" "elif_clause" "else_clause" "case_item"
+            "do_group"))
+    (_block node st out depth)
+    (in t #("while_statement" "c_style_for_statement"))
+    (do (_loop-bomb node out)
+        (_loop node st out depth))
+    (= t "for_statement") (_for node st out depth)
+    (= t "function_definition") (_function node st out depth)
+    (= t "variable_assignment") (_assignment node st out depth "shell")
+    (= t "declaration_command") (_declaration node st out depth)
+    (= t "unset_command")
+    (for [c node.named-children]
+      (.append (get out "assigns") {"name" (_text c) "values" None "scope" "unset"}))
+    (= t "command_substitution") (_substitution node st out depth)
+    (= t "process_substitution")
+    (_isolated node st out depth
+               (when (= (. (get node.children 0) type) ">(")
+                 (frozenset [(or (get st "outer") "?")])))
+    (= t "file_redirect") (_redirect node st out depth [])
+    (in t #("heredoc_redirect" "herestring_redirect")) (_redirect node st out depth [])
+    True (_walk-children node st out depth)))
+
+;; ** Lists, pipelines and loops
+
+(defn _list [node st out depth]
+  (setv named (lfor c node.children :if (and c.is-named (!= c.type "comment")) c)
+        ops (lfor c node.children :if (not c.is-named) c.type))
+  (when (not named) (return))
+  (setv (get st "cd") None)
+  (_walk (get named 0) st out (+ depth 1))
+  (setv right (_copy st))
+  (when (and (get st "cd") (in "&&" ops))
+    (setv (get right "cwd") (get st "cd")))
+  (setv (get st "cd") None)
+  (for [r (cut named 1 None)]
+    (_walk r right out (+ depth 1)))
+  (_merge st right out))
+
+(defn _pipeline [node st out depth]
+  (setv upstream (set)
+        commands (get out "commands"))
+  (for [[i stage] (enumerate (lfor c node.children :if (and c.is-named (!= c.type "comment")) c))]
+    (setv sub (_copy st)
+          before (len commands))
+    (when (> i 0)
+      (setv (get sub "piped") (frozenset upstream)))
+    (_walk stage sub out (+ depth 1))
+    (.update upstream (gfor c (cut commands before None) (or (get c "name") "?")))))
+
+(defn _loop [node st out depth]
+  (setv sub (_copy st))
+  (_walk-children node sub out depth)
+  (_walk-children node sub out depth)
+  (_merge st sub out))
+
+(defn _for [node st out depth]
+  (setv sub (_copy st)
+        var None
+        values []
+        body [])
+  (for [c node.named-children]
+    (cond (and (is var None) (= c.type "variable_name")) (setv var (_text c))
+          (in c.type #("do_group" "compound_statement")) (.append body c)
+          True (do (_walk c sub out (+ depth 1))
+                   (for [fields (_fields c st out)] (.extend values fields)))))
+  (when var
+    (setv (get (get sub "env") var)
+          (_capped (if (in "in" (lfor c node.children :if (not c.is-named) c.type))
+                       (or values [""])
+                       [UNKNOWN])
+                   out)))
+  (for [_ (range 2)]
+    (for [b body] (_walk b sub out (+ depth 1))))
+  (_merge st sub out))
+
+;; ** Fork bombs
+
+(defn _calls-of [node name]
+  "The command nodes under NODE whose program is NAME."
+  (setv found []
+        stack [node])
+  (while stack
+    (setv n (.pop stack))
+    (if (and (= n.type "command") (n.child-by-field-name "name")
+             (= (.strip (_text (n.child-by-field-name "name"))) name))
+        (.append found n)
+        (.extend stack n.children)))
+  found)
+
+(defn _backgrounded [n top]
+  "True when N runs in a pipeline or in the background, below TOP."
+  (while (and n (!= n.id top.id))
+    (when (= n.type "pipeline") (return True))
+    (setv nxt n.next-sibling)
+    (when (and nxt (= nxt.type "&")) (return True))
+    (setv n n.parent))
+  False)
+
+(defn _function [node st out depth]
+  (setv named node.named-children)
+  (when (not named) (return))
+  (setv name (.strip (_text (get named 0)))
+        body (get named -1)
+        calls (_calls-of body name))
+  (when (or (>= (len calls) 2) (any (gfor c calls (_backgrounded c body))))
+    (_issue out REJECT f"the function {name} starts copies of itself until the machine runs out of processes (a fork bomb)" "floor-fork-bomb"))
+  (_isolated body st out depth))
+
+(setv _forever #{"true" ":" "[ 1 ]" "((1))" "" "true;" ":;"})
+
+(defn _loop-bomb [node out]
+  (setv condition (node.child-by-field-name "condition")
+        body (node.child-by-field-name "body")
+        forever (if (= node.type "while_statement")
+                    (and condition (in (.strip (_text condition)) _forever))
+                    (is condition None)))
+  (when (and forever body
+             (any (gfor n (_calls-of-kind body "&") True)))
+    (_issue out REJECT "an endless loop starts a background job on every turn (a fork bomb)" "floor-fork-bomb")))
+
+(defn _calls-of-kind [node kind]
+  (setv stack [node])
+  (while stack
+    (setv n (.pop stack))
+    (when (= n.type kind) (yield n))
+    (.extend stack n.children)))
+
+;; ** Commands
+
+(defn _inner-programs [nodes st out depth]
+  "Walk the substitutions inside NODES; the names of the programs they run."
+  (setv commands (get out "commands")
+        before (len commands)
+        nodes (lfor n nodes :if (and n (not (in n.type #("word" "number" "raw_string")))) n))
+  (when (not nodes)
+    (return (set)))
+  (setv sub (_copy st))
+  (setv (get sub "piped") None)
+  (for [n nodes]
+    (_walk n sub out (+ depth 1)))
+  (sfor c (cut commands before None) (or (get c "name") "?")))
+
+(setv _redirect-types #{"file_redirect" "heredoc_redirect" "herestring_redirect"}
+      _plain-types #{"word" "number" "raw_string"})
+
+(defn _check-touching [words out]
+  "Two words with nothing between them are one word to the shell; where the
+   parser split them (tree-sitter-bash does after some expansions: =a/$X/b=),
+   what the gate would judge is not what runs, so the command is escalated."
+  (for [[a b] (zip words (cut words 1 None))]
+    (when (= a.end-byte b.start-byte)
+      (_issue out ESCALATE "the shell reads this command's words differently from how the gate parsed them" "floor-unparsable")
+      (return))))
+
+(defn _command [node st out depth redirects]
+  (setv assigns []
+        name-node None
+        args []
+        nested []
+        reds (list redirects))
+  (for [c node.children]
+    (setv t c.type)
+    (cond (= t "variable_assignment")
+          (if (is name-node None)
+              (.append assigns c)
+              (do (.append args c) (.append nested c)))
+          (= t "command_name")
+          (setv named c.named-children
+                name-node (if named (get named 0) c))
+          (in t _redirect-types) (.append reds c)
+          (= t "comment") None
+          c.is-named (do (.append args c)
+                         (when (not (in t _plain-types)) (.append nested c)))))
+  (when (and name-node (not (in name-node.type _plain-types)))
+    (setv nested (+ [name-node] nested)))
+  (_check-touching (+ (if name-node [name-node] []) args) out)
+  ;; most commands are plain words: no state to copy, nothing inside to walk
+  (setv program (when (and name-node (or nested reds assigns)) (_clip (_text name-node) 40))
+        inner (set)
+        stdin []
+        extra [])
+  (when (or nested reds)
+    (setv sub (_copy st))
+    (setv (get sub "outer") program)
+    (setv inner (_inner-programs nested sub out depth))
+    (for [r reds]
+      (.extend extra (_redirect r sub out depth stdin)))
+    (when extra
+      (.update inner (_inner-programs extra sub out depth))
+      (setv args (+ args extra))))
+  (when (is name-node None)
+    (for [a assigns] (_assignment a st out depth "shell"))
+    (return))
+  (setv before (len (get out "assigns")))
+  (for [a assigns] (_assignment a st out depth "command" program))
+  (setv info {"inner" inner "stdin" stdin "tree" False
+              "text" (_clip (_text node))
+              "prefix" (dfor a (cut (get out "assigns") before None) (get a "name") (get a "values"))})
+  (for [argv (_argument-lists (+ [name-node] args) st out)]
+    (_simple argv st out depth info [])))
+
+(defn _redirected [node st out depth]
+  (setv named (lfor c node.named-children :if (!= c.type "comment") c))
+  (when (not named) (return))
+  (setv body (get named 0)
+        reds (cut named 1 None))
+  (if (= body.type "command")
+      (_command body st out depth reds)
+      (do (_walk body st out (+ depth 1))
+          (for [r reds] (_redirect r st out depth [])))))
+
+;; ** Redirections
+
+(setv _write-ops #{">" ">>" ">|" "&>" "&>>"})
+
+(defn _redirect [node st out depth stdin]
+  "Record the redirection NODE; the argument words it carried."
+  (setv t node.type
+        extra [])
+  (cond
+    (= t "file_redirect")
+    (do (setv op None
+              dest None)
+        (for [c node.children]
+          (cond (= c.type "file_descriptor") None
+                (not c.is-named) (when (is op None) (setv op c.type))
+                (is dest None) (setv dest c)
+                True (.append extra c)))
+        (when (is dest None) (return extra))
+        (_inner-programs [dest] st out depth)
+        (setv target (_text dest)
+              kind (cond (in op _write-ops) "write"
+                         (= op "<") "read"
+                         (= op "<>") "both"
+                         (and (in op #(">&" "<&")) (not (re.fullmatch r"\d+-?|-" target)))
+                         (if (= op ">&") "write" "read")
+                         True None))
+        (when kind
+          (for [fields (_fields dest st out)
+                f fields]
+            (.append (get out "redirects")
+                     {"kind" kind "target" f "cwd" (tuple (get st "cwd")) "op" op
+                      "program" (get st "outer") "piped" (get st "piped")
+                      "text" (_clip (_text node))})))
+        (when (in kind #("read" "both"))
+          (.append stdin #("file" None))))
+    (= t "heredoc_redirect")
+    (for [c node.named-children]
+      (cond (= c.type "heredoc_body")
+            (do (_inner-programs [c] st out depth)
+                (_backquotes c st out depth)
+                (.append stdin #("heredoc" (_text c))))
+            (in c.type #("file_redirect" "herestring_redirect"))
+            (.extend extra (_redirect c st out depth stdin))
+            (not (in c.type #("heredoc_start" "heredoc_end")))
+            (_heredoc-tail c st out depth)))
+    (= t "herestring_redirect")
+    (for [c node.named-children]
+      (_inner-programs [c] st out depth)
+      (for [fields (_fields c st out)]
+        (.append stdin #("herestring" (.join " " fields))))))
+  extra)
+
+;; ** Assignments
+
+(defn _value-readings [node st out]
+  (cond (is node None) [""]
+        (= node.type "array")
+        [(.join " " (lfor c node.named-children fields (_fields c st out) f fields f))]
+        True (lfor v (_readings node st False out True) (.replace v SPLIT " "))))
+
+(defn _assignment [node st out depth scope [program None]]
+  (setv named node.named-children)
+  (when (not named) (return))
+  (setv target (get named 0)
+        name (_text (if (and (= target.type "subscript") target.named-children)
+                        (get target.named-children 0)
+                        target))
+        value (when (> (len named) 1) (get named 1))
+        appending (in "+=" (lfor c node.children :if (not c.is-named) c.type)))
+  (_inner-programs [value] st out depth)
+  (setv values (_value-readings value st out))
+  (when appending
+    (setv values (_bounded (_capped (lfor [a b] (product (_lookup name st) values) (+ a b)) out) out)))
+  (.append (get out "assigns") {"name" name "values" values "scope" scope "program" program})
+  (when (= scope "shell")
+    (setv (get (get st "env") name) (_capped values out))))
+
+(defn _declaration [node st out depth]
+  (for [c node.named-children]
+    (cond (= c.type "variable_assignment") (_assignment c st out depth "shell")
+          (= c.type "variable_name")
+          (.append (get out "assigns") {"name" (_text c) "values" None "scope" "export"})
+          True (_inner-programs [c] st out depth))))
+
+;; ** Substitutions
+
+(defn _substitution [node st out depth]
+  (setv body (_text node))
+  (if (and (.startswith body "`") (in "\\" body))
+      (_nested (re.sub r"\\([$`\\])" r"\1" (cut body 1 -1)) st out depth "a backquoted substitution")
+      (_isolated node st out depth)))
+
+;; * Simple commands
+
+;; ** Launchers
+
+(setv _su {"value" ["-g" "--group" "-G" "--supp-group" "-s" "--shell" "-w"
+                    "--whitelist-environment"]
+           "strings" ["-c" "--command" "--session-command"] "skip" 1 "rest" False})
+
+(setv LAUNCHERS
+      {"sudo" {"value" ["-u" "--user" "-g" "--group" "-C" "--close-from" "-D" "--chdir" "-h"
+                        "--host" "-p" "--prompt" "-r" "--role" "-t" "--type" "-T"
+                        "--command-timeout" "-U" "--other-user"]}
+       "doas" {"value" ["-u" "-C"]}
+       "pkexec" {"value" ["--user"]}
+       "run0" {"value" ["-u" "--user" "-g" "--group" "-D" "--chdir" "--setenv" "--unit"
+                        "--property" "--description" "--slice" "--nice"]}
+       "env" {"value" ["-u" "--unset" "-C" "--chdir" "-P"] "split" ["-S" "--split-string"]
+              "assignments" True}
+       "command" {"lookup" ["-v" "-V"]}
+       "builtin" {}
+       "exec" {"value" ["-a"]}
+       "nohup" {}
+       "time" {"value" ["-o" "--output" "-f" "--format"]}
+       "nice" {"value" ["-n" "--adjustment"]}
+       "ionice" {"value" ["-c" "--class" "-n" "--classdata" "-p" "--pid" "-P" "--pgid" "-u" "--uid"]}
+       "timeout" {"value" ["-s" "--signal" "-k" "--kill-after"] "skip" 1}
+       "stdbuf" {"value" ["-i" "-o" "-e" "--input" "--output" "--error"]}
+       "setsid" {}
+       "unbuffer" {}
+       "chrt" {"skip" 1}
+       "taskset" {"skip" 1}
+       "numactl" {}
+       "chroot" {"value" ["--userspec" "--groups"] "skip" 1}
+       "nsenter" {"value" ["-t" "--target" "-S" "--setuid" "-G" "--setgid" "-w" "--wd" "-r" "--root"]}
+       "unshare" {}
+       "firejail" {}
+       "systemd-run" {"value" ["-u" "--unit" "-p" "--property" "-E" "--setenv" "--description"
+                               "--slice" "-M" "--machine" "--uid" "--gid" "--nice"
+                               "--working-directory"]}
+       "strace" {"value" ["-o" "-e" "-p" "-s" "-u" "-E" "-P" "-a" "-b" "-I" "-O" "-S" "-X"]}
+       "ltrace" {"value" ["-o" "-e" "-p" "-s" "-u" "-n" "-a" "-l"]}
+       "valgrind" {}
+       "caffeinate" {"value" ["-w" "-t"]}
+       "busybox" {}
+       "toybox" {}
+       "coproc" {}
+       "eatmydata" {}
+       "fakeroot" {}
+       "catchsegv" {}
+       "dbus-run-session" {}
+       "xvfb-run" {"value" ["-n" "--server-num" "-s" "--server-args" "-f" "--auth-file" "-e"
+                            "--error-file" "-p" "--xauth-protocol"]}
+       "proxychains" {"value" ["-f"]}
+       "proxychains4" {"value" ["-f"]}
+       "torsocks" {}
+       "tsocks" {}
+       "faketime" {"skip" 1}
+       "xargs" {"value" ["-a" "--arg-file" "-d" "--delimiter" "-E" "--eof" "-L" "--max-lines"
+                         "-n" "--max-args" "-P" "--max-procs" "-s" "--max-chars"
+                         "--process-slot-var"]
+                "replace" ["-I" "--replace"] "extra" True}
+       "flock" {"value" ["-w" "--timeout" "-E" "--conflict-exit-code"] "skip" 1
+                "strings" ["-c" "--command"]}
+       "su" _su
+       "runuser" _su
+       "sg" {"strings" ["-c"] "skip" 1 "join" True}
+       "script" {"value" ["-E" "--echo" "-I" "--log-in" "-O" "--log-out" "-B" "--log-io" "-T"
+                          "--log-timing" "-m" "--logging-format" "-o" "--output-limit"]
+                 "strings" ["-c" "--command"] "rest" False}
+       "watch" {"value" ["-n" "--interval" "-d" "--differences" "-q" "--equexit"]
+                "join" True "argv" ["-x" "--exec"]}
+       "screen" {"value" ["-S" "-c" "-e" "-h" "-p" "-T" "-t" "-X" "-Logfile"]}})
+
+(setv _env-run {"value" ["-n" "--name" "-p" "--prefix" "--cwd"]}
+      SUB-LAUNCHERS
+      {"uv" [["run"] {"value" ["--with" "--python" "-p" "--package" "--directory" "--project"
+                               "--env-file" "--extra" "--group" "--index" "--from"]}]
+       "poetry" [["run"] {}]
+       "pipenv" [["run"] {}]
+       "pdm" [["run"] {}]
+       "hatch" [["run"] {}]
+       "rye" [["run"] {}]
+       "pixi" [["run"] {}]
+       "conda" [["run"] _env-run]
+       "mamba" [["run"] _env-run]
+       "micromamba" [["run"] _env-run]
+       "bundle" [["exec"] {}]
+       "rbenv" [["exec"] {}]
+       "pyenv" [["exec"] {}]
+       "asdf" [["exec"] {}]
+       "mise" [["exec"] {}]
+       "direnv" [["exec"] {"skip" 1}]
+       "tmux" [["new" "new-session" "new-window" "neww" "split-window" "splitw"
+                "respawn-pane" "respawnp" "respawn-window" "respawnw"]
+               {"value" ["-s" "-n" "-c" "-t" "-x" "-y" "-F" "-e" "-f" "-l" "-p"] "join" True}]})
+
+(setv _name-value-re (re.compile r"[A-Za-z_][A-Za-z0-9_]*="))
+
+(defn _split-string [text]
+  (try (shlex.split text)
+       (except [ValueError] [UNKNOWN])))
+
+(defn _peel [args spec]
+  (setv values (set (.get spec "value" []))
+        strings (set (.get spec "strings" []))
+        splits (set (.get spec "split" []))
+        replaces (set (.get spec "replace" []))
+        lookups (set (.get spec "lookup" []))
+        argv-flags (set (.get spec "argv" []))
+        found {"strings" [] "assignments" [] "prefix" [] "replace" None "lookup" False "argv" False}
+        i 0
+        n (len args))
+  (defn take [option value]
+    (cond (in option strings) (.append (get found "strings") value)
+          (in option splits) (.extend (get found "prefix") (_split-string value))
+          (in option replaces) (setv (get found "replace") value)))
+  (setv skip (.get spec "skip" 0))
+  (while (< i n)
+    (setv a (get args i))
+    (cond
+      (= a "--") (do (+= i 1) (break))
+      (and (.get spec "assignments") (_name-value-re.match a))
+      (.append (get found "assignments") a)
+      (and (> skip 0) (or (= a "-") (not (.startswith a "-"))))
+      (-= skip 1)
+      (.startswith a "--")
+      (do (setv [option _ value] (.partition a "="))
+          (when (in option lookups) (setv (get found "lookup") True))
+          (when (in option argv-flags) (setv (get found "argv") True))
+          (when (in option (| values strings splits replaces))
+            (when (not (in "=" a))
+              (+= i 1)
+              (setv value (if (< i n) (get args i) "")))
+            (take option value)))
+      (and (.startswith a "-") (> (len a) 1))
+      (for [[j ch] (enumerate (cut a 1 None))]
+        (setv option (+ "-" ch))
+        (when (in option lookups) (setv (get found "lookup") True))
+        (when (in option argv-flags) (setv (get found "argv") True))
+        (when (in option (| values strings splits replaces))
+          (setv value (cut a (+ j 2) None))
+          (when (not value)
+            (+= i 1)
+            (setv value (if (< i n) (get args i) "")))
+          (take option value)
+          (break)))
+      True (break))
+    (+= i 1))
+  (setv rest (cut args (+ i skip) None))
+  (setv (get found "rest") (+ (get found "prefix") rest))
+  found)
+
+(defn _launch [name spec args st out depth info via]
+  (setv found (_peel args spec)
+        via (+ via [name]))
+  (for [s (get found "strings")]
+    (_nested s st out depth f"{name} -c"))
+  (when (get found "assignments")
+    (for [a (get found "assignments")]
+      (setv [k _ v] (.partition a "="))
+      (.append (get out "assigns") {"name" k "values" [v] "scope" "command" "program" name})))
+  (setv rest (get found "rest"))
+  (cond (or (get found "lookup") (not rest) (= (.get spec "rest" True) False)) None
+        (and (.get spec "join") (not (get found "argv")))
+        (_nested (.join " " rest) st out depth name)
+        (.get spec "extra")
+        (_simple (if (get found "replace")
+                     (lfor a rest (.replace a (get found "replace") UNKNOWN))
+                     (+ rest [UNKNOWN]))
+                 st out depth info via)
+        True (_simple rest st out depth info via)))
+
+;; ** Shells and command strings
+
+(setv SHELLS #{"sh" "bash" "dash" "zsh" "ksh" "mksh" "pdksh" "oksh" "yash" "ash" "fish"
+               "csh" "tcsh" "rbash" "posh" "elvish" "xonsh" "nu"}
+      _shell-valued #{"-o" "+o" "-O" "+O" "--rcfile" "--init-file" "-C" "--init-command"})
+
+(defn _shell-args [args]
+  "(:code S), (:script F) or (:stdin True) for the arguments ARGS of a shell."
+  (setv i 0
+        code False
+        stdin False
+        n (len args))
+  (while (< i n)
+    (setv a (get args i))
+    (cond (= a "--") (do (+= i 1) (break))
+          (= a "-") (do (setv stdin True) (+= i 1) (break))
+          (in a _shell-valued) (+= i 2)
+          (.startswith a "--command=") (return {"code" (cut a 10 None)})
+          (= a "--command") (setv code True i (+ i 1))
+          (.startswith a "--") (+= i 1)
+          (and (in (get a 0) "-+") (> (len a) 1))
+          (do (when (and (= (get a 0) "-") (in "c" a)) (setv code True))
+              (when (in "s" (cut a 1 None)) (setv stdin True))
+              (+= i 1))
+          True (break)))
+  (setv rest (cut args i None))
+  (cond code {"code" (if rest (get rest 0) None)}
+        (and rest (not stdin)) {"script" (get rest 0)}
+        True {"stdin" True}))
+
+(defn _heredoc-tail [node st out depth]
+  "Walk what follows a here-document's start on its line (=cat <<EOF | sh=),
+   which tree-sitter-bash puts inside the redirection: a pipeline there is fed
+   by the command the here-document belongs to."
+  (if (= node.type "pipeline")
+      (do (setv upstream #{(or (get st "outer") "?")}
+                commands (get out "commands"))
+          (for [stage (lfor c node.children :if (and c.is-named (!= c.type "comment")) c)]
+            (setv sub (_copy st)
+                  before (len commands))
+            (setv (get sub "piped") (frozenset upstream))
+            (_walk stage sub out (+ depth 1))
+            (.update upstream (gfor c (cut commands before None) (or (get c "name") "?")))))
+      (_walk node st out (+ depth 1))))
+
+(setv _backquote-re (re.compile r"`((?:\\.|[^`\\])*)`"))
+
+(defn _backquotes [body st out depth]
+  "Walk the backquoted commands of an unquoted here-document's BODY, which the
+   shell runs and tree-sitter-bash leaves as text."
+  (setv start (. body prev-named-sibling))
+  (when (and start (= start.type "heredoc_start")
+             (not (any (gfor ch "'\"\\" (in ch (_text start))))))
+    (for [m (.finditer _backquote-re (_text body))]
+      (_nested (re.sub r"\\([`$\\])" r"\1" (.group m 1)) st out depth "a here-document's backquotes"))))
+
+(defn _nested [text st out depth what [record None]]
+  "Walk the command line TEXT that WHAT runs."
+  (when (in UNKNOWN text)
+    (when record (setv (get record "dynamic-code") True))
+    (setv text (.replace text UNKNOWN "${__unknown__}")))
+  (when (>= (get st "nest") MAX-NEST)
+    (_issue out REJECT f"command strings are nested more than {MAX-NEST} deep" "floor-too-deep")
+    (return))
+  (+= (get out "nested-bytes") (len text))
+  (when (> (get out "nested-bytes") (* 2 MAX-BYTES))
+    (_issue out REJECT f"the command strings given to {what} and its like add up to more than {(* 2 MAX-BYTES)} bytes, too much to judge" "floor-too-long")
+    (setv (get out "stopped") True)
+    (return))
+  (setv tree (_cached-tree text)
+        sub (_copy st))
+  (+= (get sub "nest") 1)
+  (when tree.root-node.has-error
+    (_issue out ESCALATE f"the command string given to {what} cannot be parsed" "floor-unparsable"))
+  (_walk tree.root-node sub out (+ depth 1)))
+
+(defn _shell [record args st out depth]
+  (setv parsed (_shell-args args)
+        name (get record "name"))
+  (cond (in "code" parsed)
+        (when (is-not (get parsed "code") None)
+          (setv (get record "code") (get parsed "code"))
+          (_nested (get parsed "code") st out depth f"{name} -c" record))
+        (in "script" parsed) (setv (get record "script") (get parsed "script"))
+        True
+        (do (setv (get record "reads-stdin") True)
+            (for [[kind text] (get record "stdin")]
+              (when (in kind #("heredoc" "herestring"))
+                (_nested text st out depth f"{name}'s input" record))))))
+
+;; ** find
+
+(setv FIND-MATCH "find-match"
+      _find-tests #{"-name" "-iname" "-path" "-ipath" "-wholename" "-iwholename" "-regex"
+                    "-iregex" "-type" "-xtype" "-size" "-mtime" "-atime" "-ctime" "-mmin"
+                    "-amin" "-cmin" "-newer" "-anewer" "-cnewer" "-newermt" "-empty" "-perm"
+                    "-user" "-group" "-links" "-inum" "-lname" "-ilname" "-samefile" "-uid"
+                    "-gid" "-nouser" "-nogroup" "-used"}
+      _find-runs #{"-exec" "-execdir" "-ok" "-okdir"}
+      _find-stops #{"(" "!" "," ")"})
+
+(defn _find [args st out depth info via]
+  (setv i 0
+        n (len args)
+        starts [])
+  (while (and (< i n) (or (in (get args i) #("-H" "-L" "-P"))
+                          (.startswith (get args i) "-D") (.startswith (get args i) "-O")))
+    (+= i (if (in (get args i) #("-D" "-O")) 2 1)))
+  (while (and (< i n) (not (.startswith (get args i) "-")) (not (in (get args i) _find-stops)))
+    (.append starts (get args i))
+    (+= i 1))
+  (setv starts (or starts ["."])
+        tree-info (| info {"tree" True}))
+  (while (< i n)
+    (setv a (get args i))
+    (cond (in a _find-runs)
+          (do (setv j (+ i 1)
+                    cmd [])
+              (while (and (< j n) (not (in (get args j) #(";" "+"))))
+                (.append cmd (get args j))
+                (+= j 1))
+              (setv tested (& (set (cut args i)) _find-tests))
+              (for [s (cut starts MAX-VARIANTS)]
+                (setv found (if tested (posixpath.join s FIND-MATCH) s))
+                (_simple (lfor c cmd (.replace c "{}" found)) st out depth tree-info (+ via [f"find {a}"])))
+              (setv i j))
+          (= a "-delete")
+          ;; With a test before it, -delete removes what matches below the start
+          ;; points, not the start points themselves.
+          (_simple (+ ["rm" "-r" "--"]
+                      (if (& (set (cut args i)) _find-tests)
+                          (lfor s starts (posixpath.join s FIND-MATCH))
+                          starts))
+                   st out depth info (+ via ["find -delete"])))
+    (+= i 1)))
+
+;; ** The current folder
+
+(defn _absolute [p]
+  (and p (or (.startswith p "/") (in (get p 0) MARKERS))))
+
+(defn _cd [args st out [prefix {}]]
+  (setv ops (lfor a args :if (not (and (.startswith a "-") (!= a "-"))) a)
+        target (if ops (get ops 0) HOME)
+        new (if (= target "-")
+                [UNKNOWN]
+                (lfor c (get st "cwd") (if (_absolute target) target (+ c "/" target))))
+        cdpath (+ (.get prefix "CDPATH" []) (.get (get st "env") "CDPATH" [])))
+  (when (and cdpath (not (_absolute target)) (not (.startswith target ".")))
+    (for [value cdpath
+          folder (.split value ":")
+          :if folder]
+      (.append new (+ folder "/" target))))
+  (setv (get st "cwd") (_capped (_union (get st "cwd") new) out)
+        (get st "cd") new))
+
+;; ** Recording a command
+
+(defn _simple [argv st out depth info via]
+  (when (or (not argv) (get out "stopped")) (return))
+  (when (>= (len (get out "commands")) MAX-COMMANDS)
+    (_issue out REJECT f"the command line holds more than {MAX-COMMANDS} commands, too many to judge" "floor-too-complex")
+    (setv (get out "stopped") True)
+    (return))
+  (setv first (get argv 0)
+        name (when (not (in UNKNOWN first))
+               (or (posixpath.basename first) None))
+        args (cut argv 1 None)
+        record {"argv" argv "name" name "cwd" (tuple (get st "cwd")) "piped" (get st "piped")
+                "inner" (get info "inner") "stdin" (get info "stdin") "tree" (get info "tree")
+                "via" via "text" (get info "text") "launcher" False "code" None
+                "script" None "reads-stdin" False "dynamic-code" False})
+  (.append (get out "commands") record)
+  (when (is name None) (return))
+  (cond
+    (in name LAUNCHERS)
+    (do (setv (get record "launcher") True)
+        (_launch name (get LAUNCHERS name) args st out depth info via))
+    (and (in name SUB-LAUNCHERS) args (in (get args 0) (get (get SUB-LAUNCHERS name) 0)))
+    (do (setv (get record "launcher") True)
+        (_launch f"{name} {(get args 0)}" (get (get SUB-LAUNCHERS name) 1) (cut args 1 None)
+                 st out depth info via))
+    (in name SHELLS) (_shell record args st out depth)
+    (in name #("source" "."))
+    (setv (get record "script") (if args (get args 0) None))
+    (= name "eval")
+    (_nested (.join " " args) st out depth "eval" record)
+    (= name "find") (_find args st out depth info via)
+    (in name #("cd" "pushd")) (_cd args st out (.get info "prefix" {}))
+    (= name "popd") (_cd ["-"] st out)
+    (= name "trap")
+    (do (setv rest (if (and args (= (get args 0) "--")) (cut args 1 None) args))
+        (when (and (>= (len rest) 2) (not (in (get rest 0) #("-p" "-l" "-"))))
+          (_nested (get rest 0) st out depth "trap" record)))
+    (= name "alias")
+    (for [a args]
+      (when (in "=" a)
+        (_nested (get (.partition a "=") 2) st out depth "alias" record)))))
+
+;; * Analysis
+
+(defn _analyse [text]
+  (setv out {"commands" [] "redirects" [] "assigns" [] "issues" [] "nodes" 0
+             "nested-bytes" 0 "overflow" False "too-large" False "stopped" False}
+        tree (_cached-tree text))
+  (_walk tree.root-node (_state) out 0)
+  (when tree.root-node.has-error
+    (_issue out ESCALATE "the command cannot be parsed as written (unbalanced quotes or brackets, or a syntax error)" "floor-unparsable"))
+  (when (get out "too-large")
+    (_issue out REJECT f"a word of the command expands to more than {MAX-EXPANSION} bytes, too large to judge" "floor-too-large"))
+  (when (get out "overflow")
+    (_issue out ESCALATE f"the command has more than {MAX-VARIANTS} readings (brace expansions, alternative values), too many to judge" "floor-too-ambiguous"))
+  out)
+
+(setv analyse ((functools.lru-cache :maxsize CACHE-SIZE) _analyse))
