@@ -1,11 +1,16 @@
+;; * Why
+
 (import asyncio importlib logging queue re threading
         passepartout.config [ConfigError]
         passepartout.proto [ProtoError proto-get proto-put]
         passepartout.perceive [normalize-signal]
         passepartout.loop [Runner]
+        passepartout.task [ends-task]
         passepartout.store [inbox-add inbox-done inbox-pending])
 
 (setv log (logging.getLogger "passepartout.gateway"))
+
+;; * The registry
 
 (setv _gateways {}
       _name-re (re.compile r"[a-z][a-z0-9_]*\Z"))
@@ -48,6 +53,8 @@
       (not (get g "headless")) (.info log "gateways.%s needs a terminal; the daemon leaves it out" name)
       True (.append out ((get g "factory") section env))))
   out)
+
+;; * The hub
 
 (defn _settle [done result error]
   (when (not (.done done))
@@ -104,10 +111,6 @@
 (defn _gateway-of [source]
   (setv g (proto-get source ':gateway))
   (if (isinstance g hy.models.Keyword) g.name (str g)))
-
-(defn _kind-of [reply]
-  (setv k (proto-get (proto-get reply ':payload []) ':kind))
-  (if (isinstance k hy.models.Keyword) k.name (str k)))
 
 (defclass Hub []
   "Between the gateways and the runner: what comes in is persisted before it
@@ -188,7 +191,7 @@
         (.warning log "a reply to %s has no running gateway to go to (%s): %s"
                   session name (cut (str (proto-get (proto-get reply ':payload []) ':text "")) 200)))
     (setv id (proto-get source ':inbox))
-    (when (and (is-not id None) (!= (_kind-of reply) "trace"))
+    (when (and (is-not id None) (ends-task reply))
       (await (.call self.writer inbox-done id))
       (.discard (.get self.outstanding session (set)) id)))
 

@@ -1,3 +1,5 @@
+;; * Why
+
 (import asyncio hashlib logging os re secrets socket statistics sys tempfile time uuid
         collections [Counter]
         pathlib [Path]
@@ -15,7 +17,9 @@
         passepartout.skills [all-skills]
         passepartout.store [event-append data-print data-read kv-get kv-put kv-delete
                             notice-add notices-waiting notice-delivered]
-        passepartout.loop [fingerprint])
+        passepartout.task [task-state after-action ending event-record write-records])
+
+;; * Configuration
 
 (setv DEFAULTS {"expiry_minutes" 10
                 "approvers" []
@@ -61,6 +65,8 @@
         (in g #("terminal" "local" "host")) f"{g}:local"
         True f"{g}:unknown"))
 
+;; * Tokens and codes
+
 (setv CODE-ALPHABET "ACDEFHJKMNPRTUVWXY"
       CODE-LENGTH 6
       _code-re (re.compile f"[{CODE-ALPHABET}]{{{CODE-LENGTH}}}\\Z"))
@@ -81,6 +87,8 @@
     (setv code (.join "" (gfor _ (range CODE-LENGTH) (secrets.choice CODE-ALPHABET))))
     (when (not (in code taken))
       (return code))))
+
+;; * Binding
 
 (defn canonical-action [action]
   "ACTION as the text its hash is taken of."
@@ -205,6 +213,8 @@
         f"the gates would now change it ({(proto-get outcome ':gate)}: {(proto-get outcome ':reason)}), so it is not what was approved"
         True None))
 
+;; * Reading approvals
+
 (setv _columns ["id" "code" "state" "session" "requester" "source" "action" "action_hash"
                 "reason" "decisions" "binding" "task" "created" "expires" "decided"
                 "decided_by" "finished" "note" "executor" "result"]
@@ -239,6 +249,8 @@
                    (or more []))
                 :ts now))
 
+;; * Time and words
+
 (defn _when [ts [now None]]
   (setv t (time.localtime ts)
         day (fn [x] (time.strftime "%Y-%m-%d" (time.localtime x))))
@@ -257,20 +269,14 @@
   [:type :event :source (proto-get approval ':source) :session (proto-get approval ':session)
    :payload [:sensor :approval]])
 
-(defn task-state [signal outcome]
+;; * Asking
+
+(defn _task-of [signal outcome]
   "The state of the task SIGNAL belongs to, after the step whose OUTCOME escalated."
-  (setv payload (or (proto-get signal ':payload) [])
-        given (or (proto-get outcome ':task-state) []))
-  (defn pick [key default]
-    (setv v (proto-get given key))
-    (if (is v None) (or (proto-get payload key) default) v))
-  [:task (or (proto-get given ':task) (proto-get outcome ':task) (proto-get payload ':task)
-             (cut (. (uuid.uuid4) hex) 12))
-   :step (pick ':step 0)
-   :seen (list (pick ':seen []))
-   :usage (or (proto-get given ':usage)
-              (usage-add (proto-get payload ':usage) (proto-get outcome ':usage)))
-   :refused (list (pick ':refused []))])
+  (task-state signal (or (proto-get outcome ':task-state)
+                         [:task (proto-get outcome ':task)
+                          :usage (usage-add (proto-get (or (proto-get signal ':payload) []) ':usage)
+                                            (proto-get outcome ':usage))])))
 
 (defn request-approval [store action outcome signal ctx config now]
   "Store ACTION, escalated by OUTCOME for SIGNAL, as a pending approval.
@@ -291,7 +297,7 @@
                             (data-print (proto-get signal ':source [])) (data-print action)
                             (proto-get binding ':action-hash)
                             (proto-get outcome ':reason) (data-print (proto-get outcome ':decisions []))
-                            (data-print binding) (data-print (task-state signal outcome))
+                            (data-print binding) (data-print (_task-of signal outcome))
                             now (+ now (* 60 (get cfg "expiry_minutes")))))
                 lastrowid)
           approval (get-approval store id))
@@ -351,13 +357,15 @@
                      #(session (action-hash action))))
   (when rows
     (setv waiting (_approval (get rows 0)))
-    (return [(reply-signal signal
-                           (+ f"This action is already waiting for approval {(proto-get waiting ':code)} "
-                              f"(until {(_when (proto-get waiting ':expires) now)}): "
-                              (_shown action))
-                           "approval")]))
+    (return [(ending (reply-signal signal
+                                   (+ f"This action is already waiting for approval {(proto-get waiting ':code)} "
+                                      f"(until {(_when (proto-get waiting ':expires) now)}): "
+                                      (_shown action))
+                                   "approval"))]))
   (setv [approval token] (request-approval store action outcome signal ctx config now))
-  [(ask-signal signal approval token outcome cfg)])
+  [(ending (ask-signal signal approval token outcome cfg))])
+
+;; * Who may answer, and how many
 
 (defn _voters [cfg]
   "(identities that count, approvals needed, denials that end it)"
@@ -407,6 +415,8 @@
     (= state "failed")
     f"Approval {code} was approved at {at} by {by} but did not run: {note}."
     True f"Approval {code} is {state}."))
+
+;; * Answering
 
 (defn _result [ok text [emit None]]
   [:ok ok :text text :emit (or emit [])])
@@ -527,10 +537,12 @@
                 [:text text :task (proto-get (proto-get approval ':task) ':task)] :ts now)
   (cond (= session (proto-get approval ':session)) (_result True text emitted)
         (is session None)
-        (+ (_result True f"Denied {code}." (+ emitted [(reply-signal origin text "notice")]))
+        (+ (_result True f"Denied {code}." (+ emitted [(ending (reply-signal origin text "notice"))]))
            [:handed-over True])
         True (_result True f"Denied {code}; the conversation that asked has been told."
-                      (+ emitted [(reply-signal origin text "notice")]))))
+                      (+ emitted [(ending (reply-signal origin text "notice"))]))))
+
+;; * Running what was approved
 
 (defn _context [env session now]
   (setv config (get env "config"))
@@ -554,38 +566,13 @@
   (= n 1))
 
 (defn _continue [origin action result state ctx store [note ""]]
-  "The signals that carry RESULT of ACTION back to the task whose STATE is given."
-  (setv session (proto-get origin ':session)
-        task (proto-get state ':task)
-        n (proto-get state ':step 0)
-        seen (list (proto-get state ':seen []))
-        now (proto-get ctx ':now))
-  (when (= (action-name action) "message")
-    (setv text (or (proto-get result ':reply) (proto-get result ':error) ""))
-    (event-append store "answer" session [:text text :task task] :ts now)
-    (return [(reply-signal origin text)]))
-  (event-append store "result" session [:action action :result result :task task :step n] :ts now)
-  (setv mark (fingerprint action result)
-        budget (context-limit ctx "step-budget" 8)
-        trace (reply-signal origin (+ "ran " (proto-print action) " → "
-                                      (. (or (proto-get result ':status) (kw "error")) name)
-                                      note)
-                            "trace"))
-  (cond
-    (in mark seen)
-    [trace (reply-signal origin (+ "Stopped: the same action gave the same result twice, so the task was going round in circles. Last result: "
-                                   (proto-print result))
-                         "notice")]
-    (>= (+ n 1) budget)
-    [trace (reply-signal origin (+ f"Stopped after {budget} actions (the step budget of one task). Last result: "
-                                   (proto-print result))
-                         "notice")]
-    True
-    [trace [:type :event
-            :source (proto-get origin ':source)
-            :session session
-            :payload (+ [:sensor :tool-result :action action :result result]
-                        (proto-merge state [:step (+ n 1) :seen (+ seen [mark])]))]]))
+  "The signals that carry RESULT of ACTION back to the task whose STATE is
+   given; their records are written here."
+  (setv [signals records] (after-action origin action result state (context-limit ctx "step-budget" 8)
+                                        :note note))
+  (with [_ (.transaction store)]
+    (write-records store records (proto-get ctx ':now)))
+  signals)
 
 (defn _execute [env approval who session now grant-minutes [emitted None]]
   (setv store (get env "store")
@@ -601,7 +588,7 @@
     (setv text f"Approval {code} was approved but not run: {why}. Its task has ended; ask again if it is still wanted.")
     (_fail store approval "approved" why now)
     (event-append store "answer" asked-in [:text text :task (proto-get (proto-get approval ':task) ':task)] :ts now)
-    (return (_result False text (+ emitted (if here [] [(reply-signal origin text "notice")])))))
+    (return (_result False text (+ emitted (if here [] [(ending (reply-signal origin text "notice"))])))))
   (with [conn (.transaction store)]
     (setv n (. (.execute conn "UPDATE approvals SET state = 'executing', executor = ?
                                WHERE id = ? AND state = 'approved'"
@@ -624,9 +611,11 @@
                     WHERE id = ? AND state = 'executing'"
               #(((get env "clock")) (data-print result) (proto-get approval ':id)))
     (_event store "executed" approval who now [:status (proto-get result ':status)]))
-  (setv continued (_continue origin action result (proto-get approval ':task) ctx store
+  (setv continued (_continue origin action result (task-state origin (proto-get approval ':task)) ctx store
                              f" (approved as {code})"))
   (_result True (+ f"Approved {code}." grant-note) (+ emitted continued)))
+
+;; * Grants
 
 (defn shell-escalations [cmd ctx]
   "The (program rule) pairs for which the shell judge escalates the command line
@@ -751,7 +740,7 @@
   (event-append store "approval" session [:event "grant-used" :grant gid :action action
                                           :who (identity-of (proto-get signal ':source))]
                 :ts now)
-  (_continue signal action (act action ctx) (task-state signal outcome) ctx store
+  (_continue signal action (act action ctx) (_task-of signal outcome) ctx store
              f" (under grant #{gid}, until {(_when (proto-get grant ':expires) now)})"))
 
 (defn revoke-grant [env who session id [host False]]
@@ -778,6 +767,8 @@
           (when (= n 1)
             (event-append store "approval" owner [:event "grant-revoked" :grant id :who who] :ts now)))
         (_result True f"Revoked grant #{id}."))))
+
+;; * Expiry and restart
 
 (defn expire-due [store now]
   "Expire every pending approval due by NOW; the notices to send."
@@ -860,6 +851,8 @@
         now ((get env "clock")))
   (+ (recover store now) (expire-due store now)))
 
+;; * Listing
+
 (defn pending-approvals [store [session None]]
   "The pending approvals (of SESSION, or all), oldest first."
   (lfor row (if (is session None)
@@ -896,6 +889,8 @@
       (.join "\n" (+ ["Grants in force here (/revoke ID ends one):"]
                      (lfor g rows
                            f"  #{(proto-get g ':id)}  {(describe-scope (proto-get g ':scope))}, until {(_when (proto-get g ':expires) now)} (by {(proto-get g ':by)})")))))
+
+;; * On the host
 
 (defn _print-signals [signals]
   (for [s signals]
@@ -956,6 +951,8 @@
           (if (proto-get r ':ok) 0 1)))
     (finally (shutdown env))))
 
+;; * The figure
+
 (defn bench-approval [n]
   "Rows (name value unit goal): p50 and p99 of /approve to the start of execution."
   (import passepartout.daemon [boot shutdown]
@@ -1003,6 +1000,8 @@
   [#("approval: /approve to start of execution p50" (* 1000 (statistics.median times)) "ms" "< 50 ms")
    #("approval: /approve to start of execution p99"
      (* 1000 (get times (min (- (len times) 1) (int (* 0.99 (len times)))))) "ms" "")])
+
+;; * The approvals service
 
 (setv SERVICE-KEY "approvals:service"
       POLL-SECONDS 0.5)

@@ -1,15 +1,21 @@
+;; * The agent loop and its limits
+
 (import asyncio hashlib logging threading time uuid
         collections [OrderedDict]
         passepartout.proto [kw proto-get proto-put proto-merge proto-print]
         passepartout.context [make-context context-limit]
         passepartout.perceive [perceive immediate normalize-signal reply-signal sensor-of]
         passepartout.reason [reason refusal-text]
+        passepartout.task [task-state after-action finish stop ending intent cut-off cut-off-text
+                           fingerprint event-record write-records]
         passepartout.act [act add-stop-listener doing remove-stop-listener stop-mark stop-task
                           stopped-since]
         passepartout.budget [ZERO usage-add usage-tokens over-budget budget-limits day-usage day-record]
         passepartout.store [event-append events])
 
 (setv log (logging.getLogger "passepartout.loop"))
+
+;; * Memory of a session
 
 (setv HISTORY-TURNS 20
       HISTORY-KINDS ["input" "answer" "result"])
@@ -63,8 +69,10 @@
     ;; copies: a model client may add to the messages it is given
     (lfor t turns (dict t))))
 
+;; * What a step writes
+
 (defclass StepWrites []
-  "The events and the spending of one step, written in one transaction by flush."
+  "The records and the spending of one step, written in one transaction by flush."
 
   (defn __init__ [self store now]
     (setv self.store store
@@ -74,7 +82,13 @@
           self.day-before (day-usage store now)))
 
   (defn event [self kind session data]
-    (.append self.pending #(kind session data (time.time))))
+    (.record self [(event-record kind session data)]))
+
+  (defn record [self records]
+    "Gather RECORDS (see =task.org=), each stamped with the time it was made."
+    (setv ts (time.time))
+    (for [r records]
+      (.append self.pending (if (proto-get r ':event) (proto-put r ':ts ts) r))))
 
   (defn spend [self usage]
     (setv self.spent (usage-add self.spent usage)))
@@ -93,30 +107,17 @@
           spending (or (usage-tokens spent) (proto-get spent ':cost)))
     (when (or pending spending)
       (with [_ (.transaction self.store)]
-        (for [[kind session data ts] pending]
-          (event-append self.store kind session data :ts ts))
+        (write-records self.store pending)
         (when spending
           (day-record self.store self.now spent))))))
 
-(defn _record [writes kind session data]
-  (.event writes kind session data))
-
-(defn fingerprint [#* values]
-  "A short hash of VALUES' printed text: what makes two actions (and results) the same."
-  (cut (.hexdigest (hashlib.sha256 (.encode (.join "\n" (map proto-print values)) "utf-8"))) 16))
-
-(defn _task-state [payload]
-  [:task (or (proto-get payload ':task) (cut (. (uuid.uuid4) hex) 12))
-   :step (or (proto-get payload ':step) 0)
-   :seen (list (or (proto-get payload ':seen) []))
-   :usage (or (proto-get payload ':usage) ZERO)
-   :refused (list (or (proto-get payload ':refused) []))])
+;; * One step
 
 (defn _not-approvable [signal action outcome ctx env]
-  [(reply-signal signal
-                 (+ "This action needs a person's approval and approvals are not set up, so it was not run: "
-                    (proto-print action) " — " (str (proto-get outcome ':reason)))
-                 "approval")])
+  [(ending (reply-signal signal
+                         (+ "This action needs a person's approval and approvals are not set up, so it was not run: "
+                            (proto-print action) " — " (str (proto-get outcome ':reason)))
+                         "approval"))])
 
 (defn context-for [signal env]
   "The context of SIGNAL in ENV."
@@ -161,18 +162,20 @@
   (over-budget (usage-add usage spending) (usage-add (.day writes) spending)
                (budget-limits (get env "config"))))
 
-(defn _stop [signal writes task text]
-  (_record writes "answer" (proto-get signal ':session) [:text text :task task])
-  [(reply-signal signal text "notice")])
+(defn _then [writes moved]
+  "Gather the records of MOVED, a task's #(signals records); its signals."
+  (setv [signals records] moved)
+  (.record writes records)
+  signals)
 
 (defn _stopped [ctx]
   "True when the task of CTX's step was stopped since the step began."
   (stopped-since (proto-get ctx ':session) (proto-get ctx ':stop-mark)))
 
 (defn step [signal env [mark None]]
-  "The signals that SIGNAL leads to: replies for the person, tool results for
-   the loop. MARK is the session's stop count when the step was handed out
-   (the runner's); a stop after it ends the step at its next check."
+  "The signals that SIGNAL leads to: replies for the person, the task's next
+   step. MARK is the session's stop count when the step was handed out (the
+   runner's); a stop after it ends the step at its next check."
   (setv signal (normalize-signal signal)
         mark (if (is mark None) (stop-mark (proto-get signal ':session)) mark)
         ctx (proto-put (context-for signal env) ':stop-mark mark)
@@ -189,18 +192,20 @@
   (setv session (proto-get signal ':session)
         payload (proto-get signal ':payload)
         tool-result (= (sensor-of signal) "tool-result")
-        state (_task-state payload)
-        task (proto-get state ':task)
+        state (task-state signal)
         histories (or (.get env "histories") (.setdefault env "histories" (SessionHistories)))
-        history (session-history (get env "store") session histories))
+        history (session-history (get env "store") session histories)
+        interrupted (cut-off (get env "store") signal state))
+  (when interrupted
+    (return (_then writes (finish signal state (cut-off-text interrupted) "notice"))))
   ;; A tool result is already the last turn of the history; the signal presents it.
   (if tool-result
       (setv history (cut history 0 -1))
-      (_record writes "input" session [:text (proto-get payload ':text) :task task]))
+      (.event writes "input" session [:text (proto-get payload ':text) :task (proto-get state ':task)]))
   (setv spent-before (proto-get state ':usage)
         why (_budget-check env writes spent-before))
   (when why
-    (return (_stop signal writes task (+ "Stopped: " why "."))))
+    (return (_then writes (stop signal state (+ why ".")))))
   (when (_stopped ctx)
     (return []))
   (with [_ (doing session "the model call")]
@@ -212,7 +217,7 @@
   (.spend writes spent)
   (setv [refused repeated] (_refused-again (proto-get state ':refused) outcome)
         state (proto-merge state [:usage (usage-add spent-before spent) :refused refused]))
-  (_record writes "outcome" session (proto-put outcome ':task task))
+  (.event writes "outcome" session (proto-put outcome ':task (proto-get state ':task)))
   ;; stopped while the model thought: its cost is counted, its answer dropped
   (when (_stopped ctx)
     (return []))
@@ -231,21 +236,19 @@
 
 (defn _next [signal env ctx writes outcome v state repeated]
   "What follows OUTCOME: a reply, an approval request, or the action and the task going on."
-  (setv session (proto-get signal ':session)
-        task (proto-get state ':task))
   (cond
     (= v "refused")
-    (do (setv text (refusal-text outcome))
-        (_record writes "answer" session [:text text :task task])
-        [(reply-signal signal text "refusal")])
+    (_then writes (finish signal state (refusal-text outcome) "refusal"))
     repeated
-    (_stop signal writes task
-           (+ f"Stopped: the gates refused the same action {REFUSALS-TO-STOP} times in this task: "
-              (proto-print (get repeated 0)) " — " (str (get repeated 1)) ": " (str (get repeated 2))))
+    (_then writes (stop signal state
+                        (+ f"the gates refused the same action {REFUSALS-TO-STOP} times in this task: "
+                           (proto-print (get repeated 0)) " — " (str (get repeated 1)) ": "
+                           (str (get repeated 2)))))
     (= v "stopped")
-    (_stop signal writes task (+ "Stopped: " (str (proto-get outcome ':reason)) "."))
+    (_then writes (stop signal state (+ (str (proto-get outcome ':reason)) ".")))
     (= v "failed")
-    [(reply-signal signal (+ "No model could answer: " (str (proto-get outcome ':reason))) "error")]
+    (_then writes (finish signal state (+ "No model could answer: " (str (proto-get outcome ':reason)))
+                          "error"))
     (= v "escalate")
     ((.get env "escalate" _not-approvable) signal (proto-get outcome ':action)
                                            (proto-merge outcome [:task-state state]) ctx env)
@@ -253,50 +256,29 @@
     (_carry-out signal env ctx writes outcome state)))
 
 (defn _carry-out [signal env ctx writes outcome state]
-  "Act on an allowed OUTCOME, and decide whether the task goes on."
-  (setv session (proto-get signal ':session)
-        task (proto-get state ':task)
-        n (proto-get state ':step)
-        action (proto-get outcome ':action)
+  "Act on an allowed OUTCOME; what follows is the task's to say."
+  (setv action (proto-get outcome ':action)
         name (. (proto-get action ':action) name)
         why (_budget-check env writes (proto-get state ':usage)))
   (when why
-    (return (_stop signal writes task (+ "Stopped before " (proto-print action) ": " why "."))))
-  ;; a message only becomes the answer; anything else may touch the world
+    (return (_then writes (stop signal state (+ "before " (proto-print action) ": " why ".")))))
+  (when (_stopped ctx)
+    (return []))
+  ;; a message only becomes the answer; anything else may touch the world, so
+  ;; its intent is on disk before it runs
   (when (!= name "message")
+    (.record writes [(intent signal action state)])
     (.flush writes))
+  (setv result (act action ctx)
+        moved (after-action signal action result state (context-limit ctx "step-budget" 8)
+                            :extra (when (proto-get outcome ':note) [:note (proto-get outcome ':note)])))
   (when (_stopped ctx)
+    ;; the result is history all the same; the task goes no further
+    (.record writes (lfor r (get moved 1) :if (proto-get r ':event) r))
     (return []))
-  (setv result (act action ctx))
-  (when (= name "message")
-    (setv text (or (proto-get result ':reply) (proto-get result ':error) ""))
-    (_record writes "answer" session [:text text :task task])
-    (return [(reply-signal signal text)]))
-  (_record writes "result" session [:action action :result result :task task :step n])
-  (when (_stopped ctx)
-    (return []))
-  (setv mark (fingerprint action result)
-        budget (context-limit ctx "step-budget" 8)
-        trace (reply-signal signal (+ "ran " (proto-print action) " → "
-                                      (. (or (proto-get result ':status) (kw "error")) name))
-                            "trace"))
-  (cond
-    (in mark (proto-get state ':seen))
-    [trace (reply-signal signal (+ "Stopped: the same action gave the same result twice, so the task was going round in circles. Last result: "
-                                   (proto-print result))
-                         "notice")]
-    (>= (+ n 1) budget)
-    [trace (reply-signal signal (+ f"Stopped after {budget} actions (the step budget of one task). Last result: "
-                                   (proto-print result))
-                         "notice")]
-    True
-    [trace [:type :event
-            :source (proto-get signal ':source)
-            :session session
-            :payload (+ [:sensor :tool-result :action action :result result]
-                        ;; what the model proposed beside this action and was not run
-                        (if (proto-get outcome ':note) [:note (proto-get outcome ':note)] [])
-                        (proto-merge state [:step (+ n 1) :seen (+ (proto-get state ':seen) [mark])]))]]))
+  (_then writes moved))
+
+;; * The runner
 
 (defn _abandoned [job]
   "Log what an abandoned step raised, if anything."

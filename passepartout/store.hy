@@ -1,8 +1,12 @@
+;; * Why
+
 (import os re sqlite3 threading time
         contextlib [contextmanager]
         pathlib [Path]
         hy.models [Keyword]
         passepartout.proto [ProtoError proto-get proto-print proto-read proto-depth MAX-DEPTH])
+
+;; * The store
 
 (defclass StoreError [Exception]
   "A store file that cannot be opened or used.")
@@ -51,6 +55,8 @@
   (defn __exit__ [self #* exc]
     (.close self)
     False))
+
+;; * The schema
 
 (setv _schema
   [;; 1: events, key-value state, sessions, memory
@@ -195,6 +201,8 @@
     (except [e sqlite3.OperationalError]
       (if (in "fts5" (str e)) False (raise)))))
 
+;; * Opening
+
 (defn store-path-for [data-dir]
   "The store file inside DATA-DIR."
   (/ (Path data-dir) "passepartout.sqlite3"))
@@ -229,6 +237,8 @@
   "Close STORE; its connection cannot be used after this."
   (.close store))
 
+;; * Values as plist text
+
 (setv MAX-DATA-BYTES (* 16 1024 1024)
       _max-data-depth (* 4 MAX-DEPTH)
       _surrogate-re (re.compile r"[\ud800-\udfff]"))
@@ -261,6 +271,8 @@
 (defn _now [ts]
   (if (is ts None) (time.time) (float ts)))
 
+;; * Events
+
 (defn event-append [store kind session data [ts None]]
   "Append an event of KIND in SESSION carrying the plist DATA; its id."
   (.write store "INSERT INTO events (ts, kind, session, data) VALUES (?, ?, ?, ?)"
@@ -292,6 +304,8 @@
   (lfor [i ts k s data] (if latest (reversed rows) rows)
         [:id i :ts ts :kind k :session s :data (data-read data)]))
 
+;; * Key-value state
+
 (defn kv-get [store key [default None]]
   "The value stored under KEY, or DEFAULT."
   (setv rows (.query store "SELECT value FROM kv WHERE key = ?" #((_name key "a key"))))
@@ -308,6 +322,8 @@
   "Forget KEY."
   (.write store "DELETE FROM kv WHERE key = ?" #((_name key "a key")))
   None)
+
+;; * Sessions
 
 (defn session-touch [store name gateway [ts None]]
   "Record that session NAME on GATEWAY was active at TS (now by default)."
@@ -326,6 +342,8 @@
         (.query store "SELECT name, gateway, created, last_seen FROM sessions
                        ORDER BY last_seen DESC, name")
         [:name name :gateway gateway :created created :last-seen seen]))
+
+;; * The inbox
 
 (defn inbox-add [store gateway key signal [done False] [ts None]]
   "Record SIGNAL (a plist) that GATEWAY received under KEY: its id, or None
@@ -347,6 +365,14 @@
                       #((_now ts) id))
             rowcount))))
 
+(defn inbox-continue [store id signal]
+  "The pending row ID now holds SIGNAL, the next step of its task (see
+   =task.org=); True when the row was pending."
+  (with [conn (.transaction store)]
+    (= 1 (. (.execute conn "UPDATE inbox SET signal = ? WHERE id = ? AND state = 'pending'"
+                      #((data-print signal) id))
+            rowcount))))
+
 (defn inbox-pending [store [gateway None]]
   "The pending rows, oldest first, as plists (:id N :gateway G :key K :signal S :created T)."
   (lfor [i g k s c] (if (is gateway None)
@@ -366,6 +392,8 @@
   (with [conn (.transaction store)]
     (. (.execute conn "DELETE FROM inbox WHERE state = 'done' AND done < ?" #((float before)))
        rowcount)))
+
+;; * Notices
 
 (defn notice-add [store signal [ts None]]
   "Keep the reply SIGNAL for the daemon to deliver; its id."

@@ -203,6 +203,114 @@ def test_a_task_that_ends_without_a_reply_is_done_once_its_session_is_quiet(env)
     assert inbox_count(env["store"]) == 0, inbox_pending(env["store"])
 
 
+# * A task's row: pending until the task ends, holding its next step
+
+def _probing(env, answers):
+    """A "probe" actuator that may touch the world (it records the pending rows
+    each time it runs), and a model answering ANSWERS in turn; the calls of each."""
+    store = env["store"]
+    probes, calls = [], []
+
+    def probe(action, ctx):
+        probes.append([(proto_get(r, K("id")), sensor_of(proto_get(r, K("signal")))) for r in inbox_pending(store)])
+        return [K("status"), K("ok"), K("output"), "probed"]
+
+    register_skill(make_skill("probe", actuators={"probe": {"run": probe, "schema": [], "doc": "looks",
+                                                              "effect": True}}))
+    answers = list(answers)
+
+    def complete(request):
+        calls.append([(proto_get(r, K("id")), sensor_of(proto_get(r, K("signal")))) for r in inbox_pending(store)])
+        answer = answers.pop(0) if len(answers) > 1 else answers[0]
+        if callable(answer):
+            answer = answer()
+        return [K("status"), K("ok"), K("provider"), "script", K("text"), answer]
+
+    env["complete"] = complete
+    return probes, calls
+
+
+def sensor_of(signal):
+    return proto_get(proto_get(signal, K("payload")), K("sensor")).name
+
+
+def test_a_row_stays_pending_until_its_task_ends_and_holds_its_next_step(env):
+    probes, calls = _probing(env, ['(:action :probe :explanation "look")',
+                                   '(:action :message :text "done")'])
+    rec = Recorder()
+
+    async def main():
+        hub = Hub(env, [rec.gateway()])
+        await hub.receive("rec", "u1", said("look, then answer"))
+        await hub.drain(10)
+        await hub.close()
+
+    asyncio.run(main())
+    kinds = [proto_get(proto_get(r, K("payload")), K("kind")).name for r in rec.delivered]
+    assert kinds == ["trace", "answer"], kinds
+    (row, sensor), = probes[0]
+    assert sensor == "user-input", probes
+    assert calls == [[(row, "user-input")], [(row, "tool-result")]], \
+        f"while the task goes on its row is pending and holds the next step: {calls}"
+    assert inbox_count(env["store"]) == 0 and inbox_count(env["store"], "done") == 1
+
+
+def test_a_restart_takes_the_task_up_after_its_last_action(env):
+    """The daemon stops while the model thinks after an action: the next start
+    goes on from the action's result, and the action does not run again."""
+    import threading
+    held = threading.Event()
+
+    class Killed(BaseException):
+        """The model call's thread dies with the daemon: nothing after it runs."""
+
+    def killed():
+        held.wait(20)
+        raise Killed()
+
+    probes, calls = _probing(env, ['(:action :probe :explanation "look")', killed])
+    rec = Recorder()
+
+    async def first():
+        hub = Hub(env, [rec.gateway()])
+        await hub.receive("rec", "u1", said("look, then answer"))
+        for _ in range(500):
+            if len(calls) == 2:
+                break
+            await asyncio.sleep(0.01)
+        await hub.close()
+        held.set()
+
+    asyncio.run(first())
+    assert len(probes) == 1 and len(calls) == 2, (probes, calls)
+    assert inbox_count(env["store"]) == 1, "the unfinished task's row is still pending"
+    probes2, calls2 = _probing(env, ['(:action :message :text "done after the restart")'])
+    rec2 = Recorder()
+    with InProcessDaemon(env, gateways=[rec2.gateway()]):
+        assert wait_for(lambda: "done after the restart" in rec2.texts()), rec2.texts()
+    assert probes2 == [], "the action that ran before the restart ran again"
+    assert [c[0][1] for c in calls2] == ["tool-result"], calls2
+    assert inbox_count(env["store"]) == 0
+
+
+def test_an_action_cut_off_by_a_crash_is_not_run_again(env):
+    """What kill -9 leaves while an action runs: its intent committed, no result.
+    The next start does not run it again; the person is told which it was."""
+    from passepartout.store import event_append
+    probes, calls = _probing(env, ['(:action :probe :explanation "look")'])
+    row = inbox_add(env["store"], "rec", "u1", said("look"))
+    event_append(env["store"], "intent", "rec:1",
+                 [K("action"), [K("action"), K("probe"), K("explanation"), "look"],
+                  K("task"), f"inbox-{row}", K("step"), 0])
+    rec = Recorder()
+    with InProcessDaemon(env, gateways=[rec.gateway()]):
+        assert wait_for(lambda: len(rec.delivered) == 1), rec.texts()
+    assert probes == [] and calls == [], (probes, calls)
+    text = rec.texts()[0]
+    assert "may have done part or all of its work" in text and ":probe" in text, text
+    assert inbox_count(env["store"]) == 0
+
+
 def test_what_was_pending_is_answered_at_start_in_order(env, caplog):
     caplog.set_level(logging.INFO)
     for i in range(4):

@@ -398,10 +398,10 @@
                                                            "effect" True}}))
   (scripted env ["(:action :probe :explanation \"look\")" "(:action :message :text \"done\")"])
   (setv replies (run-task env (user-says "probe it")))
-  (expect seen [["input" "outcome"]] "the events another process could read while the action ran")
+  (expect seen [["input" "outcome" "intent"]] "the events another process could read while the action ran")
   (expect (text-of (get replies -1)) "done" "the answer")
   (expect (lfor e (events (get env "store") :session "test:t1") (proto-get e ':kind))
-          ["input" "outcome" "result" "outcome" "answer"] "the events after the task"))
+          ["input" "outcome" "intent" "result" "outcome" "answer"] "the events after the task"))
 
 ;; * How fast a stop kills
 

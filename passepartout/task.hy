@@ -1,0 +1,139 @@
+;; * Why
+
+(import hashlib uuid
+        passepartout.proto [kw proto-get proto-put proto-merge proto-print]
+        passepartout.perceive [reply-signal]
+        passepartout.budget [ZERO]
+        passepartout.store [data-read event-append inbox-continue])
+
+;; * The state
+
+(defn fingerprint [#* values]
+  "A short hash of VALUES' printed text: what makes two actions (and results) the same."
+  (cut (.hexdigest (hashlib.sha256 (.encode (.join "\n" (map proto-print values)) "utf-8"))) 16))
+
+(defn _new-id [signal]
+  (setv inbox (proto-get (or (proto-get signal ':source) []) ':inbox))
+  (if (is inbox None)
+      (cut (. (uuid.uuid4) hex) 12)
+      f"inbox-{inbox}"))
+
+(defn task-state [signal [given None]]
+  "The state of the task SIGNAL belongs to: GIVEN's keys first, then the
+   signal's payload, then a new task's."
+  (setv payload (or (proto-get signal ':payload) [])
+        given (or given []))
+  (defn pick [key default]
+    (setv v (proto-get given key))
+    (if (is v None)
+        (do (setv v (proto-get payload key))
+            (if (is v None) default v))
+        v))
+  [:task (or (pick ':task None) (_new-id signal))
+   :step (pick ':step 0)
+   :seen (list (pick ':seen []))
+   :usage (or (pick ':usage None) ZERO)
+   :refused (list (pick ':refused []))])
+
+;; * Records
+
+(defn event-record [kind session data]
+  [:event kind :session session :data data])
+
+(defn write-records [store records [ts None]]
+  "Write RECORDS to STORE (inside the caller's transaction)."
+  (for [r records]
+    (if (is-not (proto-get r ':event) None)
+        (event-append store (proto-get r ':event) (proto-get r ':session) (proto-get r ':data)
+                      :ts (or (proto-get r ':ts) ts))
+        (inbox-continue store (proto-get r ':inbox) (proto-get r ':signal)))))
+
+;; * Finishing
+
+(defn ending [reply]
+  "REPLY, marked as the one that ends its task."
+  (proto-put reply ':payload (proto-put (proto-get reply ':payload) ':ends-task True)))
+
+(defn ends-task [reply]
+  "True when REPLY ends the task it belongs to."
+  (bool (proto-get (or (proto-get reply ':payload) []) ':ends-task)))
+
+(defn finish [signal state text [kind "answer"]]
+  "The task of STATE ends with TEXT told to the person: #(signals records)."
+  #([(ending (reply-signal signal text kind))]
+    [(event-record "answer" (proto-get signal ':session) [:text text :task (proto-get state ':task)])]))
+
+(defn stop [signal state why]
+  "The task ends early, for WHY."
+  (finish signal state (+ "Stopped: " why) "notice"))
+
+;; * Going on after an action
+
+(defn _trace [signal action result note]
+  (reply-signal signal (+ "ran " (proto-print action) " → "
+                          (. (or (proto-get result ':status) (kw "error")) name) note)
+                "trace"))
+
+(defn after-action [signal action result state budget [note ""] [extra None]]
+  "What follows RESULT of ACTION in the task of STATE: #(signals records).
+   BUDGET is the step budget; NOTE is added to the trace line; EXTRA is added
+   to the next step's payload (what else the model proposed and was not run)."
+  (setv session (proto-get signal ':session)
+        task (proto-get state ':task)
+        n (proto-get state ':step 0)
+        seen (list (proto-get state ':seen [])))
+  (when (= (. (proto-get action ':action) name) "message")
+    (return (finish signal state (or (proto-get result ':reply) (proto-get result ':error) ""))))
+  (setv mark (fingerprint action result)
+        records [(event-record "result" session [:action action :result result :task task :step n])]
+        trace (_trace signal action result note))
+  (defn ended [text]
+    (setv [signals more] (finish signal state text "notice"))
+    #((+ [trace] signals) (+ records more)))
+  (cond
+    (in mark seen)
+    (ended (+ "Stopped: the same action gave the same result twice, so the task was going round in circles. Last result: "
+              (proto-print result)))
+    (>= (+ n 1) budget)
+    (ended (+ f"Stopped after {budget} actions (the step budget of one task). Last result: "
+              (proto-print result)))
+    True
+    (do (setv next [:type :event
+                    :source (proto-get signal ':source)
+                    :session session
+                    :payload (+ [:sensor :tool-result :action action :result result]
+                                (or extra [])
+                                (proto-merge state [:step (+ n 1) :seen (+ seen [mark])]))]
+              inbox (proto-get (or (proto-get signal ':source) []) ':inbox))
+        #([trace next]
+          (+ records (if (is inbox None) [] [[:inbox inbox :signal next]]))))))
+
+;; * Nothing twice
+
+(defn intent [signal action state]
+  "The record that ACTION is about to run as step N of the task of STATE."
+  (event-record "intent" (proto-get signal ':session)
+                [:action action :task (proto-get state ':task) :step (proto-get state ':step 0)]))
+
+(defn cut-off [store signal state]
+  "The action the task of STATE was running at its current step when the
+   daemon stopped, or None."
+  (setv task (proto-get state ':task)
+        n (proto-get state ':step 0)
+        rows (.query store "SELECT kind, data FROM events
+                            WHERE session = ? AND kind IN ('intent', 'result')
+                              AND instr(data, ?) > 0
+                            ORDER BY id DESC LIMIT 16"
+                     #((proto-get signal ':session) (proto-print task))))
+  (setv found None)
+  (for [[kind data] rows]
+    (setv d (data-read data))
+    (when (and (= (proto-get d ':task) task) (= (proto-get d ':step) n))
+      (if (= kind "result")
+          (return None)
+          (setv found (proto-get d ':action)))))
+  found)
+
+(defn cut-off-text [action]
+  (+ "The daemon stopped while this action was running: " (proto-print action)
+     ". It may have done part or all of its work, so it was not run again, and its task has ended."))
