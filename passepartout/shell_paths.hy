@@ -1,12 +1,8 @@
-;; * Why
-
 (import fnmatch os posixpath re
         hy.models [Keyword]
         passepartout.shell-parse [HERE HOME MAX-CONTEXTS TMP UNKNOWN _kept _tilde]
         passepartout.shell-walk [ALLOW ESCALATE REJECT _clip]
         passepartout.workspace [path-inside runs-later SECRET-PATTERNS])
-
-;; * A context's folders
 
 (setv _indexes {}
       _context-keys #{"workspace" "home" "temp-dirs" "protected"})
@@ -143,8 +139,6 @@
 
 (defn _shown [path]
   (_clip (.replace path UNKNOWN "…") 100))
-
-;; * Secret locations
 
 (setv FLOOR-SECRET-DIRS [".ssh" ".aws" ".gnupg"]
       FLOOR-SECRET-FILES [".env" ".env.*"]
@@ -333,8 +327,6 @@
       (return #(severity what rule))))
   None)
 
-;; * Writes
-
 (setv HARMLESS-DEVICES #{"/dev/null" "/dev/zero" "/dev/full" "/dev/tty" "/dev/stdout"
                          "/dev/stderr" "/dev/stdin" "/dev/random" "/dev/urandom"}
       STARTUP-FILES [".bashrc" ".bash_profile" ".bash_login" ".bash_logout" ".profile"
@@ -418,8 +410,6 @@
   (lfor [path maybe given] (_concrete text (get rec "cwd") pc)
         (_write-verdict path maybe given pc rules what rule)))
 
-;; * Deletions
-
 (setv SYSTEM-DIRS #{"/" "/bin" "/boot" "/dev" "/etc" "/home" "/lib" "/lib32" "/lib64" "/libx32"
                     "/media" "/mnt" "/opt" "/proc" "/root" "/run" "/sbin" "/srv" "/sys" "/tmp"
                     "/usr" "/var" "/var/tmp" "/snap" "/nix" "/usr/bin" "/usr/sbin" "/usr/lib"
@@ -468,8 +458,6 @@
 (defn _judge-delete [text rec pc recursive what rule]
   (lfor [path maybe given] (_concrete text (get rec "cwd") pc)
         (_delete-verdict path maybe given pc recursive what rule)))
-
-;; * Reads
 
 (defn _path-candidates [arg]
   (setv out [arg])
