@@ -1,3 +1,5 @@
+;; * Why
+
 (import asyncio fcntl logging logging.handlers os signal sys time
         pathlib [Path]
         passepartout.config [ConfigError load-config ensure-dirs config-secrets]
@@ -10,6 +12,8 @@
         passepartout.gateway [Hub configured-gateways])
 
 (setv log (logging.getLogger "passepartout.daemon"))
+
+;; * Boot
 
 (defn _providers [config environ]
   (try
@@ -60,6 +64,8 @@
   "Release what boot acquired."
   (store-close (get env "store")))
 
+;; * One daemon per data dir
+
 (defclass DaemonRunning [Exception]
   "Another daemon holds the pid file.")
 
@@ -109,6 +115,8 @@
                (/ (Path (get config "data_dir")) "daemon.pid")])
   (if (= (get paths 0) (get paths 1)) (cut paths 1) paths))
 
+;; * Settings
+
 (setv DAEMON-DEFAULTS {"heartbeat" 60
                        "shutdown_grace" 10
                        "inbox_keep" 172800
@@ -132,6 +140,8 @@
     (raise (ConfigError "limits.model_concurrency should be a whole number")))
   out)
 
+;; * The log
+
 (defn setup-logging [config [settings None]]
   "Log to DATA_DIR/logs/daemon.log (rotated) and warnings to stderr; the handlers added."
   (setv settings (or settings (daemon-settings config))
@@ -154,6 +164,8 @@
   (.addHandler root err)
   [file err])
 
+;; * The heartbeat
+
 (setv HEARTBEAT-KEY "daemon:heartbeat")
 
 (defn :async _heartbeat [env hub settings started]
@@ -172,6 +184,8 @@
       (except [Exception]
         (.exception log "the heartbeat failed")))
     (await (asyncio.sleep (get settings "heartbeat")))))
+
+;; * Serving
 
 (defn _install-signals [loop stop hurry]
   "Set STOP on SIGTERM and SIGINT, HURRY on the second; the signals handled."
@@ -212,7 +226,8 @@
 
 (defn :async serve [env [gateways None] [services None] [stop None]]
   "Run the daemon on ENV until SIGTERM, SIGINT or the asyncio.Event STOP; 0.
-   GATEWAYS default to the configured ones; SERVICES are (fn :async [env runner])."
+   GATEWAYS default to the configured ones; SERVICES are (fn :async [env hub]),
+   given the hub, the one way in."
   (setv config (get env "config")
         settings (daemon-settings config)
         gateways (if (is gateways None) (configured-gateways env) (list gateways))
@@ -236,7 +251,7 @@
       (setv t (asyncio.create-task ((get g "run") hub)))
       (.add-done-callback t (_report-end (get g "name")))
       (.append tasks t))
-    (setv others (lfor s (or services []) (asyncio.create-task (s env hub.runner)))
+    (setv others (lfor s (or services []) (asyncio.create-task (s env hub)))
           beat (asyncio.create-task (_heartbeat env hub settings started)))
     (await (.wait stop))
     (.info log "stopping: no more input")
@@ -265,6 +280,8 @@
               (.exception log "gateway %s failed to close" (get g "name"))))))
       (for [[path fd] held]
         (release-pid-file path fd)))))
+
+;; * The command
 
 (defn :async _watch-skills [env runner]
   (await (hy.I.passepartout/repl.watch-skills env)))

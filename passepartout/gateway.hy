@@ -1,8 +1,8 @@
 ;; * Why
 
-(import asyncio importlib logging queue re threading
+(import asyncio importlib logging queue re threading uuid
         passepartout.config [ConfigError]
-        passepartout.proto [ProtoError proto-get proto-put]
+        passepartout.proto [ProtoError kw proto-get proto-put]
         passepartout.perceive [normalize-signal]
         passepartout.loop [Runner]
         passepartout.task [ends-task]
@@ -110,16 +110,21 @@
 
 (defn _gateway-of [source]
   (setv g (proto-get source ':gateway))
-  (if (isinstance g hy.models.Keyword) g.name (str g)))
+  (cond (is g None) None
+        (isinstance g hy.models.Keyword) g.name
+        True (str g)))
 
 (defclass Hub []
   "Between the gateways and the runner: what comes in is persisted before it
    is queued, and each reply goes to the gateway of its chat."
 
-  (defn __init__ [self env gateways [concurrency 4]]
+  (defn __init__ [self env gateways [concurrency 4] [fallback None]]
+    "FALLBACK, if given, delivers the replies whose gateway is not running
+     (the terminal chat shows them all)."
     (setv self.env env
           self.store (get env "store")
           self.gateways (dfor g gateways (get g "name") g)
+          self.fallback fallback
           self.runner (Runner env self.deliver :concurrency concurrency)
           self.writer (GroupWriter self.store)
           self.accepting True
@@ -136,13 +141,40 @@
       (await (self._submit id signal)))
     True)
 
+  (defn :async submit [self signal [key None]]
+    "Persist SIGNAL under KEY (a fresh one when None) for the gateway of its
+     source, then queue it; its session. The way in for what has no service
+     to redeliver: the terminal, the REPL, the approvals service."
+    (setv name (or (_gateway-of (or (proto-get signal ':source) [])) "repl"))
+    (await (.receive self name (or key (+ "local-" (. (uuid.uuid4) hex))) signal))
+    (try
+      (proto-get (normalize-signal signal) ':session)
+      (except [ProtoError] None)))
+
+  (defn :async emit [self signal [key None]]
+    "Deliver SIGNAL if it is a reply, else submit it under KEY (a service's output)."
+    (if (= (proto-get signal ':type) (kw "reply"))
+        (await (self.deliver signal))
+        (await (self.submit signal key))))
+
+  (defn :async idle [self session]
+    (await (.idle self.runner session)))
+
+  (defn :async stop [self session]
+    (await (.stop self.runner session)))
+
+  (defn [property] busy [self] self.runner.busy)
+
+  (defn [property] queues [self] self.runner.queues)
+
   (defn :async claim [self gateway key [note "answered by the gateway"]]
     "Record KEY of GATEWAY as received and done; False when it was received before."
     (is-not (await (.call self.writer inbox-add gateway key [:note note] True)) None))
 
-  (defn :async resume [self]
-    "Queue again what was received and not answered before the last stop; how many."
-    (setv rows (await (asyncio.to-thread inbox-pending self.store)))
+  (defn :async resume [self [gateway None]]
+    "Queue again what was received and not answered before the last stop (of
+     GATEWAY only, if given); how many."
+    (setv rows (await (asyncio.to-thread inbox-pending self.store gateway)))
     (for [row rows]
       (await (self._submit (proto-get row ':id) (proto-get row ':signal))))
     (len rows))
@@ -181,7 +213,7 @@
     (setv source (proto-get reply ':source [])
           session (proto-get reply ':session)
           name (_gateway-of source)
-          gateway (.get self.gateways name))
+          gateway (.get self.gateways name (when self.fallback {"deliver" self.fallback})))
     (if gateway
         (try
           (await ((get gateway "deliver") reply))

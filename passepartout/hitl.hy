@@ -1043,7 +1043,7 @@
   (notices-waiting store))
 
 (defn :async _deliver [env runner id signal]
-  (await (.emit runner signal))
+  (await (.emit runner signal :key f"notice:{id}"))
   (notice-delivered (get env "store") id ((get env "clock"))))
 
 (defn :async approvals-service [env runner]

@@ -362,8 +362,9 @@
     (when (in session self.queues)
       (await (.join (get self.queues session)))))
 
-  (defn :async emit [self signal]
-    "Deliver SIGNAL if it is a reply, else queue it on its session (a service's output)."
+  (defn :async emit [self signal [key None]]
+    "Deliver SIGNAL if it is a reply, else queue it on its session (a service's
+     output). KEY is for the hub's inbox; the runner keeps nothing."
     (await (self._emit signal)))
 
   (defn :async _emit [self signal [mark None]]

@@ -1,8 +1,12 @@
+;; * Why
+
 (import asyncio re sys time
         pathlib [Path]
         passepartout.act [action-name]
         passepartout.proto [ProtoError proto-get proto-read is-plist]
         passepartout.perceive [session-name])
+
+;; * What a reply looks like
 
 (setv SOURCE [:gateway :terminal :chat "local" :user "local"]
       SESSION (session-name SOURCE)
@@ -67,6 +71,8 @@
   "The signal of the person at the terminal saying TEXT."
   [:type :event :source SOURCE :payload [:sensor :user-input :text text]])
 
+;; * What a typed line becomes
+
 (setv LEAVE #{"/quit" "/exit" "exit" "quit"}
       ONE-KEY {"y" "/approve {code}" "a" "/approve {code} 30m" "n" "/deny {code}"})
 
@@ -79,23 +85,25 @@
         True #(None (+ (str (len codes)) " approvals are waiting here (" (.join ", " codes) "): "
                        "answer one with /approve CODE, /approve CODE 30m or /deny CODE."))))
 
-(defn _waiting-codes [runner]
-  (setv store (.get (or (getattr runner "env" None) {}) "store"))
+(defn _waiting-codes [hub]
+  (setv store (.get (or (getattr hub "env" None) {}) "store"))
   (if (is store None)
       []
       (lfor a (hy.I.passepartout/hitl.pending-approvals store SESSION) (proto-get a ':code))))
 
-(defn :async _send [runner text show]
+(defn :async _send [hub text show]
   "Send the typed TEXT; False when it asks to leave."
   (when (in (.lower (.strip text)) LEAVE)
     (return False))
-  (setv [line note] (one-key text (_waiting-codes runner)))
+  (setv [line note] (one-key text (_waiting-codes hub)))
   (when note (show note))
   (when line
-    (await (.submit runner (user-input line))))
+    (await (.submit hub (user-input line))))
   True)
 
-(defn :async chat-lines [runner [read-line None] [show print]]
+;; * Line by line
+
+(defn :async chat-lines [hub [read-line None] [show print]]
   "Chat over plain lines until end of input or /quit."
   (setv read-line (or read-line (fn [] (input "you> "))))
   (while True
@@ -103,13 +111,15 @@
       (setv line (await (asyncio.to-thread read-line)))
       (except [EOFError] (break)))
     (when (.strip line)
-      (when (not (await (_send runner line show)))
+      (when (not (await (_send hub line show)))
         (break))
-      (await (.idle runner SESSION)))))
+      (await (.idle hub SESSION)))))
 
-(defn _busy [runner]
-  (or (in SESSION runner.busy)
-      (and (in SESSION runner.queues) (not (.empty (get runner.queues SESSION))))))
+;; * The full terminal
+
+(defn _busy [hub]
+  (or (in SESSION hub.busy)
+      (and (in SESSION hub.queues) (not (.empty (get hub.queues SESSION))))))
 
 (defn _key-bindings []
   (import prompt_toolkit.key_binding [KeyBindings])
@@ -118,14 +128,14 @@
     (.insert-text event.current-buffer "\n"))
   kb)
 
-(defn :async chat-terminal [runner [history-path None] [input None] [output None] [show print]]
+(defn :async chat-terminal [hub [history-path None] [input None] [output None] [show print]]
   "Chat in a prompt_toolkit terminal until Ctrl-D or /quit."
   (import prompt_toolkit [PromptSession]
           prompt_toolkit.history [FileHistory InMemoryHistory]
           prompt_toolkit.patch_stdout [patch-stdout])
   (setv started [None])
   (defn toolbar []
-    (if (_busy runner)
+    (if (_busy hub)
         (do (when (is (get started 0) None) (setv (get started 0) (time.monotonic)))
             f"thinking… {(- (time.monotonic) (get started 0)) :.1f} s   (Ctrl-C stops it)")
         (do (setv (get started 0) None)
@@ -141,11 +151,11 @@
       (try
         (setv text (await (.prompt-async session "you> ")))
         (except [KeyboardInterrupt]
-          (if (_busy runner)
-              (await (.submit runner (user-input "/stop")))
+          (if (_busy hub)
+              (await (.submit hub (user-input "/stop")))
               (show "(Ctrl-D leaves)"))
           (continue))
         (except [EOFError] (break)))
-      (when (and (.strip text) (not (await (_send runner text show))))
+      (when (and (.strip text) (not (await (_send hub text show))))
         (break))))
-  (await (.idle runner SESSION)))
+  (await (.idle hub SESSION)))
