@@ -387,8 +387,15 @@
                  #((if waiting 0 1) self.arrivals signal waiting)))
 
   (defn :async _step [self signal mark]
+    "Step SIGNAL on a worker thread, holding a slot. Cancelled (its task was
+     stopped), it gives the slot back at once; the thread finishes on its own."
     (with [:async self.limit]
-      (await (asyncio.to-thread step signal self.env :mark mark))))
+      (setv thread (asyncio.ensure-future (asyncio.to-thread step signal self.env :mark mark)))
+      (try
+        (await (asyncio.shield thread))
+        (except [asyncio.CancelledError]
+          (.add-done-callback thread _abandoned)
+          (raise)))))
 
   (defn :async _unless-stopped [self session mark job]
     "What JOB emitted, or nothing as soon as SESSION is stopped (JOB then
@@ -400,7 +407,7 @@
         (await (asyncio.wait [job waiter] :return-when asyncio.FIRST-COMPLETED))
         (finally (.cancel waiter)))
       (cond
-        (stopped-since session mark) (do (.add-done-callback job _abandoned)
+        (stopped-since session mark) (do (.cancel job)
                                          (return []))
         (.done job) (return (.result job))
         True (.clear wake))))

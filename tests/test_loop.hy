@@ -311,6 +311,27 @@
   (setv day (hy.I.passepartout.budget.day-usage (get env "store") (hy.I.time.time)))
   (expect (proto-get day ':cost) 0.25 "the abandoned call's cost, counted"))
 
+(defn test-an-abandoned-model-call-gives-its-slot-back [env]
+  "With one slot for all sessions, a stopped session's hung call must not keep
+   another session waiting."
+  (setv delivered []
+        [started release calls] (blocking-model env "(:action :message :text \"late\")"))
+  (defn :async main []
+    (setv runner (Runner env (fn [r] (.append delivered r)) :concurrency 1))
+    (await (.submit runner (user-says "think" "a")))
+    (await (asyncio.to-thread started.wait 10))
+    (await (.submit runner (user-says "/stop" "a")))
+    (await (.submit runner (user-says "hello" "b")))
+    (await (asyncio.wait-for (.idle runner "test:b") 5))
+    (assert (not (.is-set release)) "session b waited for the abandoned call of session a")
+    (.set release)
+    (await (asyncio.sleep 0.3))
+    (await (.close runner)))
+  (asyncio.run (main))
+  (setv texts (lfor r delivered (text-of r)))
+  (expect texts ["Stopped: the model call was abandoned. Nothing more of that task will run." "fresh"]
+          "what the two sessions were told"))
+
 (defn test-stop-drops-the-queued-next-step [env]
   (setv delivered []
         workspace (Path (get env "config" "workspace"))
