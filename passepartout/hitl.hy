@@ -414,6 +414,8 @@
        ". Nothing more was run.")
     (= state "failed")
     f"Approval {code} was approved at {at} by {by} but did not run: {note}."
+    (= state "withdrawn")
+    f"Approval {code} was withdrawn at {at} by {by} with /stop; its action was not run."
     True f"Approval {code} is {state}."))
 
 ;; * Answering
@@ -789,6 +791,25 @@
         (.append out (reply-signal (_origin a) text "notice"))
         (notice-add store (get out -1) now))))
   out)
+
+(defn withdraw-waiting [store session who now]
+  "Withdraw the pending approvals asked in SESSION (its task was stopped by
+   WHO); their codes."
+  (setv codes [])
+  (for [[id] (.query store "SELECT id FROM approvals WHERE session = ? AND state = 'pending' ORDER BY id"
+                     #(session))]
+    (with [conn (.transaction store)]
+      (when (= 1 (. (.execute conn "UPDATE approvals SET state = 'withdrawn', decided = ?, decided_by = ?
+                                    WHERE id = ? AND state = 'pending'"
+                              #(now who id))
+                    rowcount))
+        (setv a (get-approval store id))
+        (_event store "withdrawn" a who now)
+        (event-append store "answer" session
+                      [:text f"Approval {(proto-get a ':code)} was withdrawn by /stop; its action was not run."
+                       :task (proto-get (proto-get a ':task) ':task)] :ts now)
+        (.append codes (proto-get a ':code)))))
+  codes)
 
 (defn _process-start [pid]
   "When process PID started (seconds since the epoch), or None where /proc cannot say."

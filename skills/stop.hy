@@ -1,5 +1,9 @@
+;; * stop: ending the session's task
+
 (require passepartout.macros [defskill])
-(import passepartout.act [stop-task]
+(import passepartout.act [stop-task stop-text]
+        passepartout.context [context-runtime]
+        passepartout.hitl [withdraw-waiting identity-of]
         passepartout.perceive [reply-signal sensor-of]
         passepartout.proto [proto-get])
 
@@ -9,9 +13,27 @@
        (isinstance text str)
        (= (.strip text) "/stop")))
 
+(defn _withdrawn [signal ctx]
+  "The codes of SIGNAL's session's approvals this stop withdrew."
+  (setv store (context-runtime ctx "store"))
+  (if (is store None)
+      []
+      (withdraw-waiting store (proto-get signal ':session)
+                        (identity-of (proto-get signal ':source)) (proto-get ctx ':now))))
+
 (defn on-stop [signal ctx]
   (when (is-stop signal)
-    [(reply-signal signal (stop-task (proto-get signal ':session)) "notice")]))
+    (setv text (stop-task (proto-get signal ':session))
+          codes (_withdrawn signal ctx))
+    (when codes
+      (setv withdrawn (+ "the approval" (if (> (len codes) 1) "s " " ") (.join ", " codes)
+                         " waiting here " (if (> (len codes) 1) "were" "was")
+                         " withdrawn, and " (if (> (len codes) 1) "their actions" "its action")
+                         " will not run.")
+            text (if (= text (stop-text []))
+                     (+ "Stopped: " withdrawn)
+                     (+ text " Also, " withdrawn))))
+    [(reply-signal signal text "notice")]))
 
 (setv on-stop.immediate is-stop
       on-stop.commands [["/stop" "end the task running here: its command is killed, its model call dropped"]])

@@ -273,6 +273,16 @@
   (expect (state-of env code) "denied" "state")
   (expect (dotenv env) None "the .env file"))
 
+(defn test-stop-withdraws-the-approval-the-task-waits-for [env]
+  (setv [_ code _] (ask env))
+  (setv replies (answer env "/stop"))
+  (has (texts replies) f"the approval {code} waiting here was withdrawn")
+  (expect (state-of env code) "withdrawn" "state")
+  (setv again (answer env f"/approve {code}"))
+  (has (texts again) f"Approval {code} was withdrawn at")
+  (expect (dotenv env) None "the .env file")
+  (expect (len (approval-events env "withdrawn")) 1 "withdrawal events"))
+
 (defn test-a-code-from-another-session-is-refused [env]
   (setv [_ code _] (ask env))
   (setv replies (answer env f"/approve {code}" :chat "t2"))
