@@ -1,7 +1,11 @@
+;; * Why
+
 (import contextlib threading
         hy.models [Keyword]
         passepartout.proto [is-plist proto-get proto-put]
         passepartout.skills [actuator-for skill-functions])
+
+;; * Results
 
 (defn error-result [message]
   "A failed result plist: (:status :error :error MESSAGE)."
@@ -19,6 +23,8 @@
   (if (> total limit)
       (+ text f"\n[… {(- total limit)} more bytes cut …]")
       text))
+
+;; * Dispatch
 
 (defn action-name [action]
   "The name of ACTION's :action as text (\"shell\"), or None."
@@ -54,6 +60,8 @@
    ⇒ (:status :ok :reply \"hi\" :action-name \"message\")"
   (setv name (action-name action))
   (proto-put (_filtered action (_run name action ctx) ctx) ':action-name name))
+
+;; * Stopping a session's task
 
 (setv _stops-lock (threading.Lock)
       _stop-marks {}

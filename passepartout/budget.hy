@@ -1,9 +1,13 @@
+;; * Why
+
 (import time
         passepartout.proto [kw proto-get]
         passepartout.store [kv-get kv-put])
 
 (setv DEFAULTS {"task_tokens" 200000 "task_cost" 1.0 "day_tokens" 2000000 "day_cost" 10.0}
       ZERO [:prompt-tokens 0 :completion-tokens 0 :cost 0.0])
+
+;; * Adding up
 
 (setv _prompt (kw "prompt-tokens")
       _completion (kw "completion-tokens")
@@ -21,6 +25,8 @@
 (defn usage-tokens [u]
   (+ (or (proto-get u _prompt) 0) (or (proto-get u _completion) 0)))
 
+;; * The day's usage, in the store
+
 (defn _day-key [now]
   (+ "usage-day:" (time.strftime "%Y-%m-%d" (time.localtime now))))
 
@@ -33,6 +39,8 @@
    sessions adding at once lose nothing)."
   (with [_ (.transaction store)]
     (kv-put store (_day-key now) (usage-add (day-usage store now) usage))))
+
+;; * The check
 
 (defn budget-limits [config]
   "The budget limits of CONFIG, defaults filled in."

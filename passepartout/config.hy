@@ -1,8 +1,12 @@
+;; * Why
+
 (import copy difflib importlib.util os re tomllib
         pathlib [Path])
 
 (defclass ConfigError [Exception]
   "A configuration that cannot be used, and why.")
+
+;; * Where things are
 
 (defn _env [env name]
   "The value of NAME in ENV, or None when it is unset or empty."
@@ -35,6 +39,8 @@
         True #((os.path.join (_xdg env "XDG_CONFIG_HOME" ".config") "passepartout" "config.toml")
                False)))
 
+;; * Reading the file
+
 (defn _read-toml [path explicit]
   "The table in the TOML file PATH; {} when it is absent and was not EXPLICIT."
   (try
@@ -50,6 +56,8 @@
       (raise (ConfigError f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") :from e))
     (except [e OSError]
       (raise (ConfigError f"{path}: {(or e.strerror e)}") :from e))))
+
+;; * Refusing secrets
 
 (setv _secret-key-re (re.compile
                        r"(?:^|_)(?:api_?key|(?:secret|private|access)_?key|token|password|passwd|passphrase|secret|credentials?)\Z"))
@@ -93,6 +101,8 @@
                 " like a secret, and secrets are never read from the config file: "
                 "name an environment variable that holds it instead, e.g. "
                 f"{leaf}_env = \"{(_example-var name)}\"")))))
+
+;; * The schema
 
 (defn _key [kind default doc #** more]
   "One key of the schema: its KIND, its DEFAULT (None: none, or computed; SHOWN
@@ -224,6 +234,8 @@
   "The keys the section NAME may hold, in the schema's order."
   (list (get (schema-section name) "keys")))
 
+;; ** Checking a file against it
+
 (defn _number [v]
   (and (isinstance v #(int float)) (not (isinstance v bool))))
 
@@ -324,6 +336,8 @@
           (not (in k known)) (raise (_unknown file "" k known))
           True (_check-section file (schema-section k) v))))
 
+;; ** The reference, printed from it
+
 (defn _toml [v]
   (cond (isinstance v bool) (if v "true" "false")
         (isinstance v str) f"\"{v}\""
@@ -357,6 +371,8 @@
                 (_reference-table out f"[{name}.{sub}]" (get t "doc") (get t "keys"))))))
   (.join "\n" out))
 
+;; * Defaults and merging
+
 (defn _kind [v]
   (cond (isinstance v bool) "a boolean"
         (isinstance v #(int float)) "a number"
@@ -389,6 +405,8 @@
   (| section
      {"home_paths" (lfor p paths (_expand p env (_home env)))
       "bwrap" (if (get section "bwrap") (_expand (get section "bwrap") env (os.path.dirname file)) "")}))
+
+;; * Loading
 
 (defn _file-path [raw key file env]
   "The path the file gives for KEY, absolute, or None."
@@ -436,6 +454,8 @@
           "config_path" file
           "config_file" (if (os.path.isfile file) file None)}))
 
+;; * The secrets the daemon holds
+
 (setv _gateway-secret-vars {"telegram" ["TELEGRAM_BOT_TOKEN"]}
       _secret-var-re (re.compile
                        r"(?:^|_)(?:API_?KEY|(?:SECRET|PRIVATE|ACCESS)_?KEY|TOKEN|PASSWORD|PASSWD|PASSPHRASE|SECRET)\Z")
@@ -469,6 +489,8 @@
     (when (and v (_secret-var-re.search (.upper name)) (>= (len v) _guessed-min-length))
       (.add values v)))
   (sorted values :key (fn [v] #((- (len v)) v))))
+
+;; * Folders
 
 (defn ensure-dirs [cfg]
   "Create the data dir, workspace and runtime dir of CFG; their paths."

@@ -1,9 +1,13 @@
+;; * Why
+
 (import os tempfile time
         functools [lru-cache]
         pathlib [Path]
         passepartout.proto [kw proto-get proto-put proto-without]
         passepartout.sandbox [sandbox-status]
         passepartout.workspace [path-inside])
+
+;; * Building one
 
 (defn [(lru-cache :maxsize 256)] _real [p]
   (str (.resolve (.expanduser (Path p)))))

@@ -1,12 +1,18 @@
+;; * Why
+
 (import ast json re
         passepartout.proto [ProtoError kw proto-get proto-put proto-has proto-without
                             proto-read proto-normalize proto-from-data is-plist])
+
+;; * Bounds and vocabulary
 
 (setv MAX-TEXT 65536
       MAX-DEPTH 32
       MAX-UNCLOSED 64
       ACTIONS #{"message" "shell" "read-file" "write-file" "memory-add" "memory-search"
                 "spawn" "schedule"})
+
+;; * Reasoning and stop tokens
 
 (setv _THINK-TAGS "think|thinking|reasoning|reflection|thought"
       _closed-re (re.compile (+ r"<(" _THINK-TAGS r")>.*?</\1>|\[THINK\].*?\[/THINK\]"
@@ -34,6 +40,8 @@
                             " block: close the reasoning and give the action after it"))))
     (setv text before))
   (.strip (.sub _stop-re "" text)))
+
+;; * Lenient JSON
 
 (setv _json5 None)
 
@@ -73,6 +81,8 @@
     (except [e #(ValueError RecursionError MemoryError)]
       (raise (ProtoError f"not valid JSON: {first-error}")))))
 
+;; * Spans
+
 (setv _pairs {"{" "}" "[" "]" "(" ")"})
 
 (defn _span-end [text start]
@@ -103,6 +113,8 @@
                        (when (not stack) (return #((+ i 1) True depth)))))
     (+= i 1))
   #(n False depth))
+
+;; * Normalising what was read
 
 (setv _NAME-KEYS #("name" "tool" "tool_name" "function" "recipient_name")
       _ARGS-KEYS #("arguments" "parameters" "args" "input" "tool_input" "action_input" "params")
@@ -205,6 +217,8 @@
         (when a (proto-put p ':payload a)))
     True None))
 
+;; * Python-looking calls
+
 (defn _literal [node]
   (cond
     (isinstance node ast.Constant)
@@ -254,6 +268,8 @@
                                      (raise (ProtoError "name every argument")))
                                    k.arg)
                                (_literal k.value))))))
+
+;; * Tagged calls
 
 (setv _tool-call-re (re.compile r"<(tool_call|function_call)>\s*(.*?)\s*(?:</\1>|\Z)" (| re.S re.I))
       _function-tag-re (re.compile r"<function=([^>\s]+)>\s*(.*?)\s*(?:</function>|\Z)" re.S)
@@ -324,6 +340,8 @@
                 (_from-values (_json-values rest) "<|python_tag|>")
                 (sum (lfor part (.split rest ";") :if (.strip part) (pythonic-proposals part)) []))))
   None)
+
+;; * Proposals in prose
 
 (setv _fence-re (re.compile r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:```|\Z)" re.S)
       _opener-re (re.compile r"\(\s*:|\{|\[\s*\{")
@@ -439,6 +457,8 @@
     (setv i (if closed end (+ start 1))))
   (sorted out :key (fn [c] (get c 0))))
 
+;; * The answer
+
 (defn _result [proposals]
   [:proposal (get proposals 0) :unrun (list (cut proposals 1 None))])
 
@@ -487,6 +507,8 @@
     meant (_result meant)
     failed (raise (ProtoError (get failed 0)))
     True [:message answer]))
+
+;; * Figures on the labelled set
 
 (import os)
 

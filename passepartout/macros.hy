@@ -1,3 +1,5 @@
+;; * defskill
+
 (defmacro defskill [name #* body]
   "Define a skill and register it: (defskill NAME [DOC] :key value …).
 

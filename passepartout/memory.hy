@@ -1,4 +1,8 @@
+;; * Why
+
 (import re time)
+
+;; * Adding
 
 (setv _surrogate-re (re.compile r"[\ud800-\udfff]"))
 
@@ -12,6 +16,8 @@
   (.write store "INSERT INTO memory (ts, session, text) VALUES (?, ?, ?)"
           #((if (is ts None) (time.time) (float ts)) session
             (_surrogate-re.sub "\ufffd" text))))
+
+;; * Searching
 
 (setv MAX-TERMS 32
       _word-re (re.compile r"[^\W_]+"))

@@ -1,6 +1,12 @@
+;; * Why
+
+;; ** Why a reader of our own
+
 (import math re json
         functools [lru-cache]
         hy.models [Keyword])
+
+;; * Errors and limits
 
 (defclass ProtoError [ValueError]
   "Text that is not an acceptable message. POS is the offset where reading failed."
@@ -12,6 +18,8 @@
 (setv MAX-BYTES 65536
       MAX-DEPTH 32
       MAX-INT-DIGITS 4300)
+
+;; * Reading
 
 (setv _token-re (re.compile
                   (.join "|"
@@ -167,6 +175,8 @@
   (_check-size text max-bytes)
   (list (_read-forms text max-depth)))
 
+;; * Reading a stream
+
 (setv _stream-re (re.compile
                    #[re[[ \t\r\n\f\v,]+|;[^\n]*|"(?:[^"\\\n]|\\[^\n]|\\?\n(?!\())*"?|\(|\)|[^\s()";]+|.]re]
                    re.S))
@@ -243,6 +253,8 @@
                       True (do (yield #(o chunk None err))
                                (setv i after)))))))))
 
+;; * Printing
+
 (setv _print-escapes {"\\" "\\\\" "\"" "\\\"" "\n" "\\n" "\t" "\\t" "\r" "\\r"}
       _needs-escape-re (re.compile #[re[[\\"\x00-\x1f\x7f\u2028\u2029\ud800-\udfff]]re]))
 
@@ -284,6 +296,8 @@
         (when (isinstance x #(list tuple))
           (.append stack #(x (+ d 1)))))))
   deepest)
+
+;; * Working with plists
 
 (defn kw [name]
   "The keyword called NAME; (kw \"payload\") is :payload."
@@ -345,6 +359,8 @@
   "The keys of PLIST, in order."
   (list (cut plist None None 2)))
 
+;; * Normalising
+
 (defn _normal-keyword [k]
   (setv name (.replace (.lower k.name) "_" "-"))
   (if (= name k.name) k (_keyword name)))
@@ -354,6 +370,8 @@
   (cond (isinstance value Keyword) (_normal-keyword value)
         (isinstance value list) (lfor v value (proto-normalize v))
         True value))
+
+;; * JSON at the edge
 
 (setv _keyword-valued #{"action" "type" "sensor" "verdict" "status"})
 

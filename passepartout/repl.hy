@@ -1,3 +1,5 @@
+;; * Why
+
 (import asyncio ctypes json logging os secrets socket stat struct sys tempfile
         threading time traceback types
         concurrent.futures [ThreadPoolExecutor]
@@ -15,6 +17,8 @@
 
 (setv log (logging.getLogger "passepartout.repl"))
 
+;; * Limits
+
 (setv SOCKET-NAME "repl.sock"
       MAX-REQUEST (* 1024 1024)
       MAX-VALUE 100000
@@ -31,6 +35,8 @@
   (if (<= (len text) limit)
       text
       (+ (cut text limit) f"\n… [truncated: {(len text)} characters in all]")))
+
+;; * Output of a form
 
 (setv _capture (threading.local))
 
@@ -82,6 +88,8 @@
     (when (not (isinstance (getattr sys name) _ThreadOutput))
       (setattr sys name (_ThreadOutput (getattr sys name))))))
 
+;; * The namespace
+
 (setv _register-head (hy.read "hy.I.passepartout/skills.register-skill")
       _replace-head (hy.read "hy.I.passepartout/skills.replace-skill"))
 
@@ -111,6 +119,8 @@
                           (or bindings {})))]
     (setv (get (. ns __dict__) (hy.mangle k)) v))
   ns)
+
+;; * Evaluating with a timeout
 
 (defclass EvaluationTimeout [BaseException]
   "Raised inside a form's thread when its time is up.")
@@ -180,6 +190,8 @@
                     "error" f"Timeout: the forms did not finish within {timeout :g} s; they were interrupted"
                     "traceback" ""})))
   (| answer {"output" (.text capture)}))
+
+;; * The handler
 
 (setv _pending {})
 
@@ -254,6 +266,8 @@
                "nothing evaluated the forms: the repl skill is not loaded (is it disabled in the config?)")
    "traceback" ""
    "output" ""})
+
+;; * Hot reload
 
 (setv _stamps {}
       _reload-lock (threading.Lock))
@@ -350,6 +364,10 @@
   (setv results (reload-skills (or (context-runtime ctx "config") {}) :force (= words ["/reload" "all"])))
   [(reply-signal signal (reload-summary results) "notice")])
 
+;; * The socket
+
+;; ** Who may connect
+
 (defn peer-credentials [sock]
   "#(pid uid gid) of the process at the other end of the Unix socket SOCK."
   (struct.unpack "3i" (.getsockopt sock socket.SOL-SOCKET socket.SO-PEERCRED (struct.calcsize "3i"))))
@@ -358,6 +376,8 @@
   "True when a peer running as UID may use the REPL of a daemon running as
    OWN-UID (this process's user by default): only the same user may."
   (= uid (if (is own-uid None) (os.getuid) own-uid)))
+
+;; ** Where it listens
 
 (defn socket-path [config]
   "The REPL socket of the daemon that CONFIG describes."
@@ -387,6 +407,8 @@
         (when (os.path.lexists path) (os.unlink path))
         (return None))))
   (raise (ReplError f"{path}: another daemon is already listening there")))
+
+;; ** Serving
 
 (defn _request [line]
   "#(forms timeout) from a request LINE, or a ValueError saying what is wrong."
@@ -535,6 +557,8 @@
       (finally
         (.pop _pending rid None)))))
 
+;; ** Running it
+
 (defn :async start-repl [env [runner None] [path None] [uid None]]
   "A Repl listening on PATH (the runtime dir's repl.sock by default)."
   (await (.start (Repl env runner path uid))))
@@ -590,6 +614,8 @@
     (when (and self.loop (.is-alive self.thread))
       (.call-soon-threadsafe self.loop (. self.stopping set))
       (.join self.thread 30))))
+
+;; * Figures
 
 (defn _client-command []
   "The client as bin/repl runs it (or as a script, installed), and the console script if any."

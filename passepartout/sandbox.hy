@@ -1,3 +1,5 @@
+;; * Why
+
 (import functools [lru-cache]
         importlib os shutil subprocess
         passepartout.proto [proto-get])
@@ -7,6 +9,8 @@
       NETWORK-MODES #("off" "policy" "on")
       SETTINGS {"mode" "auto" "network" "policy" "bwrap" "" "home_paths" []}
       SYSTEM-DIRS ["/usr" "/bin" "/sbin" "/lib" "/lib32" "/lib64" "/libx32" "/etc" "/opt"])
+
+;; * Which protection is in force
 
 (defn sandbox-settings [config]
   "The [sandbox] table of CONFIG with the defaults filled in."
@@ -86,6 +90,8 @@
     True
     f"no sandbox ({(proto-get status ':why)}): every shell action asks a person first"))
 
+;; * Network as a capability
+
 (defn _network-fetch [cmd]
   (try
     (setv f (getattr (importlib.import-module "passepartout.shell") "network_fetch" None))
@@ -99,6 +105,8 @@
         (!= mode "policy") False
         (is (proto-get ctx ':approved) True) True
         True (_network-fetch (proto-get action ':cmd))))
+
+;; * The command line
 
 (defn _under [path root]
   (or (= path root) (.startswith path (+ (.rstrip root "/") "/"))))
@@ -190,6 +198,8 @@
           #((sandbox-argv status ctx ["/bin/sh" "-c" cmd] env :network (network-allowed action ctx))
             env))
       #(["/bin/sh" "-c" _holder "/bin/sh" cmd] env)))
+
+;; * Telling an action from a person
 
 (defn _pid-ns [pid]
   (os.readlink f"/proc/{pid}/ns/pid"))

@@ -1,7 +1,11 @@
+;; * Why
+
 (import base64 binascii math re
         collections [Counter]
         functools [lru-cache]
         urllib.parse [quote :as url-quote quote-plus])
+
+;; * Provider rules
 
 (defn _rule [kind words pattern [group 0] [check None] [flags 0]]
   {"kind" kind "words" words "pattern" pattern "flags" flags "group" group "check" check})
@@ -70,6 +74,8 @@
         (setv g (get rule "group"))
         (.append out #((.start m g) (.end m g) (get rule "kind"))))))
   out)
+
+;; * Does a token look random?
 
 (setv _c-log-c (lfor c (range 1025) (if c (* c (math.log2 c)) 0.0)))
 
@@ -153,6 +159,8 @@
              (_random-enough token 36)))
     True False))
 
+;; * Encoded text
+
 (setv _printable (bytes (+ [9 10 13] (list (range 32 127)))))
 
 (defn _text-bytes [data]
@@ -173,6 +181,8 @@
                    (base64.b64decode padded :validate True)))
     (except [[binascii.Error ValueError]] (return None)))
   (when (_text-bytes data) "base64"))
+
+;; * Bare tokens
 
 (setv _token-re (re.compile r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{24,}={0,2}(?![A-Za-z0-9+/_=-])")
       _digest-word-re (re.compile
@@ -219,6 +229,8 @@
     (when kind
       (.append out #((.start m) (.end m) kind))))
   out)
+
+;; * Key and value
 
 (setv _password-name-re (re.compile #[re[(?:passw(?:or)?d|passphrase|pwd)(?:[_.-]?(?:confirm(?:ation)?|again|\d))?$|[^a-z]pass$]re])
       _credential-name-re (re.compile #[re[(?:secret|token|credentials?|(?:api|access|private|auth|secret)[_.-]?key|apikey|authkey|client[_.-]?secret|authorization|bearer)\d?$]re])
@@ -320,6 +332,8 @@
         (.append out #(a b (if (= strength "password") "password" "credential value"))))))
   out)
 
+;; * URLs
+
 (setv _url-re (re.compile #[re[\b[A-Za-z][A-Za-z0-9+.-]{1,20}://[^\s"'<>`]+]re])
       _url-password-re (re.compile #[re[\b[A-Za-z][A-Za-z0-9+.-]{1,20}://([^\s:/?#@"'<>]+):([^\s/?#@"'<>]+)@]re])
       _url-token-re (re.compile #[re[\b[A-Za-z][A-Za-z0-9+.-]{1,20}://([A-Za-z0-9_-]{24,})@]re]))
@@ -334,6 +348,8 @@
       (when (looks-random (.group m 1))
         (.append out #((.start m 1) (.end m 1) "token in a URL")))))
   out)
+
+;; * The daemon's own secrets
 
 (setv OWN-KIND "the daemon's own secret"
       _short-secret 8
@@ -397,6 +413,8 @@
     (for [m (.finditer short text)]
       (.append out #((.start m) (.end m) OWN-KIND))))
   out)
+
+;; * Finding and redacting
 
 (defn _merge [findings]
   "FINDINGS without overlaps, sorted by start; an overlap keeps the kind of the first found."

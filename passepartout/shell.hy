@@ -1,3 +1,7 @@
+;; * Why
+
+;; ** The modules
+
 (import fnmatch functools posixpath re shutil
         passepartout.proto [proto-get]
         passepartout.workspace [path-inside BUILD-FILES]
@@ -12,6 +16,10 @@
         passepartout.shell-paths [_concrete _device _glob-re _judge-delete _judge-write
                                   _name-match _named-paths _names-regex _norm _places
                                   _read-verdicts _realpath _resolve _shown _tree-verdicts])
+
+;; * Judging a command
+
+;; ** Effects declared by rules
 
 (defn _positional [mode ops]
   (cond (= mode "operands") ops
@@ -75,6 +83,8 @@
     (.extend out (_judge-sed rec parsed pc rules nest name targets)))
   #(out targets))
 
+;; ** sed scripts
+
 (defn _judge-sed [rec parsed pc rules nest rule targets]
   (setv opts (get parsed "opts")
         names (get parsed "names")
@@ -104,6 +114,8 @@
       (.add targets f)
       (.extend out (_judge-write f rec pc rules "edits in place" rule))))
   out)
+
+;; ** git settings
 
 (setv _git-config-values #{"-f" "--file" "--blob" "--type" "--default" "--comment" "--value"}
       _git-config-reads #{"-l" "--list" "--unset" "--unset-all" "--remove-section"
@@ -159,6 +171,8 @@
     (when (and (not reading) (>= (len ops) 2))
       (.extend out (_git-setting f"{(get ops 0)}={(get ops 1)}" pc rules nest))))
   out)
+
+;; ** The floor
 
 (setv DELETERS #{"rm" "rmdir" "unlink" "shred" "srm" "wipe"}
       MKFS #{"mke2fs" "mkdosfs" "mkntfs" "mkswap" "newfs" "wipefs" "mkfs"}
@@ -280,6 +294,8 @@
   (when (and script (.startswith script "/dev/fd/"))
     (.append out [ESCALATE f"{name} runs a script another command produces" "floor-dynamic-code"]))
   out)
+
+;; ** One command
 
 (defn _default-verdicts [rec pc rules]
   (setv args (cut (get rec "argv") 1 None)
@@ -446,6 +462,8 @@
     (.append out [ESCALATE f"names a path that {(.join ", " (sorted (& (get rec "inner") COMPUTERS)))} computes when it runs, so what it reads is not known" "floor-computed-path"]))
   #(out (or allowed (if (get rec "launcher") None "known-program"))))
 
+;; ** Redirections and assignments
+
 (defn _redirect-verdicts [r pc rules]
   (setv rec {"cwd" (get r "cwd")}
         target (get r "target")
@@ -477,6 +495,8 @@
   "True when the variable NAME is one of the code-loading names or globs of RULES."
   (or (in name (get rules "code-loading"))
       (any (gfor g (get rules "code-loading-globs") (fnmatch.fnmatchcase name g)))))
+
+;; ** Across the command line
 
 (setv FETCHERS #{"curl" "wget" "fetch" "aria2c" "axel" "http" "https" "xh" "xhs" "lwp-request"
                  "GET"}
@@ -591,6 +611,8 @@
               (break)))))))
   verdicts)
 
+;; ** The verdict
+
 (defn _worst [verdicts]
   (setv worst None)
   (for [v verdicts]
@@ -633,6 +655,8 @@
   (cond (= severity REJECT) [_verdict-key _reject _reason-key reason _rule-key rule]
         (= severity ESCALATE) [_verdict-key _escalate _reason-key reason _rule-key rule]
         True [_verdict-key _allow _rule-key rule]))
+
+;; * The gate's entry point
 
 (setv RULES None
       RULES-ERROR None)
@@ -683,6 +707,8 @@
         (if worst
             (_verdict #* worst)
             (_verdict ALLOW None (or allowed "known-program"))))))
+
+;; * What a command line needs from the sandbox
 
 (setv GIT-REMOTE #{"clone" "fetch" "pull" "ls-remote" "push" "submodule" "remote"})
 

@@ -1,7 +1,13 @@
+;; * Why
+
+;; ** Why tree-sitter
+
 (import functools re threading
         itertools [islice product]
         tree-sitter [Language Parser]
         tree-sitter-bash)
+
+;; * Limits
 
 (setv MAX-BYTES 16384
       MAX-EXPANSION 65536
@@ -27,6 +33,8 @@
           (get memo key) found))
   found)
 
+;; * Parsing
+
 (setv _language (Language (tree-sitter-bash.language))
       _parser (Parser _language)
       _parse-lock (threading.Lock))
@@ -46,6 +54,8 @@
 
 (defn _text [node]
   (.decode node.text "utf-8" "replace"))
+
+;; * Reading words
 
 (setv UNKNOWN "\x00"
       HOME "\U000F0001"
@@ -99,6 +109,8 @@
       (lfor h (get (get st "env") "HOME") (+ h (cut text 1 None)))
       [(_tilde text)]))
 
+;; ** Alternatives
+
 (defn _bounded [values out]
   "VALUES, or [UNKNOWN] when one of them is longer than MAX-EXPANSION: a
    variable doubled forty times must cost the judge nothing, not its memory."
@@ -120,6 +132,8 @@
 (defn _union [a b]
   "The readings of A and then those of B not already in A."
   (+ (list a) (lfor x b :if (not (in x a)) x)))
+
+;; ** Variables
 
 (defn _lookup [name st]
   (setv env (get st "env"))
@@ -163,6 +177,8 @@
         True
         (_union [""] (_join (lfor r rest (_readings r st True out)) out))))
 
+;; ** A word's readings
+
 (defn _readings [node st quoted out [start False]]
   "The readings (strings, possibly with markers) of the word NODE."
   (setv t node.type)
@@ -201,6 +217,8 @@
     (= t "brace_expression") [(_text node)]
     True [UNKNOWN]))
 
+;; ** What echo prints
+
 (defn _printed [node st out]
   "The readings of what the substitution NODE prints, when that is known."
   (setv named (lfor c node.named-children :if (!= c.type "comment") c))
@@ -228,6 +246,8 @@
               (return [UNKNOWN]))
             (.append found (.rstrip (get args 0) "\n")))))
   (or found [UNKNOWN]))
+
+;; ** Brace expansion
 
 (defn _brace-parts [s i]
   "The end and the top-level parts of the brace group opening at I, or None."
@@ -331,6 +351,8 @@
       (.append readings fields)))
   readings)
 
+;; ** Argument lists
+
 (defn _argument-lists [words st out]
   "Every argument list the word nodes WORDS can stand for (at most MAX-VARIANTS)."
   (setv readings (lfor w words (_fields w st out))
@@ -341,6 +363,8 @@
       (break))
     (.append lists (lfor fields combination f fields f)))
   lists)
+
+;; * sed scripts
 
 (defn sed-effects [script]
   "What the sed SCRIPT does besides editing text, or None when it cannot be read:

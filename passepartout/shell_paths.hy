@@ -1,8 +1,12 @@
+;; * Why
+
 (import fnmatch os posixpath re
         hy.models [Keyword]
         passepartout.shell-parse [HERE HOME MAX-CONTEXTS TMP UNKNOWN _kept _tilde]
         passepartout.shell-walk [ALLOW ESCALATE REJECT _clip]
         passepartout.workspace [path-inside runs-later SECRET-PATTERNS])
+
+;; * A context's folders
 
 (setv _indexes {}
       _context-keys #{"workspace" "home" "temp-dirs" "protected"})
@@ -139,6 +143,8 @@
 
 (defn _shown [path]
   (_clip (.replace path UNKNOWN "…") 100))
+
+;; * Secret locations
 
 (setv FLOOR-SECRET-DIRS [".ssh" ".aws" ".gnupg"]
       FLOOR-SECRET-FILES [".env" ".env.*"]
@@ -327,6 +333,8 @@
       (return #(severity what rule))))
   None)
 
+;; * Writes
+
 (setv HARMLESS-DEVICES #{"/dev/null" "/dev/zero" "/dev/full" "/dev/tty" "/dev/stdout"
                          "/dev/stderr" "/dev/stdin" "/dev/random" "/dev/urandom"}
       STARTUP-FILES [".bashrc" ".bash_profile" ".bash_login" ".bash_logout" ".profile"
@@ -410,6 +418,8 @@
   (lfor [path maybe given] (_concrete text (get rec "cwd") pc)
         (_write-verdict path maybe given pc rules what rule)))
 
+;; * Deletions
+
 (setv SYSTEM-DIRS #{"/" "/bin" "/boot" "/dev" "/etc" "/home" "/lib" "/lib32" "/lib64" "/libx32"
                     "/media" "/mnt" "/opt" "/proc" "/root" "/run" "/sbin" "/srv" "/sys" "/tmp"
                     "/usr" "/var" "/var/tmp" "/snap" "/nix" "/usr/bin" "/usr/sbin" "/usr/lib"
@@ -458,6 +468,8 @@
 (defn _judge-delete [text rec pc recursive what rule]
   (lfor [path maybe given] (_concrete text (get rec "cwd") pc)
         (_delete-verdict path maybe given pc recursive what rule)))
+
+;; * Reads
 
 (defn _path-candidates [arg]
   (setv out [arg])

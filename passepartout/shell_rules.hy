@@ -1,7 +1,11 @@
+;; * Why
+
 (import fnmatch importlib.util re tomllib
         pathlib [Path]
         passepartout.shell-parse [_kept]
         passepartout.shell-walk [ALLOW ESCALATE REJECT analyse])
+
+;; * Compiling a rule
 
 (defclass ShellRulesError [ValueError]
   "A rules file that cannot be used.")
@@ -97,6 +101,8 @@
    "examples" (_strings raw "examples")
    "counterexamples" (_strings raw "counterexamples")})
 
+;; * Options and operands
+
 (setv _no-spec {"value" #{} "old-style" False}
       _none (frozenset))
 
@@ -164,6 +170,8 @@
     (.add patterns first-operand))
   {"names" names "opts" opts "operands" operands "args" args "patterns" patterns})
 
+;; * Matching
+
 (defn _abbreviates [given flag]
   (and (.startswith given "--") (>= (len given) 4) (< (len given) (len flag))
        (.startswith flag given) (!= (get flag (len given)) "-")))
@@ -208,6 +216,8 @@
        (or (not (get rule "optional"))
            (any (gfor [o _] (get parsed "opts") (in o (get rule "option-names"))))
            (any (gfor a (get parsed "args") p (get rule "write-prefixes") (.startswith a p))))))
+
+;; * Loading
 
 (defn rules-path []
   "The built-in rules file: shell_rules.toml beside the built-in skills."
@@ -368,6 +378,8 @@
                      "patterns" (.get spec "patterns" _none)}))))
   (_check-examples rules)
   rules)
+
+;; * Known programs
 
 (setv _known-keys #{"flags" "values" "optional" "numeric" "sub" "also" "old-style" "note"}
       SKIPS-COMMAND #{"-exec" "-execdir" "-ok" "-okdir"}

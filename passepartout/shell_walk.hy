@@ -1,9 +1,15 @@
+;; * Why
+
 (import functools posixpath re shlex
         itertools [product]
         passepartout.shell-parse [CACHE-SIZE HERE HOME MARKERS MAX-BYTES MAX-COMMANDS
                                   MAX-DEPTH MAX-EXPANSION MAX-NEST MAX-NODES MAX-VARIANTS
                                   SPLIT UNKNOWN _argument-lists _bounded _cached-tree
                                   _fields _lookup _readings _text _union])
+
+;; * Walking the tree
+
+;; ** State
 
 (defn _state []
   {"env" {} "cwd" [HERE] "piped" None "nest" 0 "outer" None "cd" None})
@@ -33,6 +39,8 @@
 (defn _clip [text [n 80]]
   (setv text (.join " " (.split text)))
   (if (> (len text) n) (+ (cut text (- n 1)) "…") text))
+
+;; ** The walk
 
 (setv REJECT 2
       ESCALATE 1
@@ -98,6 +106,8 @@
     (in t #("heredoc_redirect" "herestring_redirect")) (_redirect node st out depth [])
     True (_walk-children node st out depth)))
 
+;; ** Lists, pipelines and loops
+
 (defn _list [node st out depth]
   (setv named (lfor c node.children :if (and c.is-named (!= c.type "comment")) c)
         ops (lfor c node.children :if (not c.is-named) c.type))
@@ -149,6 +159,8 @@
     (for [b body] (_walk b sub out (+ depth 1))))
   (_merge st sub out))
 
+;; ** Fork bombs
+
 (defn _calls-of [node name]
   "The command nodes under NODE whose program is NAME."
   (setv found []
@@ -198,6 +210,8 @@
     (setv n (.pop stack))
     (when (= n.type kind) (yield n))
     (.extend stack n.children)))
+
+;; ** Commands
 
 (defn _inner-programs [nodes st out depth]
   "Walk the substitutions inside NODES; the names of the programs they run."
@@ -281,6 +295,8 @@
       (do (_walk body st out (+ depth 1))
           (for [r reds] (_redirect r st out depth [])))))
 
+;; ** Redirections
+
 (setv _write-ops #{">" ">>" ">|" "&>" "&>>"})
 
 (defn _redirect [node st out depth stdin]
@@ -331,6 +347,8 @@
         (.append stdin #("herestring" (.join " " fields))))))
   extra)
 
+;; ** Assignments
+
 (defn _value-readings [node st out]
   (cond (is node None) [""]
         (= node.type "array")
@@ -361,11 +379,17 @@
           (.append (get out "assigns") {"name" (_text c) "values" None "scope" "export"})
           True (_inner-programs [c] st out depth))))
 
+;; ** Substitutions
+
 (defn _substitution [node st out depth]
   (setv body (_text node))
   (if (and (.startswith body "`") (in "\\" body))
       (_nested (re.sub r"\\([$`\\])" r"\1" (cut body 1 -1)) st out depth "a backquoted substitution")
       (_isolated node st out depth)))
+
+;; * Simple commands
+
+;; ** Launchers
 
 (setv _su {"value" ["-g" "--group" "-G" "--supp-group" "-s" "--shell" "-w"
                     "--whitelist-environment"]
@@ -535,6 +559,8 @@
                  st out depth info via)
         True (_simple rest st out depth info via)))
 
+;; ** Shells and command strings
+
 (setv SHELLS #{"sh" "bash" "dash" "zsh" "ksh" "mksh" "pdksh" "oksh" "yash" "ash" "fish"
                "csh" "tcsh" "rbash" "posh" "elvish" "xonsh" "nu"}
       _shell-valued #{"-o" "+o" "-O" "+O" "--rcfile" "--init-file" "-C" "--init-command"})
@@ -623,6 +649,8 @@
               (when (in kind #("heredoc" "herestring"))
                 (_nested text st out depth f"{name}'s input" record))))))
 
+;; ** find
+
 (setv FIND-MATCH "find-match"
       _find-tests #{"-name" "-iname" "-path" "-ipath" "-wholename" "-iwholename" "-regex"
                     "-iregex" "-type" "-xtype" "-size" "-mtime" "-atime" "-ctime" "-mmin"
@@ -667,6 +695,8 @@
                    st out depth info (+ via ["find -delete"])))
     (+= i 1)))
 
+;; ** The current folder
+
 (defn _absolute [p]
   (and p (or (.startswith p "/") (in (get p 0) MARKERS))))
 
@@ -684,6 +714,8 @@
       (.append new (+ folder "/" target))))
   (setv (get st "cwd") (_capped (_union (get st "cwd") new) out)
         (get st "cd") new))
+
+;; ** Recording a command
 
 (defn _simple [argv st out depth info via]
   (when (or (not argv) (get out "stopped")) (return))
@@ -725,6 +757,8 @@
     (for [a args]
       (when (in "=" a)
         (_nested (get (.partition a "=") 2) st out depth "alias" record)))))
+
+;; * Analysis
 
 (defn _analyse [text]
   (setv out {"commands" [] "redirects" [] "assigns" [] "issues" [] "nodes" 0

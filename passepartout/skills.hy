@@ -1,5 +1,9 @@
+;; * Why
+
 (import importlib importlib.util re sys threading
         pathlib [Path])
+
+;; * Making a skill
 
 (setv _name-re (re.compile r"[a-z0-9][a-z0-9-]*\Z")
       _function-keys #("trigger" "gate" "filter" "validator" "augment" "prompt")
@@ -51,6 +55,8 @@
     (when (not (callable h))
       (raise (SkillError f"skill {name}: every handler must be a function"))))
   record)
+
+;; * The registry
 
 (setv _lock (threading.RLock)
       _registry {}
@@ -109,6 +115,8 @@
     (.update _registry snapshot)
     (_changed)))
 
+;; * Ordered views
+
 (defn registry-view [key compute]
   "The value of (COMPUTE), kept under KEY until the registry changes."
   (with [_lock]
@@ -141,6 +149,8 @@
 (defn actuator-for [action-name]
   "The actuator spec for ACTION-NAME (a string or keyword), or None."
   (.get (actuator-table) (if (isinstance action-name str) action-name (. action-name name))))
+
+;; * Loading skill files
 
 (defn builtin-skills-dir []
   "The folder of the built-in skills."
@@ -193,6 +203,8 @@
     (unregister-skill name))
   results)
 
+;; * Replacing a running skill
+
 (setv _immutable (set))
 
 (defn set-immutable-skills [names]
@@ -210,6 +222,8 @@
   (setv old (.get _registry name))
   (when (and old (or (get old "immutable") (in name _immutable)))
     f"skill {name} is immutable: it keeps the definition it booted with"))
+
+;; ** The smoke check
 
 (setv _smoke-actions
       [[:action :message :text "smoke check"]
@@ -244,6 +258,8 @@
                  (hy.I.passepartout/proto.proto-print (get args 0)) ", not a verdict"))))
   None)
 
+;; ** The swap
+
 (defn replace-skill [skill [ctx None]]
   "Install SKILL (from make-skill) in place of the skill of its name, with the
    fail-safe swap: when the old skill is immutable, a new function fails the
@@ -259,6 +275,8 @@
       (raise (SkillError problem)))
     (_install [skill]))
   skill)
+
+;; ** Reloading a file
 
 (defn _compile-staged [path name]
   "The module of the skill file PATH (named NAME) and the skills it registered."

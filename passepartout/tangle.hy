@@ -1,5 +1,9 @@
+;; * Why
+
 (import re
         pathlib [Path])
+
+;; * Header arguments
 
 (setv _quote-end-re (re.compile #[re[[^\\]"]re])
       _argument-re (re.compile r"\s*:(\S+)(?:\s+(.*\S))?\s*$")
@@ -48,6 +52,8 @@
         :if m
         (.group m 1) (_unquote (.group m 2))))
 
+;; * The outline
+
 (setv _heading-re (re.compile r"^\*+ ")
       _title-re (re.compile
                   r"^(\*+)(?: +(?:TODO|DONE))?(?: +\[#.\])?(?: +(.*?))??(?:[ \t]+(:[\w@#%:]+:))?[ \t]*$")
@@ -77,6 +83,8 @@
   (when (and (< j (len lines)) (.match _planning-re (get lines j)))
     (+= j 1))
   {"level" (len stars)
+   "line" i
+   "title" (or title "")
    "skip" (or (bool (re.match r"COMMENT(?: |$)" (or title "")))
               (in "ARCHIVE" (.split (or tags "") ":")))
    "drawer" (_drawer lines j)})
@@ -109,6 +117,8 @@
   (setv parts (+ (if (in name props) [(get props name)] []) parts))
   (when parts
     (.join " " parts)))
+
+;; * Reading an org file
 
 (setv _keyword-re (re.compile r"^[ \t]*#\+property:[ \t]*(\S+)[ \t]+(\S.*?)[ \t]*$" re.I)
       _begin-re (re.compile r"^[ \t]*#\+begin_(\S+)[ \t]*(\S*)(.*)$" re.I)
@@ -155,6 +165,8 @@
     (+= i 1))
   #(props blocks))
 
+;; * The body of a block
+
 (setv _escape-re (re.compile r"^([ \t]*),(,*(?:\*|#\+))"))
 
 (defn _indent [line]
@@ -186,6 +198,8 @@
   (setv unescaped (lfor l lines (.sub _escape-re r"\1\2" l)))
   (.strip (.join "\n" (_strip-indent unescaped)) " \t\n\r"))
 
+;; * Collecting blocks
+
 (defn _tangle-value [texts]
   "The :tangle value that header-argument TEXTS leave, later ones winning."
   (setv value "no")
@@ -204,8 +218,9 @@
         (= tangle "yes") (.resolve (.with-suffix org-path f".{lang}"))
         True (.resolve (/ org-path.parent (.expanduser (Path tangle))))))
 
-(defn org-blocks [org-path]
-  "The (target body) pairs of the hy blocks of ORG-PATH, in order."
+(defn org-outlined-blocks [org-path]
+  "The (target body headings) of the hy blocks of ORG-PATH, in order; HEADINGS
+  are the (line level title) of the headings above the block, outermost first."
   (setv org-path (Path org-path)
         [props blocks] (_read-org org-path))
   (lfor [line lang args body outline] blocks
@@ -215,29 +230,49 @@
                                      args])
         :setv target (_target org-path line lang tangle)
         :if target
-        #(target (_block-body body))))
+        #(target (_block-body body)
+          (lfor e outline :if (get e "level") #((get e "line") (get e "level") (get e "title"))))))
 
-(defn tangle-files [org-paths]
-  "A dict from target Path to the text the ORG-PATHS say it holds."
+(defn org-blocks [org-path]
+  "The (target body) pairs of the hy blocks of ORG-PATH, in order."
+  (lfor [target body _] (org-outlined-blocks org-path) #(target body)))
+
+;; * Tangling
+
+(defn _comment-heading [level title]
+  "The comment line that stands for a heading of LEVEL titled TITLE."
+  (.rstrip (+ ";; " (* "*" level) " " title)))
+
+(defn tangle-files [org-paths [outline True]]
+  "A dict from target Path to the text the ORG-PATHS say it holds; with OUTLINE,
+  the org headings above its blocks in it as comment headings."
   (setv out {}
-        owner {})
+        owner {}
+        written {})
   (for [org (sorted (map Path org-paths))]
-    (for [[target body] (org-blocks org)]
+    (for [[target body headings] (org-outlined-blocks org)]
       (when (and (in target owner) (!= (get owner target) org))
         (raise (ValueError f"{target} is tangled from both {(get owner target)} and {org}")))
-      (setv (get owner target) org)
-      (.append (.setdefault out target []) body)))
-  (dfor [target bodies] (.items out)
-        target (+ (.join "\n\n" bodies) "\n")))
+      (setv (get owner target) org
+            parts (.setdefault out target [])
+            seen (.setdefault written target (set)))
+      (when outline
+        (for [[line level title] headings :if (not-in line seen)]
+          (.add seen line)
+          (.append parts (_comment-heading level title))))
+      (.append parts body)))
+  (dfor [target parts] (.items out)
+        target (+ (.join "\n\n" parts) "\n")))
 
 (defn org-sources [root]
   "The org files under ROOT/org, sorted."
   (sorted (.glob (/ (Path root) "org") "*.org")))
 
-(defn tangle [root [check False]]
-  "Tangle ROOT/org into ROOT. With CHECK, write nothing and return the targets that differ."
+(defn tangle [root [check False] [outline True]]
+  "Tangle ROOT/org into ROOT. With CHECK, write nothing and return the targets that
+  differ. OUTLINE as for tangle-files."
   (setv differ [])
-  (for [[target text] (.items (tangle-files (org-sources root)))]
+  (for [[target text] (.items (tangle-files (org-sources root) :outline outline))]
     (setv current (when (.exists target) (.read-text target :encoding "utf-8")))
     (when (!= current text)
       (.append differ target)

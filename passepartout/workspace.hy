@@ -1,6 +1,10 @@
+;; * Why
+
 (import fnmatch os posixpath re unicodedata
         urllib.parse [unquote-to-bytes]
         passepartout.proto [proto-get])
+
+;; * Text that cannot be a path
 
 (setv MAX-PATH 4096
       _control-re (re.compile "[\x00-\x1f\x7f-\x9f]"))
@@ -25,6 +29,8 @@
   (setv m (.search _control-re path))
   (when m
     (return f"the path contains a control character ({(_char-name (.group m 0))})")))
+
+;; * Percent escapes
 
 (setv _escape-re (re.compile r"%([0-9A-Fa-f]{2})")
       _decode-layers 4
@@ -58,6 +64,8 @@
       (return f"it carries a percent-encoded control character ({(_char-name (.group m 0))}{note})")))
   f"it is percent-encoded more than {_decode-layers} times")
 
+;; * Readings
+
 (defn _other-readings [path]
   "The (label text) pairs of the ways PATH could be read besides as written."
   (setv folded (unicodedata.normalize "NFKC" path)
@@ -68,6 +76,8 @@
     (when (and (!= text path) (not (in text (lfor [_ t] out t))))
       (.append out [label text])))
   out)
+
+;; * Locating one reading
 
 (defn _real [p]
   (when (and (isinstance p str) p)
@@ -128,6 +138,8 @@
                f"it resolves to {real}, outside the workspace and the temp folders"
                f"it resolves to {real}, outside the workspace (reads are confined to it)")))
 
+;; * Files that run later
+
 (setv RUNS-LATER [".git/hooks" ".git/config" ".git/info" ".git/modules" ".gitattributes"
                   ".gitmodules" ".gitconfig" ".envrc" ".husky" ".vscode/tasks.json"
                   ".vscode/launch.json" ".vscode/settings.json" ".github/workflows"
@@ -163,6 +175,8 @@
       (return pattern)))
   None)
 
+;; * Secret files
+
 (setv SECRET-PATTERNS [".env" ".env.*" "*.pem" "*.key" "id_rsa*" "id_ed25519*"
                        "id_ecdsa*" "id_dsa*" ".netrc" "credentials*" ".pgpass"
                        ".git-credentials" "*.p12" "*.pfx"]
@@ -181,6 +195,8 @@
                  [(posixpath.basename (.rstrip requested "/"))]))
   (any (gfor part parts
              (or (in (.lower part) SECRET-FOLDERS) (secret-name part)))))
+
+;; * Resolving
 
 (defn resolve-path [path ctx [write False]]
   "Where PATH leads and whether it may be read (or, with WRITE, written):

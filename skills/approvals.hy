@@ -1,3 +1,5 @@
+;; * Why
+
 (require passepartout.macros [defskill])
 (import re
         hy.models [Keyword]
@@ -5,6 +7,8 @@
         passepartout.perceive [reply-signal]
         passepartout.hitl [answer-approval revoke-grant pending-text grants-text
                            context-env identity-of])
+
+;; * Reading a command
 
 (setv SENSORS #{"user-input" "chat-message" "callback"}
       _command-re (re.compile r"\s*/(approve|deny|pending|grants|revoke)(?:@[A-Za-z0-9_]+)?(?:\s+(.*?))?\s*\Z"
@@ -44,6 +48,8 @@
         (if (and minutes (> minutes 0))
             [:command name :key key :minutes minutes]
             [:command "usage" :for name]))))
+
+;; * Answering it
 
 (defn approvals-handler [signal ctx]
   "The replies to an approvals command, or None when SIGNAL is not one."

@@ -1,3 +1,5 @@
+;; * files: reading and writing inside the workspace
+
 (require passepartout.macros [defskill])
 (import os stat tempfile
         passepartout.act [clip-output error-result]

@@ -1,3 +1,5 @@
+;; * help: the slash commands there are
+
 (require passepartout.macros [defskill])
 (import re
         passepartout.perceive [reply-signal sensor-of]

@@ -1,3 +1,5 @@
+;; * memory-actions: the model's long-term notes
+
 (require passepartout.macros [defskill])
 (import passepartout.act [error-result]
         passepartout.context [context-runtime]

@@ -1,3 +1,5 @@
+;; * message: the model's answer
+
 (require passepartout.macros [defskill])
 (import passepartout.act [error-result]
         passepartout.proto [proto-get])

@@ -1,3 +1,5 @@
+;; * Why
+
 (require passepartout.macros [defskill])
 (import passepartout.proto [proto-get]
         passepartout.perceive [sensor-of])

@@ -1,3 +1,5 @@
+;; * The secret bouncer skill
+
 (require passepartout.macros [defskill])
 (import os
         passepartout.act [action-name]

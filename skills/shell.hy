@@ -1,3 +1,5 @@
+;; * shell: one command in the workspace
+
 (require passepartout.macros [defskill])
 (import os selectors signal subprocess time
         passepartout.act [clip-output doing error-result]

@@ -1,3 +1,5 @@
+;; * Why
+
 (require passepartout.macros [defskill])
 (import passepartout.act [action-name]
         passepartout.proto [proto-get]

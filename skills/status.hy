@@ -1,3 +1,5 @@
+;; * status: what the daemon is doing for this conversation
+
 (require passepartout.macros [defskill])
 (import passepartout.budget [budget-limits day-usage usage-tokens]
         passepartout.context [context-runtime]

@@ -1,3 +1,5 @@
+;; * workspace: the confinement gate
+
 (require passepartout.macros [defskill])
 (import passepartout.act [action-name]
         passepartout.proto [proto-get]

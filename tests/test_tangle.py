@@ -3,7 +3,9 @@
 Each directory under fixtures/tangle/ is a small project (org/*.org tangling
 into folders beside org/). fixtures/tangle/expected/ holds what Emacs 28
 (Org 9.5) tangles from the fixtures that have no intentional error; where
-Emacs is installed the comparison is made against Emacs itself as well.
+Emacs is installed the comparison is made against Emacs itself as well. Emacs
+writes no outline, so the tests of its rules tangle with outline=False; the
+outline has tests of its own.
 """
 import os
 import shutil
@@ -13,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import passepartout.tangle as tangle_mod
-from passepartout.tangle import org_blocks, tangle, tangle_files
+from passepartout.tangle import org_blocks, org_outlined_blocks, tangle, tangle_files
 
 FIXTURES = Path(__file__).parent / "fixtures" / "tangle"
 EXPECTED = FIXTURES / "expected"
@@ -82,7 +84,7 @@ def test_block_level_tangle_targets(tmp_path):
 
 def test_file_property_collects_blocks_in_order(tmp_path):
     root = project(tmp_path, "file-property")
-    tangle(root)
+    tangle(root, outline=False)
     text = (root / "out" / "module.hy").read_text()
     assert text == (
         "(import os)\n\n(defn one [] 1)\n\n(defn two [] 2)\n\n(defn three [] 3)\n\n"
@@ -102,7 +104,7 @@ def test_tangle_no_skips_and_tangle_yes_names_the_file_after_the_org_file(tmp_pa
 
 def test_indentation_blank_lines_and_empty_blocks(tmp_path):
     root = project(tmp_path, "indented")
-    tangle(root)
+    tangle(root, outline=False)
     text = (root / "out" / "indented.hy").read_text()
     want = (
         '(defn nested []\n  (when True\n    "deeper"))\n\n'
@@ -166,7 +168,7 @@ def test_a_property_line_applies_to_blocks_above_it_and_the_last_one_wins(tmp_pa
 
 def test_property_drawers_apply_to_their_subtrees(tmp_path):
     root = project(tmp_path, "subtree-properties")
-    tangle(root)
+    tangle(root, outline=False)
     texts = outputs(root)
     assert sorted(texts) == [
         "appended.hy", "deeper.hy", "file.hy", "first-line.hy", "own.hy",
@@ -187,7 +189,7 @@ def test_property_drawers_apply_to_their_subtrees(tmp_path):
 
 def test_commented_and_archived_subtrees_are_skipped(tmp_path):
     root = project(tmp_path, "commented")
-    tangle(root)
+    tangle(root, outline=False)
     assert outputs(root) == {
         "commented.hy": "(setv before-any-heading 1)\n\n(setv sibling 2)\n\n"
         "(setv commentary 3)\n\n(setv lower-case 4)\n\n(setv after-the-star 5)\n"
@@ -225,7 +227,7 @@ def test_a_tab_counts_as_eight_columns_of_indentation(tmp_path):
 
 def test_a_begin_src_inside_an_example_export_comment_or_verse_is_text(tmp_path):
     root = project(tmp_path, "raw-blocks")
-    tangle(root)
+    tangle(root, outline=False)
     text = (root / "out" / "raw.hy").read_text()
     assert '"no"' not in text
     assert text == (
@@ -238,7 +240,7 @@ def test_a_begin_src_inside_an_example_export_comment_or_verse_is_text(tmp_path)
 
 def test_header_args_without_language_and_the_plus_form(tmp_path):
     root = project(tmp_path, "generic-header-args")
-    tangle(root)
+    tangle(root, outline=False)
     assert outputs(root) == {
         "drawer-generic.hy": "(setv drawer-generic 5)\n",
         "drawer-hy.hy": "(setv drawer-hy 2)\n",
@@ -248,6 +250,74 @@ def test_header_args_without_language_and_the_plus_form(tmp_path):
         "plus.hy": "(setv plus 1)\n",
         "subtree-generic.hy": "(setv subtree-generic 2)\n",
     }
+
+
+# * The outline
+
+
+def test_the_headings_above_the_blocks_are_written_once_as_comment_headings(tmp_path):
+    root = project(tmp_path, "file-property")
+    tangle(root)
+    text = (root / "out" / "module.hy").read_text()
+    want = (
+        ";; * Imports\n\n(import os)\n\n"
+        ";; * Back to the module, in document order\n\n(defn one [] 1)\n\n"
+        "(defn two [] 2)\n\n(defn three [] 3)\n\n"
+        ";; ** Header arguments beside the target\n\n(defn four [] 4)\n"
+    )
+    assert text == want, show(text, want)
+    elsewhere = (root / "out" / "elsewhere.hy").read_text()
+    assert elsewhere == ";; * A block sent elsewhere\n\n(setv elsewhere 1)\n", elsewhere
+
+
+def test_a_heading_is_written_with_its_parents_and_without_keyword_priority_or_tags(tmp_path):
+    org = tmp_path / "org" / "outline.org"
+    org.parent.mkdir()
+    org.write_text(
+        "#+PROPERTY: header-args:hy :tangle ../out.hy\n"
+        "#+begin_src hy\n(setv before-any-heading 0)\n#+end_src\n"
+        "* Parent with no block of its own\n"
+        "** TODO [#A] The child :tag:other:\n"
+        "#+begin_src hy\n(setv child 1)\n#+end_src\n"
+        "*** \n#+begin_src hy\n(setv untitled 2)\n#+end_src\n"
+        "** COMMENT Left out\n#+begin_src hy\n(setv no 3)\n#+end_src\n"
+        "* Only prose\n"
+        "* Only another file\n#+begin_src hy :tangle ../other.hy\n(setv other 4)\n#+end_src\n"
+    )
+    texts = tangle_files([org])
+    out = texts[(tmp_path / "out.hy").resolve()]
+    want = (
+        "(setv before-any-heading 0)\n\n"
+        ";; * Parent with no block of its own\n\n;; ** The child\n\n(setv child 1)\n\n"
+        ";; ***\n\n(setv untitled 2)\n"
+    )
+    assert out == want, show(out, want)
+    other = texts[(tmp_path / "other.hy").resolve()]
+    assert other == ";; * Only another file\n\n(setv other 4)\n", other
+    assert tangle_files([org], outline=False)[(tmp_path / "out.hy").resolve()] == (
+        "(setv before-any-heading 0)\n\n(setv child 1)\n\n(setv untitled 2)\n"
+    )
+
+
+def test_org_outlined_blocks_carries_the_headings_above_each_block(tmp_path):
+    root = project(tmp_path, "file-property")
+    blocks = org_outlined_blocks(root / "org" / "module.org")
+    assert [[title for _, _, title in headings] for _, _, headings in blocks] == [
+        ["Imports"],
+        ["A block sent elsewhere"],
+        ["Back to the module, in document order"],
+        ["Back to the module, in document order"],
+        ["Back to the module, in document order", "Header arguments beside the target"],
+    ]
+    assert [level for _, level, _ in blocks[-1][2]] == [1, 2]
+
+
+def test_check_compares_with_the_outline(tmp_path):
+    root = project(tmp_path, "file-property")
+    tangle(root, outline=False)
+    out = (root / "out").resolve()
+    assert tangle(root, check=True) == [out / "elsewhere.hy", out / "module.hy"]
+    assert tangle(root, check=True, outline=False) == []
 
 
 # * The functions under tangle
@@ -401,7 +471,7 @@ def test_output_agrees_byte_for_byte_with_emacs(tmp_path):
     Emacs writes. Without Emacs, compare with those recorded files."""
     ours = {name: project(tmp_path / "ours", name) for name in CLEAN}
     for root in ours.values():
-        tangle(root)
+        tangle(root, outline=False)
     if shutil.which("emacs"):
         theirs = {name: project(tmp_path / "emacs", name) for name in CLEAN}
         emacs_tangle(theirs.values(), tmp_path)

@@ -1,3 +1,5 @@
+;; * Why
+
 (import asyncio ipaddress json logging re
         urllib.parse [urlsplit quote :as url-quote]
         requests
@@ -6,6 +8,8 @@
         passepartout.gateway [register-gateway])
 
 (setv log (logging.getLogger "passepartout.gateways.signal"))
+
+;; * Settings
 
 (setv DEFAULT-URL "http://127.0.0.1:8080"
       MAX-DELAY 60.0
@@ -82,6 +86,8 @@
    "max-input" (int (_number-setting section "max_input_chars" 16000 1))
    "show-traces" (bool (.get section "show_traces" False))})
 
+;; * Reading what the server returns
+
 (defn _int [x]
   (when (and (isinstance x int) (not (isinstance x bool))) x))
 
@@ -149,6 +155,8 @@
                              []))
               :payload [:sensor :user-input :text text]]]))
 
+;; * Writing replies
+
 (setv MESSAGE-BYTES 2000
       MAX-PARTS 8)
 
@@ -197,6 +205,8 @@
     (= kind (kw "trace")) (+ "· " text)
     True text))
 
+;; * Talking to the server
+
 (defclass SignalError [Exception]
   "An answer from the server that is not the one asked for."
   (defn __init__ [self message [status None]]
@@ -227,6 +237,8 @@
     (json.loads r.text)
     (except [e ValueError]
       (raise (SignalError f"{what}: the server's answer is not JSON ({e}): {(repr (cut r.text 80))}")))))
+
+;; * The gateway
 
 (setv PERSIST-ATTEMPTS 5
       SEND-ATTEMPTS 5
@@ -262,6 +274,8 @@
     (.info log "signal: the server at %s answers again" gw.url))
   (setv gw.outage None
         gw.delay (get gw.settings "retry-delay")))
+
+;; ** Polling
 
 (defn :async signal-run [gw hub]
   "Poll the server and hand what arrives to HUB, until signal-stop."
@@ -334,6 +348,8 @@
       (await (_answer gw hub t))))
   (if (>= (len items) MAX-BATCH) 0 (get gw.settings "poll-interval")))
 
+;; ** One item
+
 (defn _triage-safely [item settings]
   (try
     (triage item settings)
@@ -394,6 +410,8 @@
           (await (_send gw chat STRANGER-TEXT)))
       (.info log "signal: a message from %s, who is not on allowed_numbers and was refused before" chat)))
 
+;; ** Sending
+
 (defn :async _send [gw to text]
   "Send TEXT to TO, in parts; True when every part was accepted."
   (for [part (split-text text)]
@@ -431,6 +449,8 @@
         False)
     True
     (await (_send gw chat (reply-text payload)))))
+
+;; * Registration
 
 (defn make-signal [section env]
   "The Signal gateway configured by SECTION, as the dict the hub runs."

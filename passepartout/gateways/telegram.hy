@@ -1,3 +1,5 @@
+;; * Why
+
 (import asyncio logging os re sqlite3 time warnings
         aiohttp
         datetime [timedelta]
@@ -14,6 +16,8 @@
 
 (setv log (logging.getLogger "passepartout.gateways.telegram"))
 (warnings.filterwarnings "ignore" :message "Please use 'Bot.send_message'" :category PTBUserWarning)
+
+;; * Settings
 
 (setv DEFAULTS {"token_env" "TELEGRAM_BOT_TOKEN"
                 "api_base" "https://api.telegram.org/bot"
@@ -35,6 +39,8 @@
             (not (all (gfor u (get s "allowed_users") (and (isinstance u int) (not (isinstance u bool)))))))
     (raise (ConfigError "gateways.telegram.allowed_users should be an array of Telegram user ids (numbers)")))
   s)
+
+;; * Replies
 
 (defn _units [ch]
   (if (> (ord ch) 0xFFFF) 2 1))
@@ -63,6 +69,8 @@
     (setv start end))
   (or pieces [""]))
 
+;; * Buttons
+
 (setv _verbs {"approve" "/approve {}"
               "deny" "/deny {}"
               "approve30" "/approve {} 30m"}
@@ -86,6 +94,8 @@
       (.format (get _verbs verb) token)
       None))
 
+;; * Calling the Bot API
+
 (defn _seconds [e]
   "The wait a RetryAfter asks for, in seconds."
   (with [_ (warnings.catch-warnings)]
@@ -99,6 +109,8 @@
 
 (defn _backoff [failures]
   (min MAX-BACKOFF (* 0.5 (** 2 (max 0 (- failures 1))))))
+
+;; * The HTTP transport
 
 (setv FORM {"Content-Type" "application/x-www-form-urlencoded"})
 
@@ -163,6 +175,8 @@
   (for [[k [filename content mime]] (.items request-data.multipart-data)]
     (.add-field form k content :filename filename :content-type mime))
   form)
+
+;; * The gateway
 
 (setv REFUSAL "Sorry, this is a private assistant: it only answers the people it was set up for."
       NOT-TEXT "I can only read text messages."
@@ -231,6 +245,8 @@
       (await (.delete-webhook gw.bot))
       (setv gw.started True)
       (.info log "telegram: polling as @%s (id %s)" gw.bot.username gw.bot.id))))
+
+;; ** Receiving
 
 (defn :async _run [gw hub]
   (setv gw.hub hub
@@ -417,6 +433,8 @@
     (await (_call gw "sendMessage"
                   (fn [] (gw.bot.do-api-request "send_message" :api-kwargs fields))))))
 
+;; ** Delivering
+
 (defn :async _deliver [gw reply]
   (setv payload (proto-get reply ':payload [])
         kind (getattr (proto-get payload ':kind) "name" "answer")
@@ -455,6 +473,8 @@
   "A function giving the seconds left of SECONDS from now."
   (setv end (+ (time.monotonic) seconds))
   (fn [] (- end (time.monotonic))))
+
+;; * Registration
 
 (defn make-telegram [section env]
   "The Telegram gateway for the config SECTION in the daemon ENV."
