@@ -2,8 +2,8 @@
 
 (import asyncio importlib logging queue re threading uuid
         passepartout.config [ConfigError]
-        passepartout.proto [ProtoError kw proto-get proto-put]
-        passepartout.perceive [normalize-signal]
+        passepartout.proto [ProtoError kw proto-get proto-put is-plist]
+        passepartout.perceive [normalize-signal session-name]
         passepartout.loop [Runner]
         passepartout.task [ends-task]
         passepartout.store [inbox-add inbox-done inbox-pending])
@@ -147,9 +147,9 @@
      to redeliver: the terminal, the REPL, the approvals service."
     (setv name (or (_gateway-of (or (proto-get signal ':source) [])) "repl"))
     (await (.receive self name (or key (+ "local-" (. (uuid.uuid4) hex))) signal))
-    (try
-      (proto-get (normalize-signal signal) ':session)
-      (except [ProtoError] None)))
+    (when (is-plist signal)
+      (setv source (proto-get signal ':source))
+      (or (proto-get signal ':session) (when (is-plist source) (session-name source)))))
 
   (defn :async emit [self signal [key None]]
     "Deliver SIGNAL if it is a reply, else submit it under KEY (a service's output)."

@@ -4,7 +4,7 @@
         collections [OrderedDict]
         passepartout.proto [kw proto-get proto-put proto-merge proto-print]
         passepartout.context [make-context context-limit]
-        passepartout.perceive [perceive immediate normalize-signal reply-signal sensor-of]
+        passepartout.perceive [perceive immediate as-signal reply-signal sensor-of]
         passepartout.reason [reason refusal-text]
         passepartout.task [task-state after-action finish stop ending intent cut-off cut-off-text
                            fingerprint event-record write-records]
@@ -176,7 +176,7 @@
   "The signals that SIGNAL leads to: replies for the person, the task's next
    step. MARK is the session's stop count when the step was handed out (the
    runner's); a stop after it ends the step at its next check."
-  (setv signal (normalize-signal signal)
+  (setv signal (as-signal signal)
         mark (if (is mark None) (stop-mark (proto-get signal ':session)) mark)
         ctx (proto-put (context-for signal env) ':stop-mark mark)
         seen (perceive signal ctx))
@@ -327,7 +327,7 @@
 
   (defn :async submit [self signal]
     "Queue SIGNAL on its session, or step it now when it must not wait (a stop)."
-    (setv signal (normalize-signal signal)
+    (setv signal (as-signal signal)
           session (proto-get signal ':session))
     (self._queue session)
     (setv (get self.sources session) (proto-get signal ':source))

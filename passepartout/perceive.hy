@@ -1,5 +1,9 @@
+;; * Why
+
 (import passepartout.proto [ProtoError kw proto-get proto-put proto-normalize is-plist]
         passepartout.skills [pre-reason-handlers])
+
+;; * Sessions
 
 (defn session-name [source]
   "The session name of SOURCE, e.g. \"telegram:42\"."
@@ -7,6 +11,8 @@
         chat (proto-get source ':chat))
   (setv g (if (isinstance gateway hy.models.Keyword) gateway.name (str (or gateway "local"))))
   (if (is chat None) g f"{g}:{chat}"))
+
+;; * Normalising
 
 (setv REASONED-SENSORS #{"user-input" "chat-message" "tool-result"})
 
@@ -28,10 +34,25 @@
       signal
       (proto-put signal ':session (session-name source))))
 
+(defn as-signal [signal]
+  "SIGNAL itself when it already has the shape =normalize-signal= gives (the
+   hub normalised it at the edge), else SIGNAL normalised: the check of the
+   stages after the edge, which costs a few lookups instead of a walk."
+  (if (and (isinstance signal list)
+           (= (proto-get signal ':type) (kw "event"))
+           (isinstance (proto-get signal ':session) str)
+           (is-plist (proto-get signal ':source))
+           (is-plist (proto-get signal ':payload))
+           (isinstance (proto-get (proto-get signal ':payload) ':sensor) hy.models.Keyword))
+      signal
+      (normalize-signal signal)))
+
 (defn sensor-of [signal]
   "The sensor name of SIGNAL, as a string."
   (setv s (proto-get (proto-get signal ':payload []) ':sensor))
   (if (isinstance s hy.models.Keyword) s.name None))
+
+;; * Pre-reason handlers
 
 (defn reply-signal [signal text [kind "answer"]]
   "A reply to SIGNAL's session carrying TEXT."
@@ -49,7 +70,7 @@
 (defn perceive [signal ctx]
   "(:signal S) when S goes on to reason, (:handled-by NAME :emit [...]) when a
    handler answered, (:ignored REASON) when there is nothing to do."
-  (setv signal (normalize-signal signal))
+  (setv signal (as-signal signal))
   (for [[name handler] (pre-reason-handlers)]
     (try
       (setv emitted (handler signal ctx))
