@@ -457,6 +457,7 @@ def echo_openai_server():
             self.limit = None
             self.admitted = 0
             self.echoed = 0
+            self.acting = False
             super().__init__()
 
         def answer(self, script, body, n):
@@ -467,9 +468,15 @@ def echo_openai_server():
                 held = self.limit is not None and self.admitted > self.limit
             if held:
                 self.gate.wait(60)
-            users = [m for m in (body or {}).get("messages", []) if m.get("role") == "user"]
-            text = users[-1]["content"] if users else ""
-            content = "(:action :message :text " + proto_print("echo: " + str(text)) + ")"
+            users = [str(m.get("content")) for m in (body or {}).get("messages", []) if m.get("role") == "user"]
+            said = [u for u in users if not u.startswith("Result of ")]
+            text = said[-1] if said else ""
+            if self.acting and users and not users[-1].startswith("Result of "):
+                # first note the message in the workspace's ledger, then answer
+                content = ("(:action :shell :cmd " + proto_print(f"echo '{text}' >> ledger.txt")
+                           + " :explanation \"note it\")")
+            else:
+                content = "(:action :message :text " + proto_print("echo: " + str(text)) + ")"
             with self._lock:
                 self.echoed += 1
             return 200, "application/json", _json(self._completion(body, n, {"role": "assistant",
@@ -738,16 +745,44 @@ def inbox_rows(folder, state=None):
         return 0
 
 
-def run_killed(chats=50, per_chat=20, kill_at=0.4, hold=False, timeout=180.0):
+def judge_acting(server, talk, ledger):
+    """judge for a model that notes each message in LEDGER before answering it:
+    a message counts as answered by its echo or by the notice that its action
+    was cut off by the kill (which names the message); and how many messages
+    were noted more than once (actions run twice) or answered without being noted."""
+    result = judge(server, talk)
+    lines = Path(ledger).read_text().splitlines() if Path(ledger).exists() else []
+    noted = defaultdict(int)
+    for line in lines:
+        noted[line] += 1
+    lost = cut_off = unnoted = 0
+    for chat, texts in talk.items():
+        got = server.texts(chat)
+        for t in texts:
+            cut = any("may have done part or all of its work" in g and f"'{t}'" in g for g in got)
+            cut_off += cut
+            if ("echo: " + t) not in got and not cut:
+                lost += 1
+            if ("echo: " + t) in got and noted[t] == 0:
+                unnoted += 1
+    result.update(lost=lost, cut_off=cut_off, run_twice=sum(n - 1 for n in noted.values() if n > 1),
+                  unnoted=unnoted, unexpected=result["unexpected"] - cut_off)
+    return result
+
+
+def run_killed(chats=50, per_chat=20, kill_at=0.4, hold=False, timeout=180.0, acting=False):
     """The daemon as a process with the real cascade against the echo OpenAI
     server: killed (-9) once KILL_AT of the answers were sent, every update
     then redelivered by the Bot API server, and the daemon started again; at the
     end SIGTERM. With HOLD, the model stops answering at the kill point and the
     kill waits until every answer given so far is marked done, so that only
-    model calls are in flight when it lands. A dict of judge's counts, the exit
-    status after SIGTERM and the daemon's log."""
+    model calls are in flight when it lands. With ACTING, the model first has
+    each message noted in the workspace's ledger.txt by a shell action, then
+    answers (judged by judge_acting). A dict of judge's counts, the exit status
+    after SIGTERM and the daemon's log."""
     server = BotAPIServer()
     model = echo_openai_server()
+    model.acting = acting
     folder = Path(tempfile.mkdtemp(prefix="passepartout-telegram-kill-"))
     talk = conversation(chats, per_chat)
     total = chats * per_chat
@@ -782,11 +817,13 @@ timeout = 30
             model.gate.set()
         server.redeliver()
         procs.append(start_daemon(config, environ, out))
-        server.wait_for(lambda: judge(server, talk)["lost"] == 0, timeout)
+        ledger = folder / "workspace" / "ledger.txt"
+        score = (lambda: judge_acting(server, talk, ledger)) if acting else (lambda: judge(server, talk))
+        server.wait_for(lambda: score()["lost"] == 0, timeout)
         time.sleep(0.5)  # what a duplicate would need to arrive
         procs[1].send_signal(signal.SIGTERM)
         code = procs[1].wait(60)
-        result = judge(server, talk)
+        result = score()
         out.seek(0)
         result.update(exit=code, total=total, killed_at=killed_at, output=out.read(),
                       log=_read(folder / "data" / "logs" / "daemon.log"), folder=str(folder),
@@ -818,6 +855,23 @@ def bench_telegram_kill(chats=50, per_chat=20):
             (f"{name}: answered twice", r["duplicated"], "", "0"),
             (f"{name}: order kept in every chat", "yes" if r["order_kept"] else "NO", "", "yes"),
             (f"{name}: exit status after SIGTERM", r["exit"], "", "0")]
+
+
+def bench_telegram_kill_acting(chats=50, per_chat=20, trials=3, seed=None):
+    """Figure: the daemon killed (-9) at a random moment while every message has
+    a shell action run before its answer, and restarted; TRIALS times."""
+    import random
+    rand = random.Random(seed)
+    rows = []
+    for n in range(trials):
+        at = round(rand.uniform(0.1, 0.9), 2)
+        r = run_killed(chats, per_chat, kill_at=at, acting=True)
+        name = f"telegram {chats} × {per_chat} acting, kill -9 #{n + 1} after {r['killed_at']} replies"
+        rows += [(f"{name}: messages lost", r["lost"], "", "0"),
+                 (f"{name}: actions run twice", r["run_twice"], "", "0"),
+                 (f"{name}: actions cut off by the kill, their person told", r["cut_off"], "", ""),
+                 (f"{name}: answered twice (the reply-to-mark window)", r["duplicated"], "", "")]
+    return rows
 
 
 if __name__ == "__main__":

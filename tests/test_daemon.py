@@ -504,6 +504,19 @@ def test_killed_mid_run_and_restarted_nothing_is_lost_or_answered_twice():
     assert "unfinished signals queued again" in r["log"]
 
 
+def test_killed_while_tasks_act_nothing_is_lost_and_no_action_runs_twice():
+    """Each message first has a shell action note it in the workspace's ledger,
+    then is answered; the kill lands wherever it lands. Every message is
+    answered, or its person told that its action was cut off; no line is noted
+    twice; nothing is answered that was not noted."""
+    r = run_killed(chats=5, per_chat=4, kill_at=0.5, acting=True, timeout=90)
+    shown = {k: v for k, v in r.items() if k not in ("log", "output")}
+    assert r["lost"] == 0 and r["run_twice"] == 0 and r["unnoted"] == 0, shown
+    assert r["unexpected"] == 0 and r["order_kept"], shown
+    assert r["exit"] == 0, r["output"][-2000:]
+    assert "unfinished signals queued again" in r["log"]
+
+
 # * Approvals answered on the host
 
 def _host_approvals(config, environ, *args):
