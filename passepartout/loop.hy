@@ -2,6 +2,7 @@
 
 (import asyncio hashlib logging threading time uuid
         collections [OrderedDict]
+        concurrent.futures [ThreadPoolExecutor]
         passepartout.proto [kw proto-get proto-put proto-merge proto-print]
         passepartout.context [make-context context-limit]
         passepartout.perceive [perceive immediate as-signal reply-signal sensor-of]
@@ -176,13 +177,26 @@
   "The signals that SIGNAL leads to: replies for the person, the task's next
    step. MARK is the session's stop count when the step was handed out (the
    runner's); a stop after it ends the step at its next check."
+  (setv [done signal ctx] (perceive-step signal env mark))
+  (if (is-not done None)
+      done
+      (reason-step signal env ctx)))
+
+(defn perceive-step [signal env [mark None]]
+  "The first half of a step, which needs no model: #(EMITTED signal ctx), where
+   EMITTED is what a handler answered (or [] for a signal ignored), or None
+   when the signal goes on to reason-step with that context."
   (setv signal (as-signal signal)
         mark (if (is mark None) (stop-mark (proto-get signal ':session)) mark)
         ctx (proto-put (context-for signal env) ':stop-mark mark)
         seen (perceive signal ctx))
-  (cond
-    (proto-get seen ':handled-by) (return (proto-get seen ':emit))
-    (proto-get seen ':ignored) (return []))
+  #((cond (proto-get seen ':handled-by) (proto-get seen ':emit)
+          (proto-get seen ':ignored) []
+          True None)
+    signal ctx))
+
+(defn reason-step [signal env ctx]
+  "The rest of a step: reason, then act or escalate, then continue."
   (setv writes (StepWrites (get env "store") (proto-get ctx ':now)))
   (try
     (_step signal env ctx writes)
@@ -298,7 +312,11 @@
           self.sources {}
           self.wakes {}
           self.loop None
-          self.limit (asyncio.Semaphore concurrency))
+          self.limit (asyncio.Semaphore concurrency)
+          ;; enough threads that steps waiting for a slot, or abandoned in a
+          ;; hung model call, never keep a command from running
+          self.threads (ThreadPoolExecutor :max-workers (+ (* 4 concurrency) 16)
+                                           :thread-name-prefix "passepartout-step"))
     (setv (get env "notify") self.notify)
     (add-stop-listener self._heard-stop))
 
@@ -338,7 +356,7 @@
 
   (defn :async _now [self signal]
     "Step SIGNAL outside its session's queue; what it emitted."
-    (setv emitted (await (asyncio.to-thread step signal self.env)))
+    (setv emitted (await (self._thread step signal self.env)))
     (for [e emitted] (await (self._emit e)))
     emitted)
 
@@ -386,11 +404,18 @@
     (.put-nowait (self._queue session)
                  #((if waiting 0 1) self.arrivals signal waiting)))
 
+  (defn :async _thread [self f #* args]
+    (await (.run-in-executor (asyncio.get-running-loop) self.threads (fn [] (f #* args)))))
+
   (defn :async _step [self signal mark]
-    "Step SIGNAL on a worker thread, holding a slot. Cancelled (its task was
-     stopped), it gives the slot back at once; the thread finishes on its own."
+    "Step SIGNAL on worker threads: perceive at once, and reason only once it
+     holds a slot. Cancelled (its task was stopped), it gives the slot back at
+     once; the thread finishes on its own."
+    (setv [done signal ctx] (await (self._thread perceive-step signal self.env mark)))
+    (when (is-not done None)
+      (return done))
     (with [:async self.limit]
-      (setv thread (asyncio.ensure-future (asyncio.to-thread step signal self.env :mark mark)))
+      (setv thread (asyncio.ensure-future (self._thread reason-step signal self.env ctx)))
       (try
         (await (asyncio.shield thread))
         (except [asyncio.CancelledError]
@@ -448,4 +473,5 @@
     (for [queue (.values self.queues)]
       (while (not (.empty queue))
         (setv [_ _ _ waiting] (.get-nowait queue))
-        (when waiting (.__exit__ (get waiting 0) None None None))))))
+        (when waiting (.__exit__ (get waiting 0) None None None))))
+    (.shutdown self.threads :wait False)))

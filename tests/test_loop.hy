@@ -332,6 +332,28 @@
   (expect texts ["Stopped: the model call was abandoned. Nothing more of that task will run." "fresh"]
           "what the two sessions were told"))
 
+(defn test-a-command-never-waits-for-a-model-slot [env]
+  "Every slot is held by a model call that hangs; a slash command from another
+   chat is answered all the same."
+  (setv delivered []
+        [started release calls] (blocking-model env "(:action :message :text \"late\")"))
+  (defn :async main []
+    (setv runner (Runner env (fn [r] (.append delivered r)) :concurrency 1))
+    (await (.submit runner (user-says "think" "a")))
+    (await (asyncio.to-thread started.wait 10))
+    (await (.submit runner (user-says "/help" "b")))
+    (await (asyncio.wait-for (.idle runner "test:b") 5))
+    (assert (not (.is-set release)) "the command waited for the hung model call")
+    (setv seen (lfor r delivered (text-of r)))
+    (.set release)
+    (await (asyncio.wait-for (.idle runner "test:a") 5))
+    (await (.close runner))
+    seen)
+  (setv seen (asyncio.run (main)))
+  (expect (len seen) 1 "replies while the model call hung")
+  (assert (in "/stop" (get seen 0)) f"the /help answer: {(get seen 0)}")
+  (expect (lfor r delivered (text-of r)) [(get seen 0) "late"] "every reply, in the end"))
+
 (defn test-stop-drops-the-queued-next-step [env]
   (setv delivered []
         workspace (Path (get env "config" "workspace"))
