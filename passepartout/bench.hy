@@ -1,5 +1,9 @@
+;; * Why
+
 (import json os statistics subprocess sys tempfile time
         pathlib [Path])
+
+;; * Helpers
 
 (defn _percentile [xs p]
   (setv xs (sorted xs))
@@ -24,6 +28,8 @@
   (load-skills)
   (len (skill-functions "gate")))
 
+;; * Reading messages
+
 (defn bench-proto [n]
   (import hy
           passepartout.proto [proto-read])
@@ -33,6 +39,8 @@
   [#("proto-read p50" (* 1e6 (statistics.median ours)) "µs" "")
    #("hy.read p50, same text" (* 1e6 (statistics.median theirs)) "µs" "")
    #("proto-read speed-up over hy.read" (/ (statistics.median theirs) (statistics.median ours)) "×" "")])
+
+;; * Verify latency
 
 (setv BENCH-PROPOSALS
       ["(:type :request :payload (:action :shell :cmd \"ls -la src | grep -v test\" :explanation \"look\"))"
@@ -65,6 +73,8 @@
         times (_timed (fn [] (one-pass (next counter))) n))
   (registry-restore saved)
   (+ rows [#(f"verify p99 ({ten} gates)" (* 1e6 (_percentile times 0.99)) "µs" "< 1000 µs")]))
+
+;; * The corpora
 
 (defn corpora-dir []
   "The shared corpora folder beside the project, if there is one."
@@ -120,6 +130,8 @@
            #("all corpora: gate latency per proposal, parse included, p99"
              (* 1e6 (_percentile times 0.99)) "µs" "< 1000 µs")]))
 
+;; * Whole processes
+
 (defn _command []
   (setv exe (Path (. sys executable)))
   (setv script (/ exe.parent "passepartout"))
@@ -166,6 +178,8 @@
       [#("idle chat resident memory" (/ rss 1024) "MiB" "")]
       [#("idle chat resident memory" "not measured: the chat did not reach its prompt" "" "")]))
 
+;; * The sandbox
+
 (defn bench-sandbox [n]
   (import passepartout.act [act]
           passepartout.context [make-context]
@@ -189,6 +203,8 @@
    #("sandbox start-up added per shell action, p50" (* 1000 added) "ms" "< 20 ms")
    #("shell action `true`, bubblewrap, p99" (* 1000 (_percentile wrapped 0.99)) "ms" "")])
 
+;; * Through the gateways
+
 (defn _tests-module [name]
   (setv tests (/ (. (Path __file__) parent parent) "tests"))
   (when (not (.is-file (/ tests f"{name}.py")))
@@ -203,6 +219,64 @@
       [#("telegram figures" "not measured: they need the source tree's tests/" "" "")]
       (+ (if quick (m.bench-telegram :chats 10 :per-chat 10) (m.bench-telegram))
          (if quick (m.bench-telegram-kill :chats 10 :per-chat 10) (m.bench-telegram-kill)))))
+
+;; * The REPL
+
+(defn _client-command []
+  "The client as bin/repl runs it (or as a script, installed), and the console script if any."
+  (import importlib.util)
+  (setv bin-repl (/ (. (Path __file__) parent parent) "bin" "repl")
+        origin (. (importlib.util.find-spec "passepartout_repl") origin)
+        script (/ (. (Path sys.executable) parent) "repl"))
+  #([sys.executable "-S" (str (if (.exists bin-repl) bin-repl origin))]
+    (if (.exists script) [(str script)] None)))
+
+(defn bench-repl [n]
+  "Rows #(name value unit goal) of the REPL's round trip."
+  (import passepartout.daemon [boot shutdown]
+          passepartout.cascade [make-provider]
+          passepartout.repl [ReplThread]
+          passepartout.skills [registry-snapshot registry-restore])
+  (setv data (tempfile.mkdtemp :prefix "passepartout-bench-")
+        run (tempfile.mkdtemp :prefix "pp-run-")
+        config (os.path.join data "config.toml")
+        saved (registry-snapshot))
+  (.write-text (Path config) "")
+  (setv env (boot :config-path config
+                  :environ (| (dict os.environ) {"PASSEPARTOUT_DATA_DIR" data
+                                                 "PASSEPARTOUT_RUNTIME_DIR" run})
+                  :providers [(make-provider "symbolic")])
+        server (ReplThread env)
+        [client script] (_client-command))
+  (defn once [command forms [timeout 30]]
+    (setv t (time.perf-counter)
+          p (subprocess.run (+ command ["--socket" server.path "--timeout" (str timeout) forms])
+                            :capture-output True :text True))
+    #((- (time.perf-counter) t) p.returncode (.strip p.stdout)))
+  (try
+    (setv runs (lfor _ (range n) (once client "(+ 1 2)"))
+          wrong (lfor r runs :if (!= (cut r 1 None) #(0 "3")) r)
+          times (lfor r runs (get r 0))
+          rows [#("repl '(+ 1 2)' whole process, python -S, p50" (* 1000 (statistics.median times)) "ms" "< 60 ms")
+                #("repl '(+ 1 2)' whole process, python -S, p90"
+                  (* 1000 (get (sorted times) (min (- n 1) (int (* 0.9 n))))) "ms" "")])
+    (when wrong
+      (.append rows #("repl '(+ 1 2)' wrong answers" (len wrong) f"of {n}" "0")))
+    (when script
+      (setv times (lfor _ (range (max 3 (// n 4))) (get (once script "(+ 1 2)") 0)))
+      (.append rows #("repl '(+ 1 2)' through the console script, p50" (* 1000 (statistics.median times)) "ms" "")))
+    (setv [t code _] (once client "(while True (setv x 1))" 1)
+          [_ next-code next-out] (once client "(+ 1 2)"))
+    (+= rows [#("repl: a form looping forever, --timeout 1, answered after" t "s" "≈ 1 s")
+              #("repl: the next form after that timeout answered"
+                (if (and (= code 1) (= next-code 0) (= next-out "3")) "yes" "no") "" "yes")])
+    rows
+    (finally
+      (.stop server)
+      (shutdown env)
+      (registry-restore saved))))
+
+;; * The harm test
 
 (defn bench-harm [quick]
   (setv m (_tests-module "harm"))
@@ -222,6 +296,8 @@
    #("harm: of those, stopped by the sandbox alone" (.get f "sandbox alone: stopped" 0) "" "")
    #("harm: sandbox alone, harm outside the workspace" (.get f "sandbox alone: harm outside the workspace" 0) "" "0")])
 
+;; * Running them
+
 (defn _print-row [row]
   (setv [name value unit goal] row)
   (print (+ f"{name}: "
@@ -239,7 +315,7 @@
                (fn [] (bench-cold-start (if quick 3 7)))
                (fn [] (bench-sandbox (if quick 30 200)))
                bench-chat-memory
-               (fn [] (hy.I.passepartout/repl.bench-repl (if quick 10 40)))
+               (fn [] (bench-repl (if quick 10 40)))
                (fn [] (hy.I.passepartout/hitl.bench-approval (if quick 50 300)))
                (fn [] (bench-telegram quick))
                (fn [] (bench-harm quick))]]

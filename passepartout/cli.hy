@@ -1,6 +1,10 @@
+;; * Why
+
 (import argparse json os sys
         pathlib [Path]
         passepartout.config [ConfigError])
+
+;; * verify
 
 (import re)
 
@@ -79,6 +83,8 @@
   (if out (.flush out) (.flush sys.stdout))
   0)
 
+;; * rules test
+
 (defn cmd-rules [args]
   (import passepartout.proto [proto-get]
           passepartout.shell [judge-command])
@@ -93,11 +99,14 @@
                 (if (get out "reason") (+ ": " (get out "reason")) ""))))
   0)
 
+;; * chat
+
 (defn :async _chat [env interactive]
   (import asyncio
           pathlib [Path]
           passepartout.loop [Runner]
-          passepartout.repl [serve-repl watch-skills]
+          passepartout.repl [serve-repl]
+          passepartout.reload [watch-skills]
           passepartout.hitl [approvals-service]
           passepartout.gateways.terminal [chat-terminal chat-lines format-reply])
   (setv runner (Runner env (fn [r] (print (format-reply r) :flush True))
@@ -128,9 +137,13 @@
   (shutdown env)
   0)
 
+;; * daemon
+
 (defn cmd-daemon [args]
   (import passepartout.daemon [cmd-daemon :as run-daemon])
   (run-daemon args))
+
+;; * approvals
 
 (defn cmd-approvals [args]
   (import passepartout.sandbox [inside-action]
@@ -142,6 +155,8 @@
            :file sys.stderr)
     (return 1))
   (run args))
+
+;; * doctor
 
 (defn _folder-check [path private]
   "#(status detail) for the folder PATH, which should be PRIVATE (0700)."
@@ -208,6 +223,8 @@
     (print f"{check :<{width}}  {status :<4}  {detail}"))
   (if (any (gfor r rows (= (get r 1) "fail"))) 1 0))
 
+;; * tangle
+
 (defn _project-root [start]
   "The nearest folder at or above START that holds org/ and passepartout/."
   (for [d (+ [start] (list start.parents))]
@@ -227,9 +244,13 @@
                           f"tangled: {(.relative-to p root)}")))
   (if (and args.check differ) 1 0))
 
+;; * bench
+
 (defn cmd-bench [args]
   (import passepartout.bench [run-benchmarks])
   (run-benchmarks :quick args.quick))
+
+;; * The parser
 
 (defn make-parser []
   (setv p (argparse.ArgumentParser

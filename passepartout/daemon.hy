@@ -284,7 +284,7 @@
 ;; * The command
 
 (defn :async _watch-skills [env runner]
-  (await (hy.I.passepartout/repl.watch-skills env)))
+  (await (hy.I.passepartout/reload.watch-skills env)))
 
 (defn daemon-services []
   "The services every daemon runs: the REPL socket, hot reload of skill files,

@@ -1,9 +1,9 @@
 ;; * Why
 
-(import asyncio ctypes json logging os secrets socket stat struct sys tempfile
+(import asyncio ctypes json logging os secrets socket stat struct sys
         threading time traceback types
         concurrent.futures [ThreadPoolExecutor]
-        importlib importlib.util
+        importlib
         pathlib [Path]
         hy.errors [HyLanguageError]
         passepartout.config [ConfigError]
@@ -12,8 +12,8 @@
         passepartout.sandbox [in-action-process]
         passepartout.context [context-runtime]
         passepartout.store [event-append]
-        passepartout.skills [all-skills builtin-skills-dir skill-files reload-skill-file
-                             set-immutable-skills])
+        passepartout.skills [all-skills set-immutable-skills]
+        passepartout.reload [config-immutable reload-skills])
 
 (setv log (logging.getLogger "passepartout.repl"))
 
@@ -267,103 +267,6 @@
    "traceback" ""
    "output" ""})
 
-;; * Hot reload
-
-(setv _stamps {}
-      _reload-lock (threading.Lock))
-
-(defn config-immutable [config]
-  "The skill names the config's [skills] immutable lists."
-  (setv names (.get (.get config "skills" {}) "immutable" []))
-  (when (not (and (isinstance names list) (all (gfor n names (isinstance n str)))))
-    (raise (ConfigError "skills.immutable should be an array of skill names")))
-  names)
-
-(defn skill-paths [config]
-  "Every skill file the daemon loads, as (path builtin) pairs, in load order."
-  (+ (lfor p (skill-files (builtin-skills-dir)) #(p True))
-     (lfor d (.get (.get config "skills" {}) "dirs" []) p (skill-files d) #(p False))))
-
-(defn _stamp [path]
-  (try
-    (setv st (os.stat path))
-    #(st.st-mtime-ns st.st-size)
-    (except [OSError]
-      None)))
-
-(defn note-skill-files [config]
-  "Take the skill files as they are now as the ones loaded."
-  (with [_reload-lock]
-    (for [[p _] (skill-paths config)]
-      (setv (get _stamps (str p)) (_stamp p)))))
-
-(defn changed-skill-files [config]
-  "The (path builtin) pairs of the skill files new or changed since they were loaded."
-  (lfor [p builtin] (skill-paths config)
-        :if (!= (.get _stamps (str p)) (_stamp p))
-        #(p builtin)))
-
-(defn reload-skills [config [force False]]
-  "Reload the skill files that changed (every one with FORCE), each with the
-   fail-safe swap; the result plist of each file reloaded."
-  (with [_reload-lock]
-    (set-immutable-skills (config-immutable config))
-    (setv disabled (.get (.get config "skills" {}) "disabled" [])
-          results [])
-    (for [[p builtin] (if force (skill-paths config) (changed-skill-files config))]
-      (setv stamp (_stamp p))
-      (.append results (reload-skill-file p :builtin builtin :disabled disabled))
-      (setv (get _stamps (str p)) stamp))
-    results))
-
-(defn reload-summary [results]
-  "RESULTS (from reload-skills) in words, one line per file."
-  (if (not results)
-      "No skill file changed since it was loaded."
-      (.join "\n"
-             (gfor r results
-                   :setv name (. (Path (proto-get r ':file)) name)
-                   (if (proto-get r ':error)
-                       f"{name}: not reloaded, its skills stay as they were: {(proto-get r ':error)}"
-                       (+ f"{name}: reloaded ({(.join ", " (proto-get r ':skills))})"
-                          (if (proto-get r ':removed)
-                              f", removed {(.join ", " (proto-get r ':removed))}"
-                              "")))))))
-
-(defn :async watch-skills [env [interval 1.0] [report None]]
-  "Reload changed skill files every INTERVAL seconds until cancelled. REPORT,
-   when given, receives the results of each reload."
-  (setv config (get env "config"))
-  (note-skill-files config)
-  (while True
-    (await (asyncio.sleep interval))
-    (try
-      (when (changed-skill-files config)
-        (setv results (await (asyncio.to-thread reload-skills config)))
-        (for [r results]
-          (if (proto-get r ':error)
-              (.error log "skill file %s not reloaded: %s" (proto-get r ':file) (proto-get r ':error))
-              (.info log "skill file %s reloaded" (proto-get r ':file))))
-        (when report
-          (report results)))
-      (except [asyncio.CancelledError]
-        (raise))
-      (except [e Exception]
-        (.exception log "reloading skill files failed")))))
-
-(defn handle-reload [signal ctx]
-  "The /reload command (\"/reload all\" for every file); None for other signals."
-  (when (!= (sensor-of signal) "user-input")
-    (return None))
-  (setv text (.strip (str (or (proto-get (proto-get signal ':payload) ':text) "")))
-        words (.split text))
-  (when (or (not words) (!= (get words 0) "/reload"))
-    (return None))
-  (when (not (in (cut words 1 None) [[] ["all"]]))
-    (return [(reply-signal signal "usage: /reload, or /reload all to reload every skill file" "error")]))
-  (setv results (reload-skills (or (context-runtime ctx "config") {}) :force (= words ["/reload" "all"])))
-  [(reply-signal signal (reload-summary results) "notice")])
-
 ;; * The socket
 
 ;; ** Who may connect
@@ -614,58 +517,3 @@
     (when (and self.loop (.is-alive self.thread))
       (.call-soon-threadsafe self.loop (. self.stopping set))
       (.join self.thread 30))))
-
-;; * Figures
-
-(defn _client-command []
-  "The client as bin/repl runs it (or as a script, installed), and the console script if any."
-  (setv bin-repl (/ (. (Path __file__) parent parent) "bin" "repl")
-        origin (. (importlib.util.find-spec "passepartout_repl") origin)
-        script (/ (. (Path sys.executable) parent) "repl"))
-  #([sys.executable "-S" (str (if (.exists bin-repl) bin-repl origin))]
-    (if (.exists script) [(str script)] None)))
-
-(defn bench-repl [n]
-  "Rows #(name value unit goal) of the REPL's round trip."
-  (import statistics subprocess
-          passepartout.daemon [boot shutdown]
-          passepartout.cascade [make-provider]
-          passepartout.skills [registry-snapshot registry-restore])
-  (setv data (tempfile.mkdtemp :prefix "passepartout-bench-")
-        run (tempfile.mkdtemp :prefix "pp-run-")
-        config (os.path.join data "config.toml")
-        saved (registry-snapshot))
-  (.write-text (Path config) "")
-  (setv env (boot :config-path config
-                  :environ (| (dict os.environ) {"PASSEPARTOUT_DATA_DIR" data
-                                                 "PASSEPARTOUT_RUNTIME_DIR" run})
-                  :providers [(make-provider "symbolic")])
-        server (ReplThread env)
-        [client script] (_client-command))
-  (defn once [command forms [timeout 30]]
-    (setv t (time.perf-counter)
-          p (subprocess.run (+ command ["--socket" server.path "--timeout" (str timeout) forms])
-                            :capture-output True :text True))
-    #((- (time.perf-counter) t) p.returncode (.strip p.stdout)))
-  (try
-    (setv runs (lfor _ (range n) (once client "(+ 1 2)"))
-          wrong (lfor r runs :if (!= (cut r 1 None) #(0 "3")) r)
-          times (lfor r runs (get r 0))
-          rows [#("repl '(+ 1 2)' whole process, python -S, p50" (* 1000 (statistics.median times)) "ms" "< 60 ms")
-                #("repl '(+ 1 2)' whole process, python -S, p90"
-                  (* 1000 (get (sorted times) (min (- n 1) (int (* 0.9 n))))) "ms" "")])
-    (when wrong
-      (.append rows #("repl '(+ 1 2)' wrong answers" (len wrong) f"of {n}" "0")))
-    (when script
-      (setv times (lfor _ (range (max 3 (// n 4))) (get (once script "(+ 1 2)") 0)))
-      (.append rows #("repl '(+ 1 2)' through the console script, p50" (* 1000 (statistics.median times)) "ms" "")))
-    (setv [t code _] (once client "(while True (setv x 1))" 1)
-          [_ next-code next-out] (once client "(+ 1 2)"))
-    (+= rows [#("repl: a form looping forever, --timeout 1, answered after" t "s" "≈ 1 s")
-              #("repl: the next form after that timeout answered"
-                (if (and (= code 1) (= next-code 0) (= next-out "3")) "yes" "no") "" "yes")])
-    rows
-    (finally
-      (.stop server)
-      (shutdown env)
-      (registry-restore saved))))

@@ -13,7 +13,7 @@
   (when (and (= (sensor-of signal) "user-input")
              (isinstance text str)
              (.startswith (.lstrip text) "/reload"))
-    (hy.I.passepartout/repl.handle-reload signal ctx)))
+    (hy.I.passepartout/reload.handle-reload signal ctx)))
 
 (defskill repl
   "Forms from the REPL socket, and /reload: answered here, never by the model."

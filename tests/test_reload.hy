@@ -1,5 +1,5 @@
 ;; Tests of the fail-safe swap (replace-skill, reload-skill-file in skills.hy)
-;; and of hot reload (reload-skills, watch-skills, /reload in repl.hy).
+;; and of hot reload (reload-skills, watch-skills, /reload in reload.hy).
 
 (require passepartout.macros [defskill])
 (import asyncio os time
@@ -12,8 +12,8 @@
         passepartout.cascade [make-provider]
         passepartout.daemon [boot shutdown]
         passepartout.loop [step]
-        passepartout.repl [reload-skills note-skill-files changed-skill-files watch-skills
-                           reload-summary])
+        passepartout.reload [reload-skills note-skill-files changed-skill-files watch-skills
+                             reload-summary])
 
 (defn expect [got want [what "value"]]
   (assert (= got want) f"{what}: expected {want !r}, got {got !r}"))

@@ -266,7 +266,7 @@ def test_skills_the_config_names_immutable_refuse_redefinition(tmp_path, runtime
 
 
 def test_reload_skills_is_at_hand(server):
-    got = ask(server, "(hy.I.passepartout/repl.note-skill-files config) (reload-skills)")
+    got = ask(server, "(hy.I.passepartout/reload.note-skill-files config) (reload-skills)")
     assert got == {"ok": True, "value": "[]", "output": ""}, got
 
 
