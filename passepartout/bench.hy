@@ -296,6 +296,39 @@
    #("harm: of those, stopped by the sandbox alone" (.get f "sandbox alone: stopped" 0) "" "")
    #("harm: sandbox alone, harm outside the workspace" (.get f "sandbox alone: harm outside the workspace" 0) "" "0")])
 
+;; * A model that hangs
+
+(defn bench-hung-provider [runs]
+  (import socket
+          passepartout.cascade [make-cascade make-provider cascade-complete _litellm-module])
+  (_litellm-module)
+  (setv key-env "PASSEPARTOUT_BENCH_HUNG_KEY"
+        deadline 1.0
+        told []
+        answered [])
+  (.setdefault os.environ key-env "bench-key")
+  (with [s (socket.socket)]
+    (.bind s #("127.0.0.1" 0))
+    (.listen s 64)
+    (setv base f"http://127.0.0.1:{(get (.getsockname s) 1)}/v1")
+    (for [_ (range runs)]
+      (setv cascade (make-cascade [(make-provider "openai/hung" :api-base base :api-key-env key-env
+                                                  :timeout deadline)
+                                   (make-provider "symbolic")])
+            start (time.perf-counter)
+            heard [])
+      (cascade-complete cascade [:messages [{"role" "user" "content" "help"}] :tools None
+                                 :signal [:type :event :session "bench"
+                                          :payload [:sensor :user-input :text "help"]]
+                                 :notify (fn [text [kind "progress"]]
+                                           (.append heard (time.perf-counter)))])
+      (.append answered (- (time.perf-counter) start))
+      (when heard (.append told (- (get heard 0) start)))))
+  [#(f"hung first model ({deadline :g} s deadline) → the person told, p50"
+     (if told (statistics.median told) "never told") "s" "≤ deadline + 1 s")
+   #(f"hung first model ({deadline :g} s deadline) → answer from the next, p50"
+     (statistics.median answered) "s" "≤ deadline + 1 s; default deadline 60 s, 30 s for a local model")])
+
 ;; * Running them
 
 (defn _print-row [row]
@@ -318,6 +351,7 @@
                (fn [] (bench-repl (if quick 10 40)))
                (fn [] (hy.I.passepartout/hitl.bench-approval (if quick 50 300)))
                (fn [] (bench-telegram quick))
-               (fn [] (bench-harm quick))]]
+               (fn [] (bench-harm quick))
+               (fn [] (bench-hung-provider (if quick 3 5)))]]
     (for [row (bench)] (_print-row row)))
   0)

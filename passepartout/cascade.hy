@@ -1,9 +1,19 @@
-(import json os socket threading time
+;; * Why
+
+(import json logging os re socket threading time
         importlib.util [find-spec]
         urllib.parse [urlsplit]
         passepartout.config [did-you-mean schema-keys]
         passepartout.proto [proto-get]
         passepartout.symbolic [symbolic-complete])
+
+;; The log is the daemon's when it has one; elsewhere (the chat, a script) the
+;; person already heard the line, and Python's last-resort printing to stderr
+;; would say it again over the terminal.
+(setv log (logging.getLogger "passepartout.cascade"))
+(.addHandler log (logging.NullHandler))
+
+;; * Providers
 
 (setv SYMBOLIC "symbolic"
       DEFAULT-TIMEOUT 60.0
@@ -43,6 +53,8 @@
   "What runs with no configuration: a local Ollama if one answers, then the symbolic provider."
   [(make-provider "ollama_chat/llama3.2" :api-base OLLAMA-BASE :probe True :timeout LOCAL-TIMEOUT)
    (make-provider SYMBOLIC)])
+
+;; ** From the configuration
 
 (defn _provider-from-table [entry]
   (when (isinstance entry str)
@@ -88,6 +100,8 @@
     (.append providers (make-provider SYMBOLIC)))
   (_unique-names providers))
 
+;; * The circuit breaker
+
 (defn make-cascade [providers [cooldown 60.0] [failure-threshold 3] [clock time.monotonic]]
   "The state of a cascade over PROVIDERS, with one circuit breaker each."
   (setv providers (list providers))
@@ -95,7 +109,8 @@
    "cooldown" (float cooldown)
    "failure-threshold" (max 1 (int failure-threshold))
    "clock" clock
-   "breakers" (lfor _ providers {"failures" 0 "opened-at" None})
+   "breakers" (lfor _ providers {"failures" 0 "opened-at" None
+                                 "incident" None "clause" None "heard" (set)})
    "lock" (threading.Lock)})
 
 (defn _admit [cascade i]
@@ -108,15 +123,33 @@
               True)
           True False)))
 
-(defn _record [cascade i ok]
+(defn _first-hearing [b session]
+  "True the first time SESSION asks about the incident of breaker B."
+  (if (in session (get b "heard"))
+      False
+      (do (.add (get b "heard") session)
+          True)))
+
+(defn _record [cascade i ok [kind None] [clause None] [session None]]
+  "Count a call of provider I. After a failure of KIND (told by CLAUSE), True
+   when SESSION has not heard of this incident yet."
   (with [(get cascade "lock")]
     (setv b (get cascade "breakers" i))
     (if ok
-        (setv (get b "failures") 0
-              (get b "opened-at") None)
+        (do (setv (get b "failures") 0
+                  (get b "opened-at") None
+                  (get b "incident") None
+                  (get b "clause") None)
+            (.clear (get b "heard"))
+            False)
         (do (+= (get b "failures") 1)
             (when (>= (get b "failures") (get cascade "failure-threshold"))
-              (setv (get b "opened-at") ((get cascade "clock"))))))))
+              (setv (get b "opened-at") ((get cascade "clock"))))
+            (when (!= (get b "incident") kind)
+              (setv (get b "incident") kind)
+              (.clear (get b "heard")))
+            (setv (get b "clause") clause)
+            (_first-hearing b session)))))
 
 (defn cascade-status [cascade]
   "One plist per provider: (:provider NAME :model M :state :closed|:open|:half-open :failures N)."
@@ -130,16 +163,21 @@
                         True ':open)
            :failures (get b "failures")])))
 
+;; * Calling one provider
+
 (defclass _Failure [Exception]
-  (defn __init__ [self outcome detail]
+  (defn __init__ [self outcome detail [kind None]]
     (.__init__ (super) detail)
     (setv self.outcome outcome
-          self.detail detail)))
+          self.detail detail
+          self.kind (or kind outcome.name))))
 
 (defn _short [text [limit 200]]
   "TEXT on one line, cut to LIMIT characters."
   (setv text (.join " " (.split (str text))))
   (if (> (len text) limit) (+ (cut text (- limit 1)) "…") text))
+
+;; ** The probe
 
 (defn _probe [provider]
   "None when something accepts connections at the provider's api_base, else why not."
@@ -157,6 +195,8 @@
     None
     (except [e OSError]
       f"nothing accepts connections at {host}:{port} ({(or e.strerror (. (type e) __name__))})")))
+
+;; ** LiteLLM, imported on first use
 
 (setv _litellm None
       _tool-flags {}
@@ -188,7 +228,7 @@
   (setv t (threading.Thread :target run :daemon True :name "passepartout-provider"))
   (.start t)
   (.join t seconds)
-  (cond (.is-alive t) (raise (_Failure ':timeout f"no complete answer within {seconds :g} s"))
+  (cond (.is-alive t) (raise (_Failure ':timeout f"no complete answer within {seconds :g} s" "timeout"))
         (in "error" box) (raise (get box "error"))
         True (get box "value")))
 
@@ -203,7 +243,7 @@
                 "num_retries" 0})
   (when key-env
     (when (not (.get os.environ key-env))
-      (raise (_Failure ':error f"the environment variable {key-env} (the API key) is not set")))
+      (raise (_Failure ':error f"the environment variable {key-env} (the API key) is not set" "no-key")))
     (setv (get kwargs "api_key") (get os.environ key-env)))
   (when (get provider "api_base")
     (setv (get kwargs "api_base") (get provider "api_base")))
@@ -211,6 +251,8 @@
     (.update kwargs {"tools" tools #** _tool-flags}))
   (_with-deadline (fn [] (litellm.completion #** kwargs))
                   (+ (get provider "timeout") DEADLINE-GRACE)))
+
+;; ** Reading the answer
 
 (defn _field [obj name [default None]]
   (if (isinstance obj dict) (.get obj name default) (getattr obj name default)))
@@ -257,6 +299,8 @@
    :completion-tokens (tokens "completion_tokens")
    :cost cost])
 
+;; ** Classifying a failure
+
 (defn _cause-of [e classes]
   "E or the first exception in its cause chain that is one of CLASSES, else None."
   (setv seen (set))
@@ -272,27 +316,58 @@
         kind (. (type e) __name__))
   (if (in kind text) text f"{kind}: {text}"))
 
+(setv _class-prefix-re (re.compile r"\A(?:\s*(?:litellm\.)?\w*(?:Error|Exception)\s*[:-]\s*)+"))
+
+(defn _provider-message [e]
+  "What the provider said in the error E, without LiteLLM's class names."
+  (setv text (.strip (_class-prefix-re.sub "" (str e) 1)))
+  (when (.startswith text "{")
+    (try
+      (setv body (json.loads text)
+            inner (if (isinstance (.get body "error") dict) (get body "error") body)
+            said (or (.get inner "message") (.get inner "detail")))
+      (when (isinstance said str) (setv text said))
+      (except [Exception])))
+  (_short (or text (. (type e) __name__)) 160))
+
+(defn _status-of [e]
+  "The HTTP status E carries, when it is an error status."
+  (setv status (getattr e "status_code" None))
+  (when (and (isinstance status int) (<= 400 status 599)) status))
+
+(defn _where [provider]
+  (or (get provider "api_base") (get provider "model")))
+
 (defn _classify [litellm provider e]
-  "(outcome detail) for the exception E raised while calling PROVIDER."
-  (setv bad-json (_cause-of e json.JSONDecodeError))
+  "(outcome detail kind) for the exception E raised while calling PROVIDER."
+  (setv bad-json (_cause-of e json.JSONDecodeError)
+        cut-off (_cause-of e #(ConnectionError socket.gaierror))
+        status (_status-of e))
   (cond
-    (isinstance e _Failure) #(e.outcome e.detail)
+    (isinstance e _Failure) #(e.outcome e.detail e.kind)
     (or (and litellm (isinstance e litellm.Timeout)) (_cause-of e TimeoutError))
-    #(':timeout (+ "no answer within " (format (get provider "timeout") "g") " s"))
-    bad-json #(':garbage (_short f"the answer is not JSON ({bad-json})"))
-    True #(':error (_short (_error-text e)))))
+    #(':timeout (+ "no answer within " (format (get provider "timeout") "g") " s") "timeout")
+    bad-json #(':garbage (_short f"the answer is not JSON ({bad-json})") "garbage")
+    cut-off #(':error (_short f"{(or cut-off.strerror (. (type cut-off) __name__))} at {(_where provider)}")
+              "connect")
+    status #(':error f"{status}: {(_provider-message e)}" f"http-{status}")
+    True #(':error (_short (_error-text e)) "error")))
+
+;; ** One attempt
 
 (defn _attempt [provider request]
-  "(outcome detail answer) for one call of PROVIDER; answer is (:text :tool-calls :usage) on :ok."
+  "(outcome detail answer kind) for one call of PROVIDER; answer is
+   (:text :tool-calls :usage) on :ok, kind the failure's (see above)."
   (when (= (get provider "model") SYMBOLIC)
     (setv r (symbolic-complete request))
     (return #(':ok "deterministic answer"
               [:text (proto-get r ':text) :tool-calls (proto-get r ':tool-calls [])
-               :usage (proto-get r ':usage)])))
+               :usage (proto-get r ':usage)]
+              "ok")))
   (when (get provider "probe")
     (setv why (_probe provider))
     (when why
-      (return #(':unreachable why None))))
+      (return #(':unreachable why None "unreachable"))))
   (setv litellm None)
   (try
     (setv litellm (_litellm-module)
@@ -300,10 +375,51 @@
           [text calls] (_answer response)
           usage (_usage litellm response))
     #(':ok (_short f"{(proto-get usage ':prompt-tokens)} prompt and {(proto-get usage ':completion-tokens)} completion tokens")
-      [:text text :tool-calls calls :usage usage])
+      [:text text :tool-calls calls :usage usage]
+      "ok")
     (except [e Exception]
-      (setv [outcome detail] (_classify litellm provider e))
-      #(outcome detail None))))
+      (setv [outcome detail kind] (_classify litellm provider e))
+      #(outcome detail None kind))))
+
+;; * Telling the person
+
+(defn _clause [provider kind detail]
+  "What went wrong with PROVIDER, as the words after its name."
+  (setv kind (or kind "error"))
+  (cond
+    (= kind "timeout") f"did not answer in {(.get provider "timeout" DEFAULT-TIMEOUT) :g} s"
+    (= kind "no-key") f"has no API key: the environment variable {(.get provider "api_key_env")} is not set"
+    (= kind "connect") f"could not be reached ({detail})"
+    (= kind "unreachable") f"is not running: {detail}"
+    (= kind "http-401") f"refused the key ({detail})"
+    (= kind "http-403") f"refused access ({detail})"
+    (= kind "http-429") f"is over its quota or rate limit ({detail})"
+    (= kind "http-404") f"does not know this model or address ({detail})"
+    (.startswith kind "http-") f"answered with an error ({detail})"
+    (= kind "garbage") f"answered something that is not a chat completion ({detail})"
+    (= kind "empty") "answered nothing"
+    True f"failed ({detail})"))
+
+(defn _skip [cascade i session]
+  "#(detail kind clause fresh) for provider I, skipped while its breaker is open;
+   FRESH when SESSION has not heard of the incident that opened it."
+  (with [(get cascade "lock")]
+    (setv b (get cascade "breakers" i)
+          failures (get b "failures")
+          wait (max 0 (- (get cascade "cooldown") (- ((get cascade "clock")) (get b "opened-at")))))
+    #(f"circuit open after {failures} failures in a row; next try in {wait :.0f} s"
+      (get b "incident")
+      (+ f"is paused for {wait :.0f} s after {failures} failures in a row"
+         (if (get b "clause") f" (it {(get b "clause")})" ""))
+      (_first-hearing b session))))
+
+(defn _next-words [provider]
+  "What the line says comes next, when PROVIDER is the next model asked."
+  (if (= (.get provider "model") SYMBOLIC)
+      "falling back to the built-in commands"
+      f"trying {(.get provider "name" (.get provider "model"))}"))
+
+;; * The cascade
 
 (defn _failure-reason [attempts]
   (+ "all providers failed: "
@@ -312,39 +428,83 @@
                            f"{(proto-get a ':provider)} {(. (proto-get a ':outcome) name)} ({(proto-get a ':detail)})"))
          "no providers are configured")))
 
-(defn _skip-detail [cascade i]
-  (setv b (get cascade "breakers" i)
-        wait (- (get cascade "cooldown") (- ((get cascade "clock")) (get b "opened-at"))))
-  (setv failures (get b "failures"))
-  f"circuit open after {failures} failures in a row; next try in {(max wait 0) :.0f} s")
-
 (defn cascade-complete [cascade request]
   "Ask the providers of CASCADE in order; the first real answer, or a :failed plist.
 
    (cascade-complete (make-cascade (default-providers))
                      [:messages [{\"role\" \"user\" \"content\" \"help\"}] :tools None
-                      :signal SIGNAL :rejections []])"
-  (setv attempts [])
+                      :signal SIGNAL :rejections [] :notify (fn [text] (print text))])"
+  (setv attempts []
+        notify (proto-get request ':notify)
+        session (proto-get (proto-get request ':signal) ':session)
+        waiting []
+        told []
+        untold []
+        kinds [])
+  (defn failed [name kind clause fresh]
+    (.append kinds kind)
+    (.append (if fresh waiting untold) f"model {name} {clause}"))
+  (defn tell [next-words]
+    (for [what waiting]
+      (setv line f"{what}, {next-words}")
+      (.warning log "%s" line)
+      (when notify
+        (try (notify line)
+             (except [e Exception]
+               (.warning log "could not tell the person: %s" (_error-text e))))))
+    (.extend (if notify told untold) waiting)
+    (.clear waiting))
   (for [[i provider] (enumerate (get cascade "providers"))]
     (setv name (.get provider "name" (.get provider "model")))
     (try
       (if (not (_admit cascade i))
-          (.append attempts
-                   [:provider name :outcome :skipped
-                    :detail (_skip-detail cascade i)])
-          (do (setv start (time.perf-counter)
-                    [outcome detail answer] (_attempt provider request)
-                    seconds (round (- (time.perf-counter) start) 3))
-              (_record cascade i (= outcome ':ok))
+          (do (setv [detail kind clause fresh] (_skip cascade i session))
+              (.append attempts [:provider name :outcome :skipped :detail detail])
+              (failed name kind clause fresh))
+          (do (tell (_next-words provider))
+              (setv asked (if (and kinds (= (.get provider "model") SYMBOLIC))
+                              (+ (list (or request []))
+                                 [:fallback [:told (list told) :untold (list untold) :kinds (list kinds)]])
+                              request)
+                    start (time.perf-counter)
+                    [outcome detail answer kind] (_attempt provider asked)
+                    seconds (round (- (time.perf-counter) start) 3)
+                    ok (= outcome ':ok)
+                    clause (when (not ok) (_clause provider kind detail))
+                    fresh (_record cascade i ok kind clause session))
               (.append attempts [:provider name :outcome outcome :detail detail :seconds seconds])
-              (when (= outcome ':ok)
+              (when ok
                 (return [:status :ok
                          :provider name
                          :text (proto-get answer ':text)
                          :tool-calls (proto-get answer ':tool-calls [])
                          :usage (proto-get answer ':usage)
-                         :attempts attempts]))))
+                         :attempts attempts]))
+              (failed name kind clause fresh)))
       (except [e Exception]
-        (_record cascade i False)
-        (.append attempts [:provider name :outcome :error :detail (_short (_error-text e))]))))
+        (setv detail (_short (_error-text e))
+              clause f"failed ({detail})")
+        (.append attempts [:provider name :outcome :error :detail detail])
+        (failed name "error" clause (_record cascade i False "error" clause session)))))
+  (tell "and no other model is left")
   [:status :failed :reason (_failure-reason attempts) :attempts attempts])
+
+;; * Checking one provider
+
+(setv CHECK-DEADLINE 5.0)
+
+(defn check-provider [provider [deadline CHECK-DEADLINE]]
+  "#(status detail) for PROVIDER after a one-token call of at most DEADLINE
+   seconds: status \"ok\", \"warn\" (a probed local model is not running) or \"fail\".
+
+   (check-provider (make-provider \"symbolic\")) ⇒ #(\"ok\" \"the built-in commands, always there\")"
+  (when (= (.get provider "model") SYMBOLIC)
+    (return #("ok" "the built-in commands, always there")))
+  (setv quick (| provider {"timeout" (min (float (get provider "timeout")) deadline) "max_tokens" 1})
+        start (time.perf-counter)
+        [outcome detail answer kind] (_attempt quick [:messages [{"role" "user" "content" "Say ok."}]
+                                                      :tools None])
+        seconds (- (time.perf-counter) start))
+  (cond (in outcome #(':ok ':empty)) #("ok" f"answered in {seconds :.2f} s")
+        (= outcome ':unreachable) #("warn" (+ (_clause quick kind detail) "; the next model answers"))
+        True #("fail" (_clause quick kind detail))))

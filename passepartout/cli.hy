@@ -192,6 +192,39 @@
       (except [OSError]
         (return #(status f"{path}: left by a daemon that is gone"))))))
 
+(defn _gateway-check [name section]
+  "#(status detail) for the gateway NAME configured by SECTION (its defaults filled in)."
+  (import passepartout.config [schema-section])
+  (setv keys (get (.get (get (schema-section "gateways") "tables") name {"keys" {}}) "keys")
+        s (| (dfor [k spec] (.items keys) k (get spec "default")) section))
+  (cond
+    (= name "terminal") #("ok" "the chat of `passepartout chat`")
+    (= name "telegram")
+    (cond (not (.get os.environ (or (get s "token_env") "")))
+          #("fail" f"the bot token is missing: the environment variable {(get s "token_env")} is not set")
+          (not (get s "allowed_users"))
+          #("warn" f"token in {(get s "token_env")}; allowed_users is empty, so nobody is answered")
+          True #("ok" f"token in {(get s "token_env")}; {(len (get s "allowed_users"))} allowed user(s)"))
+    (= name "signal")
+    (cond (not (get s "number")) #("fail" "no number: set [gateways.signal] number")
+          (not (get s "allowed_numbers"))
+          #("warn" f"{(get s "number")} through {(get s "url")}; allowed_numbers is empty, so nobody is answered")
+          True #("ok" f"{(get s "number")} through {(get s "url")}; {(len (get s "allowed_numbers"))} allowed sender(s)"))
+    True #("ok" "turned on; doctor knows no check for it")))
+
+(defn _model-checks [config]
+  "Rows #(check status detail), one per provider of CONFIG, asked all at once."
+  (import concurrent.futures [ThreadPoolExecutor]
+          passepartout.cascade [providers-from-config check-provider])
+  (try
+    (setv providers (providers-from-config config))
+    (except [e ValueError]
+      (return [#("models" "fail" (str e))])))
+  (with [pool (ThreadPoolExecutor :max-workers (len providers))]
+    (setv found (list (.map pool check-provider providers))))
+  (lfor [p [status detail]] (zip providers found)
+        #(f"model {(get p "name")}" status detail)))
+
 (defn doctor-checks [config-path]
   "Rows #(check status detail) about the machine and the config at CONFIG-PATH."
   (import passepartout.config [load-config config-file]
@@ -214,7 +247,9 @@
      (+ (sandbox-summary status)
         f"; [sandbox] mode = {(proto-get status ':mode)}"
         f", network = {(get config "sandbox" "network")}"))
-   #("gateways" (if gateways "ok" "warn") (if gateways (.join ", " gateways) "none is turned on"))])
+   #("gateways" (if gateways "ok" "warn") (if gateways (.join ", " gateways) "none is turned on"))
+   #* (lfor name gateways #(f"gateway {name}" #* (_gateway-check name (get config "gateways" name))))
+   #* (_model-checks config)])
 
 (defn cmd-doctor [args]
   (setv rows (doctor-checks args.config)
@@ -288,7 +323,7 @@
   (.add-argument a "--reason" :help "why it is denied")
   (.set-defaults a :func cmd-approvals)
 
-  (setv dr (.add-parser sub "doctor" :help "check the config, folders, sandbox and gateways; say which protection is in force"))
+  (setv dr (.add-parser sub "doctor" :help "check the config, folders, sandbox, gateways and each model; say which protection is in force"))
   (.set-defaults dr :func cmd-doctor)
 
   (setv t (.add-parser sub "tangle" :help "tangle org/ into the code, or check that they agree"))

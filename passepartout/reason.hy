@@ -1,10 +1,15 @@
+;; * Why
+
 (import json re time
         passepartout.proto [ProtoError kw proto-get proto-put proto-has proto-without proto-merge
                             proto-read proto-print proto-normalize proto-from-data
                             is-plist]
         passepartout.skills [actuator-for actuator-table skill-functions all-skills registry-view]
+        passepartout.context [context-runtime]
         passepartout.secrets [redact-value secret-tuple]
         passepartout.extract [extract ACTIONS])
+
+;; * Verdicts
 
 (setv VERDICTS #{"allow" "modify" "reject" "escalate"}
       GATE-BUDGET 0.25
@@ -36,6 +41,8 @@
     (raise (ValueError "returned modify without a new action")))
   #(kind reason new rule))
 
+;; * A proposal cannot approve itself
+
 (setv AUTHORITY-FIELDS
       (sfor n ["approved" "approval" "approved-by" "approver" "hitl-token" "hitl-approved"
                "hitl" "authorized" "authorization" "pre-approved" "auto-approve"
@@ -46,6 +53,8 @@
   "ACTION without any field that claims approval, and the names of those removed."
   (setv found (lfor k (cut action None None 2) :if (in k AUTHORITY-FIELDS) k.name))
   #((if found (proto-without action AUTHORITY-FIELDS) action) found))
+
+;; * The shape of an action
 
 (setv _type-checks
       {"string" (fn [v] (isinstance v str))
@@ -91,6 +100,8 @@
         (isinstance v int) "integer"
         (isinstance v float) "number"
         True "list"))
+
+;; * Deadlines that interrupt
 
 (import math os threading)
 
@@ -216,6 +227,8 @@
     (setv _watchdog (_Watchdog)))
   _watchdog)
 
+;; * Verify
+
 (defn _decision [gate kind [reason None] [rule None]]
   (+ [:gate gate :verdict (kw kind)]
      (if reason [:reason reason] [])
@@ -313,6 +326,8 @@
       (raise)))
   (outcome #* result))
 
+;; * Parsing what the model said
+
 (setv MAX-PROPOSAL-BYTES 65536)
 
 (defn proposal-action [proposal]
@@ -355,6 +370,8 @@
      (if (= (len unrun) 1) "was" "were") " not run: "
      (.join ", " (gfor a unrun (proto-print a)))
      ". Propose the next one after you have seen this result."))
+
+;; * Think
 
 (setv IDENTITY "You are Passepartout, a personal agent. You act only by proposing one action at a time; deterministic gates check every proposal before it runs, and a person approves what they escalate.")
 
@@ -449,7 +466,9 @@
       (setv (get messages -1) {"role" "user" "content" (get generated 0)})))
   (when rejections
     (.append messages (_rejection-message rejections)))
-  [:messages messages :tools (tool-definitions) :signal signal :rejections (list (or rejections []))])
+  (setv notify (context-runtime ctx "notify"))
+  (+ [:messages messages :tools (tool-definitions) :signal signal :rejections (list (or rejections []))]
+     (if notify [:notify notify] [])))
 
 (defn think [signal ctx complete [history None] [rejections None]]
   "Ask the cascade (the function COMPLETE) for a proposal: (:status :ok :action A …),
@@ -466,6 +485,8 @@
     (except [e ProtoError]
       (proto-merge answer [:status :unreadable :error (str e)
                            :text (cut (or text (proto-print (or calls []))) 2000)]))))
+
+;; * The retry loop
 
 (defn _usage-add [total usage]
   (if (is-plist usage)

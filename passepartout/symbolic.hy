@@ -1,6 +1,10 @@
+;; * Why
+
 (import re
         hy.models [Keyword]
         passepartout.proto [proto-get proto-print proto-without])
+
+;; * Answering a request
 
 (setv MAX-SHOWN 3000)
 
@@ -14,7 +18,7 @@
   (cond rejections (_refusal rejections)
         (= (proto-get payload ':sensor) ':tool-result)
         (_presentation (proto-get payload ':action) (proto-get payload ':result))
-        True (_command (proto-get payload ':text))))
+        True (_command (proto-get payload ':text) (proto-get request ':fallback))))
 
 (defn symbolic-complete [request]
   "The cascade result of the symbolic provider for REQUEST: its action as plist text."
@@ -24,6 +28,8 @@
    :tool-calls []
    :usage [:prompt-tokens 0 :completion-tokens 0 :cost 0.0]
    :attempts [[:provider "symbolic" :outcome :ok :detail "deterministic answer"]]])
+
+;; * Commands
 
 (setv _command-re (re.compile r"\s*/?(\S+)(.*)\Z" re.S))
 
@@ -37,10 +43,11 @@
       (cut s 1 -1)
       s))
 
-(defn _command [text]
-  "The action the person's TEXT asks for, or the help message."
+(defn _command [text [fallback None]]
+  "The action the person's TEXT asks for, or the help message (said as the
+   fallback when FALLBACK tells what failed)."
   (when (not (and (isinstance text str) (.strip text)))
-    (return (_help)))
+    (return (_help :fallback fallback)))
   (setv stripped (.strip text))
   (when (.startswith stripped "!")
     (setv cmd (.strip (cut stripped 1 None)))
@@ -53,7 +60,7 @@
         [first-line _ content] (.partition tail "\n")
         arg (_unquote first-line))
   (cond
-    (in word #("help" "?" "commands" "start")) (_help)
+    (in word #("help" "?" "commands" "start")) (_help :fallback fallback)
     (= word "read")
     (if arg
         [:action :read-file :path arg :explanation "the person asked to read this file"]
@@ -71,26 +78,43 @@
     (if (.strip tail)
         [:action :memory-search :query (.strip tail) :explanation "the person asked to search memory"]
         (_message "Say what to look for: recall QUERY"))
-    True (_help "I could not read that as a command.")))
+    True (_help "I could not read that as a command." fallback)))
 
-(setv HELP-TEXT "No language model is answering, so I understand only these commands:
-  !COMMAND        run a shell command, e.g. !ls -la
+(setv COMMANDS-TEXT "  !COMMAND        run a shell command, e.g. !ls -la
   read PATH       show a file
   write PATH      write a file; its content goes on the lines after this one
   remember TEXT   keep a note in memory
   recall QUERY    search the notes in memory
-  help            this list
-
-To use a real model, set one environment variable and the provider's usual key:
+  help            this list"
+      SETUP-TEXT "To use a real model, set one environment variable and the provider's usual key:
   PASSEPARTOUT_MODELS=openai/gpt-4o-mini   with   OPENAI_API_KEY=...
 or add a table to ~/.config/passepartout/config.toml:
   [[providers]]
   model = \"openai/gpt-4o-mini\"
   api_key_env = \"OPENAI_API_KEY\"
-With no configuration, a local Ollama serving llama3.2 is used whenever it is running.")
+With no configuration, a local Ollama serving llama3.2 is used whenever it is running."
+      DOCTOR-TEXT "`passepartout doctor` checks each configured model and says what is wrong."
+      HELP-TEXT (+ "No language model is answering, so I understand only these commands:\n"
+                   COMMANDS-TEXT "\n\n" SETUP-TEXT))
 
-(defn _help [[preface None]]
-  (_message (if preface (+ preface "\n" HELP-TEXT) HELP-TEXT)))
+(defn _fallback-help [fallback]
+  "The help as said by the fallback, after the failures FALLBACK describes."
+  (setv untold (or (proto-get fallback ':untold) [])
+        told (or (proto-get fallback ':told) [])
+        kinds (or (proto-get fallback ':kinds) [])
+        setup (all (gfor k kinds (in k #("unreachable" "no-key")))))
+  (+ "I am the built-in fallback, not a language model"
+     (cond (and untold told) (+ ": " (.join "; " untold) ", and as said above.")
+           untold (+ ": " (.join "; " untold) ".")
+           True " (why is said just above).")
+     "\nI understand only these commands:\n" COMMANDS-TEXT "\n\n"
+     (if setup SETUP-TEXT DOCTOR-TEXT)))
+
+(defn _help [[preface None] [fallback None]]
+  (setv text (if fallback (_fallback-help fallback) HELP-TEXT))
+  (_message (if preface (+ preface "\n" text) text)))
+
+;; * Presenting a tool result
 
 (defn _name [value]
   "VALUE as plain text; a keyword without its colon."
@@ -174,6 +198,8 @@ With no configuration, a local Ollama serving llama3.2 is used whenever it is ru
         True
         (do (setv rest (proto-without result [':status]))
             (+ "Done: " (_describe action) "." (if rest (+ "\n" (proto-print rest)) "")))))))
+
+;; * Answering a refusal
 
 (defn _refusal [rejections]
   "A :message telling the person which actions the gates refused."

@@ -9,6 +9,11 @@ every kind of provider at once:
     http://127.0.0.1:PORT/error500/v1  HTTP 500 with an OpenAI-style error body
     http://127.0.0.1:PORT/garbage/v1   HTTP 200 whose body is not JSON
     http://127.0.0.1:PORT/empty/v1     HTTP 200 with empty content and no tool calls
+    http://127.0.0.1:PORT/hang/v1      reads the request and never answers (until stop)
+    http://127.0.0.1:PORT/error401/v1  HTTP 401 (any errorNNN: that status) with an
+                                       OpenAI-style error body saying `error_message`
+    http://127.0.0.1:PORT/live/v1      answers as the script `live` names at the time,
+                                       so one provider can fail, recover and fail again
 
 Both /<script>/v1/chat/completions and /<script>/chat/completions are served.
 Every request is recorded, in arrival order, as a dict with its script, path and
@@ -22,7 +27,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-SCRIPTS = ("ok", "toolcall", "slow", "error500", "garbage", "empty")
+SCRIPTS = ("ok", "toolcall", "slow", "error500", "garbage", "empty", "hang", "live")
 
 
 class ScriptedOpenAIServer:
@@ -33,6 +38,8 @@ class ScriptedOpenAIServer:
     usage           the usage figures every answer carries
     tool_calls      the (name, arguments-json) pairs the `toolcall` script answers
     slow_seconds    how long `slow` waits before answering (at most MAX_SLOW)
+    error_message   what an `errorNNN` script other than error500 says went wrong
+    live            the script `live` answers as (default "ok")
     """
 
     MAX_SLOW = 5.0
@@ -43,6 +50,8 @@ class ScriptedOpenAIServer:
         self.usage = {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
         self.tool_calls = [("shell", json.dumps({"cmd": "ls -la", "explanation": "list the files"}))]
         self.slow_seconds = 3.0
+        self.error_message = "Incorrect API key provided: sk-scr***key"
+        self.live = "ok"
         self.requests = []
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -94,6 +103,11 @@ class ScriptedOpenAIServer:
         }
 
     def answer(self, script, body, n):
+        if script == "live":
+            script = self.live
+        if script == "hang":
+            self._stopping.wait()
+            return 503, "application/json", _json({"error": {"message": "stopped"}})
         if script in ("ok", "slow"):
             if script == "slow":
                 self._stopping.wait(min(self.slow_seconds, self.MAX_SLOW))
@@ -112,6 +126,11 @@ class ScriptedOpenAIServer:
             error = {"error": {"message": "the scripted server failed on purpose",
                                "type": "server_error", "param": None, "code": "internal_error"}}
             return 500, "application/json", _json(error)
+        status = script[len("error"):]
+        if script.startswith("error") and status.isdigit() and 400 <= int(status) <= 599:
+            error = {"error": {"message": self.error_message, "type": "scripted_error",
+                               "param": None, "code": status}}
+            return int(status), "application/json", _json(error)
         if script == "garbage":
             return 200, "application/json", b"<html>this is not json</html>"
         error = {"error": {"message": f"no script called {script!r}", "type": "invalid_request_error",

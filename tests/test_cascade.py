@@ -15,8 +15,10 @@ from hy.models import Keyword as K
 from openai_server import openai_server  # noqa: F401  (the fixture)
 from passepartout.cascade import (
     _Failure,
+    _litellm_module,
     _with_deadline,
     cascade_complete,
+    check_provider,
     cascade_status,
     default_providers,
     make_cascade,
@@ -319,3 +321,183 @@ def test_max_tokens_is_sent_default_and_per_provider(openai_server, key):
         assert proto_get(result, "status").name == "ok", result
         body = openai_server.requests[-1]["body"]
         assert body.get("max_tokens") == want, f"request body: {body}"
+
+
+# * The person hears which model failed, once per incident
+
+class Heard:
+    """A notify function: what the person was told, and when."""
+
+    def __init__(self):
+        self.lines = []
+        self.times = []
+
+    def __call__(self, text, kind="progress"):
+        assert kind == "progress", kind
+        self.lines.append(text)
+        self.times.append(time.monotonic())
+
+
+def told(notify, text="hello", session="terminal:local"):
+    """A request from SESSION whose step tells the person through NOTIFY."""
+    signal = [K("type"), K("event"), K("session"), session,
+              K("payload"), [K("sensor"), K("user-input"), K("text"), text]]
+    out = [K("messages"), MESSAGES, K("tools"), None, K("signal"), signal, K("rejections"), []]
+    return out + [K("notify"), notify] if notify else out
+
+
+def warnings_of(caplog):
+    return [r.getMessage() for r in caplog.records
+            if r.name == "passepartout.cascade" and r.levelname == "WARNING"]
+
+
+def test_a_hung_provider_costs_one_deadline_and_the_person_hears_it(openai_server, key, caplog):
+    _litellm_module()  # its import is not the provider's time
+    caplog.set_level("WARNING", logger="passepartout.cascade")
+    heard = Heard()
+    cascade = make_cascade([scripted(openai_server, "hang", timeout=1.0), scripted(openai_server, "ok")])
+    start = time.monotonic()
+    result = cascade_complete(cascade, told(heard))
+    took = time.monotonic() - start
+    assert proto_get(result, "provider") == "openai/scripted-ok", result
+    assert outcomes(result) == [K("timeout"), K("ok")], result
+    line = "model openai/scripted-hang did not answer in 1 s, trying openai/scripted-ok"
+    assert heard.lines == [line], heard.lines
+    assert heard.times[0] - start < 2.0, f"told after {heard.times[0] - start:.2f} s"
+    assert took < 2.0, f"the answer took {took:.2f} s for a 1 s deadline"
+    assert warnings_of(caplog) == [line], caplog.records
+
+
+def test_each_failure_is_told_in_words_with_the_providers_message(openai_server, key, monkeypatch):
+    monkeypatch.delenv("PASSEPARTOUT_TEST_UNSET_KEY", raising=False)
+    openai_server.error_message = "Incorrect API key provided: sk-te***st"
+    refused = closed_port()
+    port = refused.getsockname()[1]
+    try:
+        heard = Heard()
+        providers = [scripted(openai_server, "error401"),
+                     scripted(openai_server, "error429"),
+                     make_provider("openai/nowhere", api_base=f"http://127.0.0.1:{port}/v1",
+                                   api_key_env=KEY_ENV, timeout=5.0),
+                     make_provider("openai/keyless", api_base=openai_server.url("ok"),
+                                   api_key_env="PASSEPARTOUT_TEST_UNSET_KEY"),
+                     scripted(openai_server, "error500"),
+                     make_provider("symbolic")]
+        result = cascade_complete(make_cascade(providers), told(heard))
+    finally:
+        refused.close()
+    assert proto_get(result, "provider") == "symbolic", result
+    assert heard.lines == [
+        "model openai/scripted-error401 refused the key (401: Incorrect API key provided: sk-te***st), "
+        "trying openai/scripted-error429",
+        "model openai/scripted-error429 is over its quota or rate limit "
+        "(429: Incorrect API key provided: sk-te***st), trying openai/nowhere",
+        f"model openai/nowhere could not be reached (Connection refused at http://127.0.0.1:{port}/v1), "
+        "trying openai/keyless",
+        "model openai/keyless has no API key: the environment variable PASSEPARTOUT_TEST_UNSET_KEY "
+        "is not set, trying openai/scripted-error500",
+        "model openai/scripted-error500 answered with an error (500: the scripted server failed on "
+        "purpose), falling back to the built-in commands"], heard.lines
+
+
+def test_the_same_failure_on_three_messages_is_told_once(openai_server, key, caplog):
+    caplog.set_level("WARNING", logger="passepartout.cascade")
+    clock = FakeClock()
+    heard = Heard()
+    cascade = make_cascade([scripted(openai_server, "error401"), scripted(openai_server, "ok")],
+                           cooldown=60.0, failure_threshold=2, clock=clock)
+    for n in range(3):
+        result = cascade_complete(cascade, told(heard, f"message {n}"))
+        assert proto_get(result, "provider") == "openai/scripted-ok", result
+    assert openai_server.scripts_seen() == ["error401", "ok", "error401", "ok", "ok"]
+    assert len(heard.lines) == 1 and "refused the key (401:" in heard.lines[0], heard.lines
+    assert warnings_of(caplog) == heard.lines, caplog.records
+    # the cool-down ends and the trial fails the same way: still the same incident
+    clock.now += 61.0
+    cascade_complete(cascade, told(heard, "message 4"))
+    assert openai_server.scripts_seen()[-2:] == ["error401", "ok"]
+    assert len(heard.lines) == 1, heard.lines
+    # another conversation has not heard of it: it is told once, of the open breaker
+    other = Heard()
+    for n in range(2):
+        cascade_complete(cascade, told(other, f"other {n}", session="telegram:7"))
+    assert len(other.lines) == 1, other.lines
+    assert other.lines[0].startswith("model openai/scripted-error401 is paused for 60 s after 3 failures "
+                                     "in a row (it refused the key (401:"), other.lines
+    assert other.lines[0].endswith(", trying openai/scripted-ok"), other.lines
+
+
+def test_a_recovery_then_a_new_failure_is_told_again(openai_server, key):
+    heard = Heard()
+    cascade = make_cascade([scripted(openai_server, "live"), make_provider("symbolic")],
+                           failure_threshold=100)
+    said = []
+    for live in ["error401", "error401", "ok", "ok", "error401", "error401", "error500", "hang"]:
+        openai_server.live = live
+        before = len(heard.lines)
+        cascade_complete(cascade, told(heard, "help"))
+        said.append(len(heard.lines) - before)
+    assert said == [1, 0, 0, 0, 1, 0, 1, 1], (said, heard.lines)
+    assert heard.lines[0] == heard.lines[1], heard.lines
+    assert "answered with an error (500:" in heard.lines[2], heard.lines
+
+
+def test_the_fallback_says_it_is_the_fallback_and_names_the_reason_once(openai_server, key):
+    heard = Heard()
+    cascade = make_cascade([scripted(openai_server, "error401"), make_provider("symbolic")])
+    first = proto_read(proto_get(cascade_complete(cascade, told(heard, "hello")), "text"))
+    second = proto_read(proto_get(cascade_complete(cascade, told(heard, "hello")), "text"))
+    reason = "model openai/scripted-error401 refused the key (401: Incorrect API key provided: sk-scr***key)"
+    assert heard.lines == [reason + ", falling back to the built-in commands"], heard.lines
+    # just told in the line: the answer says what it is, and points to the line
+    text = proto_get(first, "text")
+    assert "I am the built-in fallback, not a language model (why is said just above)" in text, text
+    assert "refused the key" not in text and "passepartout doctor" in text, text
+    # not told this time: the answer names the reason itself
+    text = proto_get(second, "text")
+    assert f"I am the built-in fallback, not a language model: {reason}." in text, text
+    assert text.count("refused the key") == 1, text
+    # nobody to tell: the answer names it, and only the log heard the line
+    quiet = make_cascade([scripted(openai_server, "error401"), make_provider("symbolic")])
+    text = proto_get(proto_read(proto_get(cascade_complete(quiet, told(None, "hello")), "text")), "text")
+    assert f"not a language model: {reason}." in text, text
+
+
+def test_the_fallback_with_nothing_configured_says_how_to_configure(monkeypatch):
+    sock = closed_port()
+    port = sock.getsockname()[1]
+    try:
+        heard = Heard()
+        cascade = make_cascade([make_provider("ollama_chat/llama3.2", api_base=f"http://127.0.0.1:{port}",
+                                              probe=True),
+                                make_provider("symbolic")])
+        text = proto_get(proto_read(proto_get(cascade_complete(cascade, told(heard, "help")), "text")),
+                         "text")
+    finally:
+        sock.close()
+    assert heard.lines == [f"model ollama_chat/llama3.2 is not running: nothing accepts connections at "
+                           f"127.0.0.1:{port} (Connection refused), falling back to the built-in commands"], \
+        heard.lines
+    assert "built-in fallback" in text and "PASSEPARTOUT_MODELS=" in text, text
+
+
+def test_a_notify_that_fails_does_not_fail_the_call(openai_server, key):
+    def broken(text, kind="progress"):
+        raise RuntimeError("the chat went away")
+    result = cascade_complete(make_cascade([scripted(openai_server, "error401"), scripted(openai_server, "ok")]),
+                              told(broken))
+    assert proto_get(result, "provider") == "openai/scripted-ok", result
+
+
+# * Checking one provider, as doctor does
+
+def test_check_provider_asks_for_one_token(openai_server, key):
+    status, detail = check_provider(scripted(openai_server, "ok"))
+    assert status == "ok" and detail.startswith("answered in "), detail
+    assert openai_server.requests[-1]["body"]["max_tokens"] == 1, openai_server.requests[-1]
+    start = time.monotonic()
+    assert check_provider(scripted(openai_server, "hang", timeout=60.0), deadline=1.0) == \
+        ("fail", "did not answer in 1 s")
+    assert time.monotonic() - start < 2.0
+    assert check_provider(scripted(openai_server, "error401"))[1].startswith("refused the key (401: ")
+    assert check_provider(make_provider("symbolic"))[0] == "ok"

@@ -240,6 +240,14 @@
   (expect (sorted (gfor t (proto-get (get requests 0) ':tools) (get t "function" "name")))
           ["message" "shell"] "tool definitions"))
 
+(defn test-the-request-carries-the-steps-notify [registry]
+  (setv [complete requests] (scripted ["(:action :message :text \"hi\")" "(:action :message :text \"hi\")"])
+        heard [])
+  (think SIGNAL (+ CTX [:runtime {"notify" heard.append}]) complete)
+  (think SIGNAL CTX complete)
+  (expect (proto-get (get requests 0) ':notify) heard.append "the notify of a step that has one")
+  (assert (not (in ':notify (get requests 1))) f"no notify, no :notify key: {(get requests 1)}"))
+
 (defn test-retry-carries-the-rejection-trace [registry]
   (gate-skill "no-rm" 50 (fn [a c] (if (in "rm" (or (proto-get a ':cmd) ""))
                                         [:verdict :reject :reason "rm is not allowed"]

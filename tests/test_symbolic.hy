@@ -86,6 +86,35 @@
     (setv reply (message-text request))
     (assert (.endswith reply HELP-TEXT) f"{request !r} answered {reply !r}")))
 
+;; * As the fallback
+
+(defn test-the-fallback-says-so-and-names-the-reason-once []
+  (setv why "model m refused the key (401: bad key)"
+        untold (message-text (+ (user-says "hello")
+                                [:fallback [:told [] :untold [why] :kinds ["http-401"]]]))
+        told (message-text (+ (user-says "help") [:fallback [:told [why] :untold [] :kinds ["http-401"]]])))
+  (assert (.startswith untold (+ "I could not read that as a command.\n"
+                                 "I am the built-in fallback, not a language model: " why ".\n"))
+          f"untold: {untold !r}")
+  (assert (= (.count untold "refused the key") 1) f"the reason once: {untold !r}")
+  (assert (.startswith told "I am the built-in fallback, not a language model (why is said just above).")
+          f"told: {told !r}")
+  (assert (not (in "refused the key" told)) f"told just above, not again: {told !r}")
+  (for [text [untold told]]
+    (assert (and (in "!COMMAND" text) (in "passepartout doctor" text) (not (in "PASSEPARTOUT_MODELS" text)))
+            f"a configured model failed: the commands and doctor, not the setup: {text !r}")))
+
+(defn test-the-fallback-with-no-model-set-up-says-how []
+  (setv text (message-text (+ (user-says "help")
+                              [:fallback [:told [] :untold ["model o is not running: nothing listens"]
+                                          :kinds ["unreachable" "no-key"]]])))
+  (assert (in "PASSEPARTOUT_MODELS=openai/gpt-4o-mini" text) f"setup: {text !r}")
+  (assert (in "not a language model: model o is not running" text) f"why: {text !r}"))
+
+(defn test-the-fallback-runs-commands-without-a-word []
+  (setv a (answer (+ (user-says "!ls") [:fallback [:told ["model m answered nothing"] :untold [] :kinds ["empty"]]])))
+  (assert (= a [:action :shell :cmd "ls" :explanation "the person asked to run this command"]) f"got {a}"))
+
 ;; * Tool results
 
 (defn test-shell-output []
