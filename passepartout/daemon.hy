@@ -168,18 +168,27 @@
 
 (setv HEARTBEAT-KEY "daemon:heartbeat")
 
-(defn :async _heartbeat [env hub settings started]
+(defn :async _heartbeat [env hub settings started [gateways None]]
+  "GATEWAYS, when given, is a function of no arguments: the gateways' states."
   (setv store (get env "store"))
   (while True
     (try
       (setv now (time.time)
             pending (await (asyncio.to-thread inbox-count store))
-            sessions (len (.sessions hub)))
+            sessions (len (.sessions hub))
+            states (if gateways (gateways) {})
+            down (degraded states))
       (await (asyncio.to-thread kv-put store HEARTBEAT-KEY
                                 [:time now :pid (os.getpid) :started started
-                                 :sessions sessions :pending pending]))
+                                 :sessions sessions :pending pending
+                                 :gateways (lfor [k v] (.items states) x [k v] x)
+                                 :degraded (bool down)]))
       (await (asyncio.to-thread inbox-prune store (- now (get settings "inbox_keep"))))
-      (.info log "alive: pid %s, %s sessions, %s signals pending" (os.getpid) sessions pending)
+      (if down
+          (.warning log "alive but degraded: pid %s, %s sessions, %s signals pending; %s"
+                    (os.getpid) sessions pending
+                    (.join "; " (gfor n down f"{n}: {(get states n)}")))
+          (.info log "alive: pid %s, %s sessions, %s signals pending" (os.getpid) sessions pending))
       (except [asyncio.CancelledError] (raise))
       (except [Exception]
         (.exception log "the heartbeat failed")))
@@ -204,14 +213,42 @@
       (except [#(NotImplementedError RuntimeError ValueError)])))
   installed)
 
-(defn _report-end [name]
-  (fn [task]
-    (cond
-      (.cancelled task) None
-      (.exception task)
-      (.error log "gateway %s failed and stopped: %r" name (.exception task)
-              :exc-info (.exception task))
-      True (.info log "gateway %s stopped" name))))
+(setv GATEWAY-OK #{"starting" "running" "polling" "receiving"})
+
+(defn :async _supervise [g hub states stop]
+  "Run the gateway G, started again with a growing pause whenever it fails,
+   until it ends by itself or STOP is set; its state kept in STATES."
+  (setv name (get g "name")
+        failures 0)
+  (while (not (.is-set stop))
+    (setv (get states name) "running")
+    (try
+      (await ((get g "run") hub))
+      (setv (get states name) "stopped")
+      (.info log "gateway %s stopped" name)
+      (return)
+      (except [asyncio.CancelledError] (raise))
+      (except [e Exception]
+        (+= failures 1)
+        (setv wait (min 60 (** 2 (min 6 (- failures 1))))
+              (get states name) f"restarting after a failure ({(. (type e) __name__)}: {e})")
+        (.error log "gateway %s failed (%s time(s)): %r; starting it again in %s s" name failures e wait
+                :exc-info e)
+        (try
+          (await (asyncio.wait-for (.wait stop) wait))
+          (except [asyncio.TimeoutError]))))))
+
+(defn gateway-states [gateways states]
+  "{name: one line} for each gateway: its own state when it has one."
+  (dfor g gateways
+        :setv name (get g "name")
+        :setv own (.get g "state")
+        :setv base (.get states name "starting")
+        name (if (and own (= base "running")) (own) base)))
+
+(defn degraded [states]
+  "The gateways of STATES (from gateway-states) that are not working."
+  (lfor [name state] (.items states) :if (not (in state GATEWAY-OK)) name))
 
 (defn :async _stop-all [gateways tasks timeout]
   (for [g gateways]
@@ -243,16 +280,16 @@
           handled (_install-signals loop stop hurry)
           started (time.time)
           resumed (await (.resume hub))
-          tasks [])
+          tasks []
+          states {})
     (.info log "daemon started: pid %s, data dir %s, gateways: %s; %s unfinished signals queued again"
            (os.getpid) (get config "data_dir")
            (or (.join ", " (gfor g gateways (get g "name"))) "none") resumed)
     (for [g gateways]
-      (setv t (asyncio.create-task ((get g "run") hub)))
-      (.add-done-callback t (_report-end (get g "name")))
-      (.append tasks t))
+      (.append tasks (asyncio.create-task (_supervise g hub states stop))))
     (setv others (lfor s (or services []) (asyncio.create-task (s env hub)))
-          beat (asyncio.create-task (_heartbeat env hub settings started)))
+          beat (asyncio.create-task (_heartbeat env hub settings started
+                                                (fn [] (gateway-states gateways states)))))
     (await (.wait stop))
     (.info log "stopping: no more input")
     (for [t others] (.cancel t))

@@ -460,7 +460,13 @@
         (except [asyncio.CancelledError] (raise))
         (except [e Exception]
           (.exception log "step failed on session %s" session)
-          (await (self._emit (reply-signal signal f"Internal error: {(. (type e) __name__)}: {e}" "error"))))
+          ;; the worker outlives whatever failed, a store that cannot write included
+          (try
+            (await (self._emit (ending (reply-signal signal f"Internal error: {(. (type e) __name__)}: {e}"
+                                                     "error"))))
+            (except [asyncio.CancelledError] (raise))
+            (except [Exception]
+              (.exception log "the error reply to session %s could not be sent either" session))))
         (finally
           (.discard self.busy session)
           (.task-done queue)))))

@@ -241,20 +241,62 @@ def test_polling_survives_429_garbage_and_dropped_connections(tg, caplog):
     assert "flood control" in messages and "polling failed" in messages, messages
 
 
-def test_a_second_poller_409_stops_the_gateway_and_says_so(tg, caplog):
+def test_a_409_is_said_retried_and_recovered_from(tg, caplog):
+    """Another poller holds the bot for a while: the gateway says so at once, the
+    heartbeat says degraded, and once the other stops the message is answered."""
+    from passepartout.store import kv_get
     caplog.set_level(logging.INFO)
-    tg.server.fail("getUpdates", "409")
+    tg.server.fail("getUpdates", "409", times=2)
+    tg.server.message(ALICE, ALICE, "after the conflict")
+    beats = []
     with tg.daemon() as d:
         assert tg.server.wait_for(lambda: any("409 Conflict" in r.getMessage() for r in caplog.records))
-        assert tg.server.wait_for(lambda: any(r.getMessage() == "gateway telegram stopped"
-                                              for r in caplog.records))
-        polls = len(tg.server.requests("getUpdates"))
-        time.sleep(0.3)
-        assert len(tg.server.requests("getUpdates")) == polls == 1, "the gateway kept polling"
-        assert d.thread.is_alive(), "the daemon went down with its gateway"
-    assert d.code == 0
+
+        def degraded_beat():
+            beat = kv_get(tg.env["store"], "daemon:heartbeat")
+            if beat and proto_get(beat, K("degraded")):
+                beats.append(beat)
+            return beats
+
+        assert tg.server.wait_for(degraded_beat, timeout=10), "the heartbeat never said degraded"
+        assert tg.server.wait_for(lambda: tg.server.texts(ALICE), timeout=20), "the gateway did not recover"
+        assert d.thread.is_alive()
+    assert tg.server.texts(ALICE) == ["echo: after the conflict"]
+    states = dict(zip(*[iter(proto_get(beats[0], K("gateways")))] * 2))
+    assert "409 Conflict" in states["telegram"], states
     errors = [r for r in caplog.records if r.levelno >= logging.ERROR and "409" in r.getMessage()]
-    assert errors and "another program is polling this bot" in errors[0].getMessage()
+    assert len(errors) == 1 and "another program is polling this bot" in errors[0].getMessage(), \
+        "the first 409 of the incident is an error, the next ones are not repeated as errors"
+    assert any("polling again after 2 409 Conflicts" in r.getMessage() for r in caplog.records)
+    assert any("degraded" in r.getMessage() for r in caplog.records)
+    assert d.code == 0
+
+
+def test_a_gateway_that_fails_is_started_again(tg, caplog):
+    """A gateway whose run raises is supervised: started again after a pause, and
+    the heartbeat says degraded meanwhile."""
+    import asyncio
+    caplog.set_level(logging.INFO)
+    runs = []
+
+    async def run(hub):
+        runs.append(1)
+        if len(runs) == 1:
+            raise RuntimeError("the service went away")
+        while True:
+            await asyncio.sleep(0.05)
+
+    async def nothing(*a):
+        return None
+
+    gateway = {"name": "flaky", "run": run, "deliver": nothing, "stop": nothing, "close": nothing}
+    with tg.daemon(gateways=[gateway]):
+        deadline = time.monotonic() + 10
+        while len(runs) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert len(runs) == 2, runs
+    assert any("gateway flaky failed (1 time(s))" in r.getMessage() and "starting it again in 1 s" in r.getMessage()
+               for r in caplog.records)
 
 
 def test_a_server_down_at_start_is_waited_for(tmp_path, caplog):

@@ -207,6 +207,7 @@
           self.poll None
           self.ready (asyncio.Lock)
           self.started False
+          self.state "starting"
           self.refused None)
     (when (not self.allowed)
       (.warning log "gateways.telegram.allowed_users is empty: every message will be refused")))
@@ -217,7 +218,8 @@
      "run" (partial _run self)
      "deliver" (partial _deliver self)
      "stop" (partial _stop self)
-     "close" (partial _close self)}))
+     "close" (partial _close self)
+     "state" (fn [] self.state)}))
 
 (defn :async _call [gw what thunk]
   "The result of (THUNK), retried as the Bot API's answers say."
@@ -251,7 +253,8 @@
 (defn :async _run [gw hub]
   (setv gw.hub hub
         offset None
-        failures 0)
+        failures 0
+        conflicts 0)
   (while (not gw.stopping)
     (try
       (await (_start gw))
@@ -260,13 +263,25 @@
       (await (asyncio.gather #* (gfor u updates (_handle gw u))))
       (when updates
         (setv offset (+ (. (get updates -1) update-id) 1)))
-      (setv failures 0)
+      (when conflicts
+        (.warning log "telegram: polling again after %s 409 Conflicts" conflicts))
+      (setv failures 0
+            conflicts 0
+            gw.state "polling")
       (except [e Conflict]
-        (.error log (+ "telegram: 409 Conflict from the Bot API: another program is polling this bot "
-                       "(or a webhook is set). This gateway stops; stop the other one and restart. (%s)")
-                e)
-        (break))
+        (+= conflicts 1)
+        (setv wait (min 60 (** 2 (min 6 (- conflicts 1))))
+              gw.state (+ "409 Conflict: another program polls this bot (or a webhook is set); "
+                          f"retrying every {wait} s"))
+        (if (= conflicts 1)
+            (.error log (+ "telegram: 409 Conflict from the Bot API: another program is polling this bot "
+                           "(or a webhook is set); both get half of the messages while it lasts. "
+                           "Retrying with a growing pause. (%s)")
+                    e)
+            (.warning log "telegram: still 409 Conflict (%s times); retrying in %s s" conflicts wait))
+        (await (_pause gw wait)))
       (except [e #(InvalidToken Forbidden)]
+        (setv gw.state f"stopped: the Bot API refused the token ({e})")
         (.error log "telegram: the Bot API refused the token (%s); this gateway stops" e)
         (break))
       (except [e RetryAfter]
@@ -274,6 +289,7 @@
         (await (_pause gw (_seconds e))))
       (except [e Exception]
         (+= failures 1)
+        (setv gw.state f"polling failed {failures} times ({(. (type e) __name__)}); retrying")
         (.warning log "telegram: polling failed (%s: %s); retrying in %s s"
                   (. (type e) __name__) e (_backoff failures))
         (await (_pause gw (_backoff failures))))))
