@@ -329,6 +329,59 @@
    #(f"hung first model ({deadline :g} s deadline) → answer from the next, p50"
      (statistics.median answered) "s" "≤ deadline + 1 s; default deadline 60 s, 30 s for a local model")])
 
+;; * Answering an approval
+
+(defn bench-approval [n]
+  "Rows (name value unit goal): p50 and p99 of /approve to the start of execution."
+  (import passepartout.daemon [boot shutdown]
+          passepartout.cascade [make-provider]
+          passepartout.loop [step]
+          passepartout.proto [proto-get]
+          passepartout.act [action-name]
+          passepartout.hitl [escalate]
+          passepartout.skills [make-skill register-skill registry-snapshot registry-restore])
+  (setv saved (registry-snapshot)
+        tmp (Path (tempfile.mkdtemp :prefix "passepartout-bench-"))
+        started [])
+  (.write-text (/ tmp "config.toml") "")
+  (setv env (boot :config-path (str (/ tmp "config.toml"))
+                  :environ {"PASSEPARTOUT_DATA_DIR" (str (/ tmp "data")) "HOME" (str tmp)}
+                  :providers [(make-provider "symbolic")]))
+  (setv (get env "escalate") escalate
+        (get env "complete") (fn [request]
+                               [:status :ok :provider "bench"
+                                :text "(:action :bench-probe :explanation \"measure\")"]))
+  (register-skill
+    (make-skill "bench-approval-probe" :priority 1
+                :gate (fn [action ctx]
+                        (if (= (action-name action) "bench-probe")
+                            [:verdict :escalate :reason "measured"]
+                            [:verdict :allow]))
+                :actuators {"bench-probe" {"run" (fn [action ctx]
+                                                   (.append started (time.perf-counter))
+                                                   [:status :ok])
+                                           "doc" "a probe" "effect" True}}))
+  (defn say [text]
+    (step [:type :event :source [:gateway :bench :chat "b" :user "b"]
+           :payload [:sensor :user-input :text text]]
+          env))
+  (setv times [])
+  (try
+    (for [_ (range n)]
+      (setv ask (next (gfor s (say "probe")
+                            :if (proto-get (proto-get s ':payload []) ':approval) s))
+            code (proto-get (proto-get (proto-get ask ':payload) ':approval) ':code)
+            t (time.perf-counter))
+      (say f"/approve {code}")
+      (.append times (- (get started -1) t)))
+    (finally
+      (shutdown env)
+      (registry-restore saved)))
+  (setv times (sorted times))
+  [#("approval: /approve to start of execution p50" (* 1000 (statistics.median times)) "ms" "< 50 ms")
+   #("approval: /approve to start of execution p99"
+     (* 1000 (get times (min (- (len times) 1) (int (* 0.99 (len times)))))) "ms" "")])
+
 ;; * Running them
 
 (defn _print-row [row]
@@ -349,7 +402,7 @@
                (fn [] (bench-sandbox (if quick 30 200)))
                bench-chat-memory
                (fn [] (bench-repl (if quick 10 40)))
-               (fn [] (hy.I.passepartout/hitl.bench-approval (if quick 50 300)))
+               (fn [] (bench-approval (if quick 50 300)))
                (fn [] (bench-telegram quick))
                (fn [] (bench-harm quick))
                (fn [] (bench-hung-provider (if quick 3 5)))]]

@@ -146,15 +146,80 @@
 ;; * approvals
 
 (defn cmd-approvals [args]
-  (import passepartout.sandbox [inside-action]
-          passepartout.hitl [cmd-approvals :as run])
+  (import passepartout.sandbox [inside-action])
   (setv why (inside-action))
   (when why
     (print (+ "passepartout approvals: refused: approvals are answered by people, "
               f"and this runs inside one of the agent's actions ({why})")
            :file sys.stderr)
     (return 1))
-  (run args))
+  (approvals-on-host args))
+
+(defn _print-signals [signals]
+  (import passepartout.proto [kw proto-get])
+  (for [s signals]
+    (when (= (proto-get s ':type) (kw "reply"))
+      (print (proto-get (proto-get s ':payload) ':text) :flush True))))
+
+(setv _duration-re (re.compile r"(?:for\s+)?([0-9]{1,6})\s*(m|mins?|minutes?|h|hrs?|hours?)\Z" re.I))
+
+(defn _duration [text]
+  "The minutes TEXT (\"30m\", \"2h\") names, or None."
+  (setv m (.match _duration-re (.strip text)))
+  (when m
+    (* (int (.group m 1)) (if (.startswith (.lower (.group m 2)) "h") 60 1))))
+
+(defn _handed-over-text [store approval choice]
+  "What the host is told after handing CHOICE on APPROVAL to the daemon."
+  (import passepartout.proto [proto-get]
+          passepartout.hitl [approvals-served])
+  (setv pid (approvals-served store)
+        session (proto-get approval ':session))
+  (if (= choice "approve")
+      (if pid
+          f"Handed to the running daemon (pid {pid}), which runs it and continues the task in {session}."
+          f"No daemon is running; it will be carried out when the daemon starts, and {session} told then.")
+      (if pid
+          f"The running daemon (pid {pid}) tells {session}."
+          f"No daemon is running; {session} will be told when the daemon starts.")))
+
+(defn approvals-on-host [args]
+  "The approvals command once it is known to be a person's: ARGS has .action
+   (list, approve, deny), .code, .duration (\"30m\"), .reason, .config."
+  (import passepartout.daemon [boot shutdown]
+          passepartout.proto [proto-get]
+          passepartout.store [notice-add]
+          passepartout.hitl [HOST-IDENTITY answer-approval expire-due find-approval
+                             pending-text recover])
+  (setv env (boot :config-path args.config))
+  (try
+    (setv store (get env "store")
+          action args.action
+          duration (getattr args "duration" None)
+          minutes (when duration (_duration duration)))
+    (_print-signals (+ (recover store ((get env "clock"))) (expire-due store ((get env "clock")))))
+    (cond
+      (= action "list")
+      (do (print (proto-get (pending-text env HOST-IDENTITY None :host True) ':text)) 0)
+      (not (in action #("approve" "deny")))
+      (do (print f"passepartout approvals: unknown action {action !r}" :file sys.stderr) 2)
+      (not (getattr args "code" None))
+      (do (print f"passepartout approvals {action}: give the code" :file sys.stderr) 2)
+      (and duration (or (= action "deny") (not minutes)))
+      (do (print f"passepartout approvals {action}: {duration !r} is not a duration such as 30m"
+                 :file sys.stderr)
+          2)
+      True
+      (do (setv r (answer-approval env HOST-IDENTITY None args.code action
+                                   :reason (getattr args "reason" None) :minutes minutes :host True))
+          (for [s (proto-get r ':emit)]
+            (notice-add store s ((get env "clock"))))
+          (print (if (proto-get r ':handed-over)
+                     (+ (proto-get r ':text) " "
+                        (_handed-over-text store (find-approval store args.code) action))
+                     (proto-get r ':text)))
+          (if (proto-get r ':ok) 0 1)))
+    (finally (shutdown env))))
 
 ;; * doctor
 

@@ -14,9 +14,11 @@
         passepartout.hitl [escalate answer-approval expire-due approvals-boot approvals-config
                            grant-scope grant-covering add-grant describe-scope shell-escalations
                            script-files binding-of binding-problem policy-version get-approval find-approval
-                           pending-approvals cmd-approvals bench-approval identity-of
+                           pending-approvals identity-of
                            carry-out-answered approvals-served SERVICE-KEY
-                           CODE-ALPHABET token-hash _executor])
+                           CODE-ALPHABET token-hash _executor]
+        passepartout.cli [approvals-on-host]
+        passepartout.bench [bench-approval])
 
 (defn expect [got want [what "value"]]
   (assert (= got want) f"{what}: expected {want !r}, got {got !r}"))
@@ -686,23 +688,23 @@
 (defn test-the-host-command-records-the-answer-and-runs-nothing [env capsys]
   (setv [_ code _] (ask env)
         [_ other _] (ask env "write .env.x\nX=1" :chat "t2"))
-  (expect (cmd-approvals (host-args env "list")) 0 "list exit code")
+  (expect (approvals-on-host (host-args env "list")) 0 "list exit code")
   (setv out (. (.readouterr capsys) out))
   (has out code)
   (has out other)
-  (setv status (cmd-approvals (host-args env "approve" (.lower code)))
+  (setv status (approvals-on-host (host-args env "approve" (.lower code)))
         out (. (.readouterr capsys) out))
   (expect status 0 f"approve exit code (output: {out})")
   (has out f"Approved {code}. No daemon is running; it will be carried out when the daemon starts")
   (expect (dotenv env) None "the .env file after the host answered")
   (expect (state-of env code) "approved" "state: answered, to be carried out")
-  (expect (cmd-approvals (host-args env "deny" other "not now")) 0 "deny exit code")
+  (expect (approvals-on-host (host-args env "deny" other "not now")) 0 "deny exit code")
   (has (. (.readouterr capsys) out) f"Denied {other}. No daemon is running; test:t2 will be told")
   (expect (state-of env other) "denied" "state")
   (setv told (waiting-notices env))
   (expect (lfor n told (proto-get n ':session)) ["test:t2"] "notices stored for the daemon")
   (has (text-of (get told 0)) f"Approval {other} was denied by terminal:local (not now)")
-  (expect (cmd-approvals (host-args env "approve" code)) 1 "exit code of a second approve")
+  (expect (approvals-on-host (host-args env "approve" code)) 1 "exit code of a second approve")
   (has (. (.readouterr capsys) out) "already approved")
   (expect (len (approval-events env "executed")) 0 "executions in the host command"))
 
@@ -710,7 +712,7 @@
   (setv [_ code _] (ask env))
   (kv-put (get env "store") SERVICE-KEY [:executor (_executor) :since (time.time)])
   (expect (approvals-served (get env "store")) (os.getpid) "the service's process")
-  (cmd-approvals (host-args env "approve" code :duration "30m"))
+  (approvals-on-host (host-args env "approve" code :duration "30m"))
   (has (. (.readouterr capsys) out) f"Approved {code}. Handed to the running daemon (pid {(os.getpid)})")
   (setv out (carry-out-answered env))
   (expect (dotenv env) "KEY=1" "the .env file after the daemon's pass")
@@ -726,8 +728,8 @@
 (defn test-a-host-answer-survives-a-restart-and-a-started-one-is-not-run-again [env capsys]
   (setv [_ code _] (ask env)
         [_ other _] (ask env "write .env.x\nX=1" :chat "t2"))
-  (cmd-approvals (host-args env "approve" code))
-  (cmd-approvals (host-args env "approve" other))
+  (approvals-on-host (host-args env "approve" code))
+  (approvals-on-host (host-args env "approve" other))
   (expect (approvals-boot env) [] "notices of a boot that finds answers waiting")
   (expect (state-of env code) "approved" "state after the boot")
   ;; the daemon died after it took OTHER and before it finished

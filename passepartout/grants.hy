@@ -1,0 +1,168 @@
+;; * Why
+
+(import os
+        collections [Counter]
+        passepartout.proto [kw proto-get]
+        passepartout.act [action-name]
+        passepartout.workspace [resolve-path]
+        passepartout.shell [analyse judge-command]
+        passepartout.shell :as shell
+        passepartout.store [event-append data-print data-read]
+        passepartout.hitl-binding [policy-version]
+        passepartout.hitl-store [approvals-config _when]
+        passepartout.hitl-voting [_result _voters])
+
+;; * What a grant covers
+
+(defn shell-escalations [cmd ctx]
+  "The (program rule) pairs for which the shell judge escalates the command line
+   CMD in CTX, sorted; None when it rejects CMD, when an escalation belongs to no
+   single command, or when a program is only known when it runs.
+   (shell-escalations \"timeout 5 sudo -n true\" ctx) ⇒ [[\"sudo\" \"privilege-escalation\"]]"
+  (setv rules shell.RULES)
+  (when (or (is rules None) (not (isinstance cmd str))
+            (= (proto-get (judge-command cmd ctx) ':verdict) ':reject))
+    (return None))
+  (setv out (analyse cmd)
+        pc (shell._places ctx rules)
+        left (Counter (gfor [severity _ rule] (get (shell._judge-out out pc rules 0) 0)
+                            :if (= severity shell.ESCALATE)
+                            rule))
+        pairs (set))
+  (for [rec (get out "commands")
+        [severity _ rule] (get (shell._judge-record rec pc rules 0) 0)
+        :if (= severity shell.ESCALATE)]
+    (when (is (get rec "name") None) (return None))
+    (.add pairs #((get rec "name") rule))
+    (-= (get left rule) 1))
+  (when (any (gfor n (.values left) (> n 0)))
+    (return None))
+  (lfor [program rule] (sorted pairs) [program rule]))
+
+(defn _programs [cmd]
+  "The programs CMD runs, launchers left out when anything else runs."
+  (setv commands (get (analyse cmd) "commands"))
+  (sorted (or (sfor rec commands :if (not (get rec "launcher")) (get rec "name"))
+              (sfor rec commands (get rec "name")))))
+
+(defn _shell-scope [cmd ctx decisions]
+  (setv pairs (shell-escalations cmd ctx))
+  (when (is pairs None) (return None))
+  (setv rules (sfor [_ rule] pairs rule)
+        found (sfor [program rule] pairs #(program rule)))
+  (for [d (or decisions [])
+        :if (and (= (proto-get d ':verdict) ':escalate)
+                 (not (in (proto-get d ':rule) rules)))]
+    (setv gate (proto-get d ':gate)
+          rule (proto-get d ':rule)
+          why (if rule f"{gate} gate: {rule}" f"{gate} gate"))
+    (for [program (_programs cmd)]
+      (.add found #(program why))))
+  (when found
+    [:action :shell :cwd (proto-get ctx ':workspace)
+     :escalations (lfor [program rule] (sorted found) [program rule])]))
+
+(defn grant-scope [action ctx [decisions None]]
+  "The scope a grant for ACTION would cover, or None when it cannot be granted.
+   DECISIONS are the gates' decisions on ACTION (the outcome's :decisions)."
+  (setv name (action-name action))
+  (cond
+    (= name "shell") (_shell-scope (proto-get action ':cmd) ctx decisions)
+    (in name #("read-file" "write-file"))
+    (do (setv found (resolve-path (proto-get action ':path) ctx :write (= name "write-file")))
+        (when (proto-get found ':ok)
+          [:action (kw name) :folder (os.path.dirname (proto-get found ':path))]))
+    name [:action (kw name)]
+    True None))
+
+(defn describe-scope [scope]
+  (setv name (. (proto-get scope ':action) name)
+        pairs (proto-get scope ':escalations))
+  (cond (and (= name "shell") pairs)
+        (do (setv rules {})
+            (for [[program rule] pairs]
+              (.append (.setdefault rules program []) rule))
+            (+ (.join ", " (gfor [program names] (.items rules) f"`{program}` ({(.join "; " names)})"))
+               " in " (proto-get scope ':cwd)))
+        (= name "shell")
+        (+ "`" (.join " " (proto-get scope ':words [])) " …` in " (proto-get scope ':cwd)
+           " (an older kind of grant, which covers nothing now)")
+        (proto-get scope ':folder) (+ ":" name " in " (proto-get scope ':folder))
+        True (+ ":" name)))
+
+(defn _covers [granted scope]
+  "True when the GRANTED scope covers SCOPE, the scope of a later action."
+  (if (= (proto-get scope ':action) ':shell)
+      (and (= (proto-get granted ':action) ':shell)
+           (= (proto-get granted ':cwd) (proto-get scope ':cwd))
+           (<= (sfor p (proto-get scope ':escalations) (tuple p))
+               (sfor p (or (proto-get granted ':escalations) []) (tuple p))))
+      (= (data-print granted) (data-print scope))))
+
+;; * Making, finding and revoking grants
+
+(defn add-grant [store session scope now minutes who [approval None]]
+  "Grant SCOPE in SESSION for MINUTES; its id."
+  (setv policy (policy-version))
+  (with [conn (.transaction store)]
+    (setv id (. (.execute conn "INSERT INTO grants (session, scope, policy, created, expires, created_by, approval)
+                                VALUES (?, ?, ?, ?, ?, ?, ?)"
+                          #(session (data-print scope) policy now (+ now (* 60 minutes)) who approval))
+                lastrowid))
+    (event-append store "approval" session [:event "grant-created" :grant id :scope scope
+                                            :minutes minutes :who who :approval approval]
+                  :ts now))
+  id)
+
+(defn active-grants [store session now]
+  "The grants of SESSION in force at NOW, as plists."
+  (lfor [id scope policy created expires by]
+        (.query store "SELECT id, scope, policy, created, expires, created_by FROM grants
+                       WHERE session = ? AND revoked IS NULL AND expires > ? ORDER BY id"
+                #(session now))
+        [:id id :scope (data-read scope) :policy policy :created created :expires expires :by by]))
+
+(defn grant-covering [store session action ctx now [decisions None]]
+  "The grant of SESSION that covers ACTION, escalated with the gates' DECISIONS, now; or None."
+  (setv scope (grant-scope action ctx decisions))
+  (when (is scope None) (return None))
+  (for [[id granted expires] (.query store "SELECT id, scope, expires FROM grants
+                                            WHERE session = ? AND policy = ? AND revoked IS NULL
+                                              AND expires > ? ORDER BY expires DESC, id"
+                                     #(session (policy-version) now))]
+    (when (_covers (data-read granted) scope)
+      (return [:id id :expires expires :scope scope]))))
+
+(defn revoke-grant [env who session id [host False]]
+  "Revoke grant ID on behalf of WHO in SESSION; a result plist like answer-approval's."
+  (setv store (get env "store")
+        cfg (approvals-config (get env "config"))
+        now ((get env "clock"))
+        rows (.query store "SELECT session, expires, revoked, revoked_by FROM grants WHERE id = ?" #(id)))
+  (when (not rows)
+    (return (_result False f"There is no grant #{id}.")))
+  (setv [owner expires revoked by] (get rows 0)
+        [voters _ _] (_voters cfg))
+  (cond
+    (not (or host (= owner session) (in who voters)))
+    (_result False f"Grant #{id} belongs to another conversation.")
+    revoked (_result False f"Grant #{id} was already revoked at {(_when revoked now)} by {by}.")
+    (<= expires now) (_result False f"Grant #{id} already expired at {(_when expires now)}.")
+    True
+    (do (with [conn (.transaction store)]
+          (setv n (. (.execute conn "UPDATE grants SET revoked = ?, revoked_by = ?
+                                     WHERE id = ? AND revoked IS NULL"
+                               #(now who id))
+                     rowcount))
+          (when (= n 1)
+            (event-append store "approval" owner [:event "grant-revoked" :grant id :who who] :ts now)))
+        (_result True f"Revoked grant #{id}."))))
+
+(defn grants-text [env session]
+  (setv now ((get env "clock"))
+        rows (active-grants (get env "store") session now))
+  (if (not rows)
+      "No grants are in force in this conversation."
+      (.join "\n" (+ ["Grants in force here (/revoke ID ends one):"]
+                     (lfor g rows
+                           f"  #{(proto-get g ':id)}  {(describe-scope (proto-get g ':scope))}, until {(_when (proto-get g ':expires) now)} (by {(proto-get g ':by)})")))))
