@@ -190,7 +190,8 @@
             "shutdown_grace" (_key "number" 10 "seconds to finish the work in flight when asked to stop")
             "inbox_keep" (_key "number" 172800 "seconds a done inbox row is kept to recognise a redelivery")
             "log_max_bytes" (_key "number" 5242880 "size at which `daemon.log` is rotated")
-            "log_backups" (_key "number" 5 "rotated logs kept")}}
+            "log_backups" (_key "number" 5 "rotated logs kept")
+            "reply_max_hours" (_key "number" 24 "hours a reply that cannot be sent is tried again before it is given up (its person is told)")}}
    {"name" "gateways" "shape" "named" "what" "gateway" "fill" True
     "default" {"terminal" {"enabled" True}}
     "doc" "Where people talk to the agent, one table per gateway; `passepartout daemon` runs the enabled ones that need no terminal."

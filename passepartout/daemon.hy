@@ -121,7 +121,8 @@
                        "shutdown_grace" 10
                        "inbox_keep" 172800
                        "log_max_bytes" (* 5 1024 1024)
-                       "log_backups" 5})
+                       "log_backups" 5
+                       "reply_max_hours" 24})
 
 (defn daemon-settings [config]
   "The [daemon] settings of CONFIG with defaults, and model_concurrency; a
@@ -287,7 +288,8 @@
            (or (.join ", " (gfor g gateways (get g "name"))) "none") resumed)
     (for [g gateways]
       (.append tasks (asyncio.create-task (_supervise g hub states stop))))
-    (setv others (lfor s (or services []) (asyncio.create-task (s env hub)))
+    (setv others (+ [(asyncio.create-task (.outbox-service hub (* 3600 (get settings "reply_max_hours"))))]
+                    (lfor s (or services []) (asyncio.create-task (s env hub))))
           beat (asyncio.create-task (_heartbeat env hub settings started
                                                 (fn [] (gateway-states gateways states)))))
     (await (.wait stop))

@@ -1,12 +1,13 @@
 ;; * Why
 
-(import asyncio importlib logging queue re threading uuid
+(import asyncio importlib logging queue re threading time uuid
         passepartout.config [ConfigError]
         passepartout.proto [ProtoError kw proto-get proto-put is-plist]
-        passepartout.perceive [normalize-signal session-name]
+        passepartout.perceive [normalize-signal reply-signal session-name]
         passepartout.loop [Runner]
         passepartout.task [ends-task]
-        passepartout.store [inbox-add inbox-done inbox-pending])
+        passepartout.store [inbox-add inbox-done inbox-pending outbox-add outbox-sent outbox-failed outbox-give-up
+                            outbox-pending outbox-expire outbox-untold outbox-sessions])
 
 (setv log (logging.getLogger "passepartout.gateway"))
 
@@ -108,6 +109,15 @@
         #((write self.store #* args) None))
       (except [e Exception] #(None e)))))
 
+(defclass Undeliverable [Exception]
+  "What a gateway's deliver raises for a reply that no retry will get out (the
+   service refused the request as malformed, the person blocked the bot)."
+  None)
+
+(defn _retry-pause [attempts]
+  "Seconds before the next try of a reply that failed ATTEMPTS times before."
+  (min 300 (** 2 (min 9 attempts))))
+
 (defn _gateway-of [source]
   (setv g (proto-get source ':gateway))
   (cond (is g None) None
@@ -128,6 +138,8 @@
           self.runner (Runner env self.deliver :concurrency concurrency)
           self.writer (GroupWriter self.store)
           self.accepting True
+          self.held (set)
+          self.untold (set)
           self.outstanding {}
           self.watchers {}))
 
@@ -140,6 +152,19 @@
     (when self.accepting
       (await (self._submit id signal)))
     True)
+
+  (defn :async receive-batch [self gateway items]
+    "Persist ITEMS that GATEWAY received together, in one transaction, then
+     queue the new ones in order. An item is #(key signal), or #(key note True)
+     for one the gateway answers itself (as claim records it, NOTE a plist). For each item,
+     True when it is new, False for a redelivery."
+    (setv ids (await (.call self.writer
+                            (fn [store] (lfor item items (inbox-add store gateway #* item))))))
+    (when self.accepting
+      (for [[id item] (zip ids items)]
+        (when (and (is-not id None) (not (and (> (len item) 2) (get item 2))))
+          (await (self._submit id (get item 1))))))
+    (lfor id ids (is-not id None)))
 
   (defn :async submit [self signal [key None]]
     "Persist SIGNAL under KEY (a fresh one when None) for the gateway of its
@@ -173,8 +198,11 @@
 
   (defn :async resume [self [gateway None]]
     "Queue again what was received and not answered before the last stop (of
-     GATEWAY only, if given); how many."
-    (setv rows (await (asyncio.to-thread inbox-pending self.store gateway)))
+     GATEWAY only, if given); how many. The replies still in the outbox wait
+     for the outbox service, and their sessions' new replies behind them."
+    (setv self.held (set (await (asyncio.to-thread outbox-sessions self.store "pending")))
+          self.untold (set (await (asyncio.to-thread outbox-sessions self.store "expired")))
+          rows (await (asyncio.to-thread inbox-pending self.store gateway)))
     (for [row rows]
       (await (self._submit (proto-get row ':id) (proto-get row ':signal))))
     (len rows))
@@ -189,6 +217,8 @@
         (await (.call self.writer inbox-done id))
         (return)))
     (.add (.setdefault self.outstanding session (set)) id)
+    (when (in session self.untold)
+      (await (self._tell-untold signal)))
     (when (not (in session self.watchers))
       (setv (get self.watchers session) (asyncio.create-task (self._watch session)))))
 
@@ -209,23 +239,89 @@
         (.pop self.watchers session None))))
 
   (defn :async deliver [self reply]
-    "Send REPLY through the gateway of its source, then mark what it answered done."
+    "Keep REPLY in the outbox, then send it through the gateway of its source.
+     A reply that ends its task marks the task's inbox row done in the same
+     commit; one to a session whose earlier replies wait is kept behind them."
     (setv source (proto-get reply ':source [])
           session (proto-get reply ':session)
-          name (_gateway-of source)
-          gateway (.get self.gateways name (when self.fallback {"deliver" self.fallback})))
-    (if gateway
+          name (or (_gateway-of source) "none")
+          inbox (when (ends-task reply) (proto-get source ':inbox))
+          waiting (in session self.held)
+          id (await (.call self.writer outbox-add name session reply inbox None waiting)))
+    (when (is-not inbox None)
+      (.discard (.get self.outstanding session (set)) inbox))
+    (when (not waiting)
+      (await (self._send id name session reply 0))))
+
+  (defn :async _send [self id name session reply attempts]
+    "Send the kept reply ID; True when it went out. One that did not holds its
+     session's later replies behind it until the retries get it out."
+    (setv gateway (.get self.gateways name (when self.fallback {"deliver" self.fallback}))
+          why None)
+    (if (is gateway None)
+        (setv why "it has no running gateway to go to")
         (try
           (await ((get gateway "deliver") reply))
           (except [asyncio.CancelledError] (raise))
-          (except [Exception]
-            (.exception log "gateway %s could not deliver a reply to %s" name session)))
-        (.warning log "a reply to %s has no running gateway to go to (%s): %s"
-                  session name (cut (str (proto-get (proto-get reply ':payload []) ':text "")) 200)))
-    (setv id (proto-get source ':inbox))
-    (when (and (is-not id None) (ends-task reply))
-      (await (.call self.writer inbox-done id))
-      (.discard (.get self.outstanding session (set)) id)))
+          (except [e Undeliverable]
+            (.error log "gateway %s could not deliver a reply to %s and never will (%s); it is given up"
+                    name session e)
+            (await (.call self.writer outbox-give-up id))
+            (.add self.untold session)
+            (return True))
+          (except [e Exception]
+            (setv why f"{(. (type e) __name__)}: {e}"))))
+    (when (is None why)
+      (await (.call self.writer outbox-sent id))
+      (return True))
+    (setv pause (_retry-pause attempts))
+    (.warning log "a reply to %s could not be sent through %s (%s); it is kept and tried again in %s s: %s"
+              session name why pause (cut (str (proto-get (proto-get reply ':payload []) ':text "")) 200))
+    (.add self.held session)
+    (await (.call self.writer outbox-failed id (+ (time.time) pause)))
+    False)
+
+  (defn :async outbox-service [self [max-age 86400] [every 1.0]]
+    "Send again what could not be sent, in order within each session, until
+     it goes out or is older than MAX-AGE seconds; until cancelled."
+    (while True
+      (try
+        (await (self._outbox-pass max-age))
+        (except [asyncio.CancelledError] (raise))
+        (except [Exception]
+          (.exception log "the outbox pass failed")))
+      (await (asyncio.sleep every))))
+
+  (defn :async _outbox-pass [self max-age]
+    (setv now (time.time)
+          expired (await (asyncio.to-thread outbox-expire self.store (- now max-age))))
+    (when expired
+      (.warning log "replies to %s could not be sent for %s s and were given up; each person is told on their next message"
+                (.join ", " (map str expired)) max-age)
+      (.update self.untold expired))
+    (setv rows (await (asyncio.to-thread outbox-pending self.store))
+          blocked (set))
+    (for [row rows]
+      (setv session (proto-get row ':session))
+      (when (and (not (in session blocked))
+                 (or (> (proto-get row ':next-try) now)
+                     (not (await (self._send (proto-get row ':id) (proto-get row ':gateway) session
+                                             (proto-get row ':reply) (proto-get row ':attempts))))))
+        (.add blocked session)))
+    (setv self.held blocked))
+
+  (defn :async _tell-untold [self signal]
+    "Tell the person of SIGNAL's session of replies that expired unsent, once."
+    (setv session (proto-get signal ':session))
+    (.discard self.untold session)
+    (setv rows (await (asyncio.to-thread outbox-untold self.store session)))
+    (when rows
+      (setv shown (lfor [_ r] (cut rows 3) (+ "  " (cut (str (proto-get (proto-get r ':payload []) ':text "")) 200)))
+            text (+ f"{(len rows)} {(if (= (len rows) 1) "reply" "replies")} to you could not be delivered "
+                    "while the service could not be reached, and " (if (= (len rows) 1) "was" "were")
+                    " given up:\n" (.join "\n" shown)
+                    (if (> (len rows) 3) "\n  …" "")))
+      (await (self.deliver (reply-signal signal text "notice")))))
 
   (defn sessions [self]
     "The sessions the runner has seen."

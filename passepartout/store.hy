@@ -148,7 +148,19 @@
        session TEXT NOT NULL,
        signal TEXT NOT NULL,
        delivered REAL)"
-    "CREATE INDEX IF NOT EXISTS notices_waiting ON notices (delivered, id)"]])
+    "CREATE INDEX IF NOT EXISTS notices_waiting ON notices (delivered, id)"]
+   ;; 5: the outbox of replies on their way (see "The outbox")
+   ["CREATE TABLE IF NOT EXISTS outbox (
+       id INTEGER PRIMARY KEY AUTOINCREMENT,
+       gateway TEXT NOT NULL,
+       session TEXT,
+       reply TEXT NOT NULL,
+       state TEXT NOT NULL CHECK (state IN ('pending', 'sent', 'expired', 'told')),
+       created REAL NOT NULL,
+       attempts INTEGER NOT NULL DEFAULT 0,
+       next_try REAL NOT NULL,
+       done REAL)"
+    "CREATE INDEX IF NOT EXISTS outbox_state ON outbox (state, id)"]])
 
 (setv SCHEMA-VERSION (len _schema))
 
@@ -391,6 +403,85 @@
   "Forget the rows done before the time BEFORE; how many were forgotten."
   (with [conn (.transaction store)]
     (. (.execute conn "DELETE FROM inbox WHERE state = 'done' AND done < ?" #((float before)))
+       rowcount)))
+
+;; * The outbox
+
+(defn outbox-add [store gateway session reply [inbox None] [ts None] [pending False]]
+  "Keep REPLY for GATEWAY's SESSION until it is sent; its id. INBOX, if given,
+   is the row it answers, marked done in the same transaction. With PENDING,
+   it waits for the retries (earlier replies to the session are waiting)."
+  (setv ts (_now ts))
+  (with [conn (.transaction store)]
+    (setv id (. (.execute conn "INSERT INTO outbox (gateway, session, reply, state, created, next_try)
+                                VALUES (?, ?, ?, 'pending', ?, ?)"
+                          #((_name gateway "a gateway") session (data-print reply) ts
+                            (if pending ts (+ ts 3600))))
+                lastrowid))
+    (when (is-not inbox None)
+      (.execute conn "UPDATE inbox SET state = 'done', done = ? WHERE id = ? AND state = 'pending'"
+                #(ts inbox))))
+  id)
+
+(defn outbox-sent [store id [ts None]]
+  "Mark the reply ID sent."
+  (with [conn (.transaction store)]
+    (.execute conn "UPDATE outbox SET state = 'sent', done = ? WHERE id = ? AND state = 'pending'"
+              #((_now ts) id))))
+
+(defn outbox-failed [store id next-try]
+  "Count a failed try of the reply ID; the next is at NEXT-TRY."
+  (with [conn (.transaction store)]
+    (.execute conn "UPDATE outbox SET attempts = attempts + 1, next_try = ? WHERE id = ? AND state = 'pending'"
+              #(next-try id))))
+
+(defn outbox-give-up [store id [ts None]]
+  "Give up the reply ID now: it can never be sent (its person is told on their next message)."
+  (with [conn (.transaction store)]
+    (.execute conn "UPDATE outbox SET state = 'expired', done = ? WHERE id = ? AND state = 'pending'"
+              #((_now ts) id))))
+
+(defn outbox-pending [store [due None]]
+  "The replies not yet sent (those due by DUE, if given), oldest first, as
+   plists (:id N :gateway G :session S :reply R :attempts A :created T :next-try T)."
+  (lfor [i g s r a c n] (if (is due None)
+                            (.query store "SELECT id, gateway, session, reply, attempts, created, next_try
+                                           FROM outbox WHERE state = 'pending' ORDER BY id")
+                            (.query store "SELECT id, gateway, session, reply, attempts, created, next_try
+                                           FROM outbox WHERE state = 'pending' AND next_try <= ? ORDER BY id"
+                                    #(due)))
+        [:id i :gateway g :session s :reply (data-read r) :attempts a :created c :next-try n]))
+
+(defn outbox-expire [store before [ts None]]
+  "Give up the replies still pending that were made before BEFORE; their sessions."
+  (with [conn (.transaction store)]
+    (setv sessions (lfor [s] (.fetchall (.execute conn "SELECT DISTINCT session FROM outbox
+                                                        WHERE state = 'pending' AND created < ?"
+                                                  #(before)))
+                         s))
+    (.execute conn "UPDATE outbox SET state = 'expired', done = ? WHERE state = 'pending' AND created < ?"
+              #((_now ts) before)))
+  sessions)
+
+(defn outbox-untold [store session]
+  "The replies to SESSION that expired and their person was not told of, as
+   (id reply) pairs; they are marked told."
+  (with [conn (.transaction store)]
+    (setv rows (lfor [i r] (.fetchall (.execute conn "SELECT id, reply FROM outbox
+                                                      WHERE session = ? AND state = 'expired' ORDER BY id"
+                                                #(session)))
+                     #(i (data-read r))))
+    (.execute conn "UPDATE outbox SET state = 'told' WHERE session = ? AND state = 'expired'" #(session)))
+  rows)
+
+(defn outbox-sessions [store state]
+  "The sessions with replies in STATE."
+  (lfor [s] (.query store "SELECT DISTINCT session FROM outbox WHERE state = ?" #(state)) s))
+
+(defn outbox-prune [store before]
+  "Forget the replies sent (or told of) before the time BEFORE; how many."
+  (with [conn (.transaction store)]
+    (. (.execute conn "DELETE FROM outbox WHERE state IN ('sent', 'told') AND done < ?" #((float before)))
        rowcount)))
 
 ;; * Notices

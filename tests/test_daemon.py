@@ -311,6 +311,78 @@ def test_an_action_cut_off_by_a_crash_is_not_run_again(env):
     assert inbox_count(env["store"]) == 0
 
 
+# * The outbox
+
+class Flaky(Recorder):
+    """A Recorder whose deliver fails while `down` is set, and raises
+    Undeliverable for an echo of a text that starts with "never"."""
+
+    def __init__(self, name="rec"):
+        super().__init__(name)
+        self.down = True
+        self.tries = 0
+
+    def gateway(self):
+        from passepartout.gateway import Undeliverable
+        g = super().gateway()
+        record = g["deliver"]
+
+        async def deliver(reply):
+            self.tries += 1
+            if str(text_of(reply)).startswith("echo: never"):
+                raise Undeliverable("400: the service calls it malformed")
+            if self.down:
+                raise ConnectionError("the service is down")
+            await record(reply)
+
+        g["deliver"] = deliver
+        return g
+
+
+def test_replies_that_cannot_be_sent_are_kept_and_sent_in_order_when_the_service_is_back(env, caplog):
+    flaky = Flaky()
+    with InProcessDaemon(env, gateways=[flaky.gateway()]) as d:
+        assert wait_for(lambda: flaky.hub), "the gateway never ran"
+        for i in range(3):
+            asyncio.run_coroutine_threadsafe(flaky.hub.receive("rec", f"u{i}", said(f"m{i}")), d.loop).result(10)
+        assert wait_for(lambda: flaky.tries >= 2 and inbox_count(env["store"]) == 0, 20), \
+            "the messages were not answered into the outbox"
+        assert flaky.delivered == []
+        flaky.down = False
+        assert wait_for(lambda: len(flaky.delivered) == 3, 20), flaky.texts()
+    assert flaky.texts() == ["echo: m0", "echo: m1", "echo: m2"], "the replies came out of order"
+    assert any("it is kept and tried again" in r.getMessage() for r in caplog.records)
+    rows = sqlite3.connect(env["store"].path).execute("SELECT state, count(*) FROM outbox GROUP BY state").fetchall()
+    assert rows == [("sent", 3)], rows
+
+
+def test_a_reply_kept_when_the_daemon_stopped_is_sent_at_the_next_start(env):
+    flaky = Flaky()
+    with InProcessDaemon(env, gateways=[flaky.gateway()]) as d:
+        assert wait_for(lambda: flaky.hub), "the gateway never ran"
+        asyncio.run_coroutine_threadsafe(flaky.hub.receive("rec", "u1", said("kept")), d.loop).result(10)
+        assert wait_for(lambda: flaky.tries >= 1 and inbox_count(env["store"]) == 0, 20)
+    assert flaky.delivered == [] and inbox_count(env["store"]) == 0, "the message was answered, into the outbox"
+    back = Recorder()
+    with InProcessDaemon(env, gateways=[back.gateway()]):
+        assert wait_for(lambda: back.delivered, 20), "the kept reply was not sent at the next start"
+    assert back.texts() == ["echo: kept"]
+
+
+def test_a_reply_given_up_is_told_on_the_persons_next_message(env):
+    flaky = Flaky()
+    with InProcessDaemon(env, gateways=[flaky.gateway()]) as d:
+        assert wait_for(lambda: flaky.hub), "the gateway never ran"
+        asyncio.run_coroutine_threadsafe(flaky.hub.receive("rec", "u1", said("never mind")), d.loop).result(10)
+        assert wait_for(lambda: flaky.tries >= 1 and inbox_count(env["store"]) == 0, 20)
+        flaky.down = False
+        asyncio.run_coroutine_threadsafe(flaky.hub.receive("rec", "u2", said("hello again")), d.loop).result(10)
+        assert wait_for(lambda: len(flaky.delivered) == 2, 20), flaky.texts()
+    told, answer = flaky.texts()
+    assert "1 reply to you could not be delivered" in told and "echo: never mind" in told, told
+    assert answer == "echo: hello again"
+
+
 def test_what_was_pending_is_answered_at_start_in_order(env, caplog):
     caplog.set_level(logging.INFO)
     for i in range(4):

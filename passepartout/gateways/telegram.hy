@@ -12,7 +12,7 @@
         passepartout.config [ConfigError]
         passepartout.proto [kw proto-get]
         passepartout.store [StoreError kv-get kv-put]
-        passepartout.gateway [register-gateway])
+        passepartout.gateway [register-gateway Undeliverable])
 
 (setv log (logging.getLogger "passepartout.gateways.telegram"))
 (warnings.filterwarnings "ignore" :message "Please use 'Bot.send_message'" :category PTBUserWarning)
@@ -467,8 +467,12 @@
                    (await (_show-outcome gw chat (proto-get source ':message)
                                          (proto-get source ':shown) text)))
           (return))
-        (await (_say gw chat text (when (= kind "approval")
-                                    (approval-buttons (proto-get payload ':approval []))))))))
+        (try
+          (await (_say gw chat text (when (= kind "approval")
+                                      (approval-buttons (proto-get payload ':approval [])))))
+          (except [e #(BadRequest Forbidden)]
+            ;; malformed for Telegram, or the person blocked the bot: no retry helps
+            (raise (Undeliverable f"{(. (type e) __name__)}: {e}") :from e))))))
 
 (defn :async _show-outcome [gw chat message shown text]
   "Edit MESSAGE, which showed SHOWN, to show TEXT below it; False when it cannot be edited."
