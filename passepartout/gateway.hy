@@ -114,6 +114,10 @@
    service refused the request as malformed, the person blocked the bot)."
   None)
 
+(defn _log-failure [task]
+  (when (and (not (.cancelled task)) (.exception task))
+    (.error log "a write of the hub failed: %r" (.exception task))))
+
 (defn _retry-pause [attempts]
   "Seconds before the next try of a reply that failed ATTEMPTS times before."
   (min 300 (** 2 (min 9 attempts))))
@@ -139,6 +143,7 @@
           self.writer (GroupWriter self.store)
           self.accepting True
           self.held (set)
+          self.locks {}
           self.untold (set)
           self.outstanding {}
           self.watchers {}))
@@ -245,13 +250,18 @@
     (setv source (proto-get reply ':source [])
           session (proto-get reply ':session)
           name (or (_gateway-of source) "none")
-          inbox (when (ends-task reply) (proto-get source ':inbox))
-          waiting (in session self.held)
-          id (await (.call self.writer outbox-add name session reply inbox None waiting)))
-    (when (is-not inbox None)
-      (.discard (.get self.outstanding session (set)) inbox))
-    (when (not waiting)
-      (await (self._send id name session reply 0))))
+          inbox (when (ends-task reply) (proto-get source ':inbox)))
+    (with [:async (self._lock session)]
+      (setv waiting (in session self.held)
+            id (await (.call self.writer outbox-add name session reply inbox)))
+      (when (is-not inbox None)
+        (.discard (.get self.outstanding session (set)) inbox))
+      (when (not waiting)
+        (await (self._send id name session reply 0)))))
+
+  (defn _lock [self session]
+    "The lock that keeps the replies of SESSION in order."
+    (or (.get self.locks session) (.setdefault self.locks session (asyncio.Lock))))
 
   (defn :async _send [self id name session reply attempts]
     "Send the kept reply ID; True when it went out. One that did not holds its
@@ -272,7 +282,8 @@
           (except [e Exception]
             (setv why f"{(. (type e) __name__)}: {e}"))))
     (when (is None why)
-      (await (.call self.writer outbox-sent id))
+      ;; the mark is written in the writer's next commit; the session goes on meanwhile
+      (.add-done-callback (asyncio.ensure-future (.call self.writer outbox-sent id)) _log-failure)
       (return True))
     (setv pause (_retry-pause attempts))
     (.warning log "a reply to %s could not be sent through %s (%s); it is kept and tried again in %s s: %s"
@@ -299,16 +310,20 @@
       (.warning log "replies to %s could not be sent for %s s and were given up; each person is told on their next message"
                 (.join ", " (map str expired)) max-age)
       (.update self.untold expired))
-    (setv rows (await (asyncio.to-thread outbox-pending self.store))
-          blocked (set))
-    (for [row rows]
-      (setv session (proto-get row ':session))
-      (when (and (not (in session blocked))
-                 (or (> (proto-get row ':next-try) now)
-                     (not (await (self._send (proto-get row ':id) (proto-get row ':gateway) session
-                                             (proto-get row ':reply) (proto-get row ':attempts))))))
-        (.add blocked session)))
-    (setv self.held blocked))
+    (for [session (list self.held)]
+      ;; under the session's lock no new reply slips in between the last
+      ;; pending one going out and the session being let go
+      (with [:async (self._lock session)]
+        (setv rows (await (asyncio.to-thread outbox-pending self.store None session))
+              clear True)
+        (for [row rows]
+          (when (or (> (proto-get row ':next-try) now)
+                    (not (await (self._send (proto-get row ':id) (proto-get row ':gateway) session
+                                            (proto-get row ':reply) (proto-get row ':attempts)))))
+            (setv clear False)
+            (break)))
+        (when clear
+          (.discard self.held session)))))
 
   (defn :async _tell-untold [self signal]
     "Tell the person of SIGNAL's session of replies that expired unsent, once."

@@ -160,7 +160,8 @@
        attempts INTEGER NOT NULL DEFAULT 0,
        next_try REAL NOT NULL,
        done REAL)"
-    "CREATE INDEX IF NOT EXISTS outbox_state ON outbox (state, id)"]])
+    "CREATE INDEX IF NOT EXISTS outbox_state ON outbox (state, id)"
+    "CREATE INDEX IF NOT EXISTS outbox_session ON outbox (session, state, id)"]])
 
 (setv SCHEMA-VERSION (len _schema))
 
@@ -407,16 +408,14 @@
 
 ;; * The outbox
 
-(defn outbox-add [store gateway session reply [inbox None] [ts None] [pending False]]
+(defn outbox-add [store gateway session reply [inbox None] [ts None]]
   "Keep REPLY for GATEWAY's SESSION until it is sent; its id. INBOX, if given,
-   is the row it answers, marked done in the same transaction. With PENDING,
-   it waits for the retries (earlier replies to the session are waiting)."
+   is the row it answers, marked done in the same transaction."
   (setv ts (_now ts))
   (with [conn (.transaction store)]
     (setv id (. (.execute conn "INSERT INTO outbox (gateway, session, reply, state, created, next_try)
                                 VALUES (?, ?, ?, 'pending', ?, ?)"
-                          #((_name gateway "a gateway") session (data-print reply) ts
-                            (if pending ts (+ ts 3600))))
+                          #((_name gateway "a gateway") session (data-print reply) ts ts))
                 lastrowid))
     (when (is-not inbox None)
       (.execute conn "UPDATE inbox SET state = 'done', done = ? WHERE id = ? AND state = 'pending'"
@@ -441,15 +440,20 @@
     (.execute conn "UPDATE outbox SET state = 'expired', done = ? WHERE id = ? AND state = 'pending'"
               #((_now ts) id))))
 
-(defn outbox-pending [store [due None]]
-  "The replies not yet sent (those due by DUE, if given), oldest first, as
-   plists (:id N :gateway G :session S :reply R :attempts A :created T :next-try T)."
-  (lfor [i g s r a c n] (if (is due None)
-                            (.query store "SELECT id, gateway, session, reply, attempts, created, next_try
-                                           FROM outbox WHERE state = 'pending' ORDER BY id")
-                            (.query store "SELECT id, gateway, session, reply, attempts, created, next_try
-                                           FROM outbox WHERE state = 'pending' AND next_try <= ? ORDER BY id"
-                                    #(due)))
+(defn outbox-pending [store [due None] [session None]]
+  "The replies not yet sent (those due by DUE, of SESSION, if given), oldest
+   first, as plists (:id N :gateway G :session S :reply R :attempts A :created T :next-try T)."
+  (setv where ["state = 'pending'"]
+        params [])
+  (when (is-not due None)
+    (.append where "next_try <= ?")
+    (.append params due))
+  (when (is-not session None)
+    (.append where "session = ?")
+    (.append params session))
+  (lfor [i g s r a c n] (.query store (+ "SELECT id, gateway, session, reply, attempts, created, next_try
+                                          FROM outbox WHERE " (.join " AND " where) " ORDER BY id")
+                                (tuple params))
         [:id i :gateway g :session s :reply (data-read r) :attempts a :created c :next-try n]))
 
 (defn outbox-expire [store before [ts None]]
