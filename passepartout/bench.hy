@@ -1,7 +1,8 @@
 ;; * Why
 
 (import json os statistics subprocess sys tempfile time
-        pathlib [Path])
+        pathlib [Path]
+        passepartout.proto [proto-get proto-print])
 
 ;; * Helpers
 
@@ -218,7 +219,10 @@
   (if (is m None)
       [#("telegram figures" "not measured: they need the source tree's tests/" "" "")]
       (+ (if quick (m.bench-telegram :chats 10 :per-chat 10) (m.bench-telegram))
-         (if quick (m.bench-telegram-kill :chats 10 :per-chat 10) (m.bench-telegram-kill)))))
+         (if quick (m.bench-telegram-kill :chats 10 :per-chat 10) (m.bench-telegram-kill))
+         (if quick
+             (m.bench-telegram-kill-acting :chats 10 :per-chat 10 :trials 1)
+             (m.bench-telegram-kill-acting)))))
 
 ;; * The REPL
 
@@ -382,6 +386,64 @@
    #("approval: /approve to start of execution p99"
      (* 1000 (get times (min (- (len times) 1) (int (* 0.99 (len times)))))) "ms" "")])
 
+;; * One message, function by function
+
+(setv _PLUMBING #("proto.hy" "budget.hy" "macros.hy"))
+
+(defn _echo-model [request]
+  (setv text (str (proto-get (proto-get (proto-get request ':signal) ':payload) ':text)))
+  [:status :ok :provider "echo" :text (+ "(:action :message :text " (proto-print (+ "echo: " text)) ")")])
+
+(defn bench-function-entries []
+  (import asyncio threading
+          passepartout.cascade [make-provider]
+          passepartout.daemon [boot shutdown]
+          passepartout.gateway [Hub])
+  (setv root (str (. (Path __file__) parent parent))
+        folder (tempfile.mkdtemp :prefix "passepartout-bench-entries-")
+        config (/ (Path folder) "config.toml")
+        _ (.write-text config "[sandbox]\nmode = \"off\"\n")
+        env (boot :config-path (str config)
+                  :environ {"PASSEPARTOUT_DATA_DIR" (str (/ (Path folder) "data")) "HOME" folder
+                            "PATH" (.get os.environ "PATH" "/usr/bin:/bin")}
+                  :providers [(make-provider "symbolic")])
+        (get env "complete") _echo-model
+        frames {}
+        calls {})
+  (defn ours [filename]
+    (or (.startswith filename (os.path.join root "passepartout"))
+        (.startswith filename (os.path.join root "skills"))))
+  (defn profile [frame event arg]
+    (when (and (= event "call") (ours frame.f-code.co-filename) (not (in (id frame) frames)))
+      (setv (get frames (id frame)) frame
+            key #(frame.f-code.co-filename frame.f-code.co-name)
+            (get calls key) (+ 1 (.get calls key 0)))))
+  (defn :async one [n measured]
+    (setv done (asyncio.Event))
+    (defn :async deliver [reply] (.set done))
+    (when measured
+      (threading.setprofile profile)
+      (sys.setprofile profile))
+    (setv hub (Hub env [{"name" "telegram" "deliver" deliver}]))
+    (await (.receive hub "telegram" f"bench-{n}"
+                     [:type :event :source [:gateway :telegram :chat 5 :user 7]
+                      :payload [:sensor :user-input :text f"hello {n}"]]))
+    (await (.wait done))
+    (sys.setprofile None)
+    (threading.setprofile None)
+    (await (.close hub)))
+  (try
+    (asyncio.run (one 1 False))
+    (asyncio.run (one 2 True))
+    (finally (shutdown env)))
+  (setv own (dfor [k v] (.items calls)
+                  :if (not (or (.endswith (get k 0) _PLUMBING) (.startswith (get k 1) "<")))
+                  k v))
+  [#("one message to its reply: function entries of the project's code" (sum (.values calls))
+     f"in {(len calls)} functions of {(len (sfor k calls (get k 0)))} files" "")
+   #("one message to its reply: the same without plist, usage and comprehension plumbing"
+     (sum (.values own)) f"in {(len own)} functions of {(len (sfor k own (get k 0)))} files" "")])
+
 ;; * Running them
 
 (defn _print-row [row]
@@ -405,6 +467,7 @@
                (fn [] (bench-approval (if quick 50 300)))
                (fn [] (bench-telegram quick))
                (fn [] (bench-harm quick))
-               (fn [] (bench-hung-provider (if quick 3 5)))]]
+               (fn [] (bench-hung-provider (if quick 3 5)))
+               bench-function-entries]]
     (for [row (bench)] (_print-row row)))
   0)
