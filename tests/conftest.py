@@ -77,3 +77,15 @@ def outside_temp():
         pytest.fail("no folder outside the temp folders is writable for the test's home")
     yield base
     shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def openai_server():
+    """A scripted OpenAI-compatible server (tests/openai_server.py) on 127.0.0.1,
+    stopped after the test."""
+    from openai_server import ScriptedOpenAIServer
+    server = ScriptedOpenAIServer()
+    try:
+        yield server
+    finally:
+        server.stop()

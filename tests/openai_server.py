@@ -25,7 +25,6 @@ import time
 from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-import pytest
 
 SCRIPTS = ("ok", "toolcall", "slow", "error500", "garbage", "empty", "hang", "live")
 
@@ -174,13 +173,3 @@ def _handler_for(server):
                 pass  # the client gave up (a timeout): nothing to answer
 
     return Handler
-
-
-@pytest.fixture
-def openai_server():
-    """A ScriptedOpenAIServer on 127.0.0.1, stopped after the test."""
-    server = ScriptedOpenAIServer()
-    try:
-        yield server
-    finally:
-        server.stop()

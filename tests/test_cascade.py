@@ -12,7 +12,6 @@ import hy  # noqa: F401
 import pytest
 from hy.models import Keyword as K
 
-from openai_server import openai_server  # noqa: F401  (the fixture)
 from passepartout.cascade import (
     _Failure,
     _litellm_module,

@@ -5,7 +5,6 @@ import sys
 import time
 from pathlib import Path
 
-from openai_server import openai_server  # noqa: F401  (the fixture)
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY_ENV = "PASSEPARTOUT_TEST_SCRIPTED_KEY"
