@@ -7,7 +7,7 @@
         passepartout.perceive [reply-signal sensor-of]
         passepartout.proto [proto-get]
         passepartout.sandbox [sandbox-summary]
-        passepartout.store [events])
+        passepartout.store [events kv-get])
 
 (defn said [signal words]
   (setv text (proto-get (proto-get signal ':payload) ':text))
@@ -52,13 +52,26 @@
        (+ "Grants in force here: " (.join "; " (lfor g grants (describe-scope (proto-get g ':scope)))))
        "Grants in force here: none")])
 
+(defn _gateways [store now]
+  "The gateways' states as the daemon's last heartbeat gave them, when one
+   beat lately (the terminal chat has none)."
+  (setv beat (kv-get store "daemon:heartbeat"))
+  (when (or (not beat) (> (- now (or (proto-get beat ':time) 0)) 300))
+    (return []))
+  (setv pairs (list (proto-get beat ':gateways []))
+        states (lfor i (range 0 (len pairs) 2) f"{(get pairs i)}: {(get pairs (+ i 1))}"))
+  [(+ "Gateways" (if (proto-get beat ':degraded) " (degraded)" "") ": "
+      (or (.join "; " states) "none"))])
+
 (defn status-text [ctx session]
   "The lines /status answers with, for SESSION in CTX."
   (setv store (context-runtime ctx "store")
         config (or (context-runtime ctx "config") {})
         now (proto-get ctx ':now))
   (.join "\n" (+ (_models (context-runtime ctx "cascade") (when store (last-provider store session)))
-                 (if store (+ (_budget store config now) (_approvals store session now)) [])
+                 (if store (+ (_budget store config now) (_approvals store session now)
+                              (_gateways store now))
+                     [])
                  [f"Workspace: {(proto-get ctx ':workspace)}"
                   (+ "Protection: " (sandbox-summary (proto-get ctx ':sandbox)) ".")])))
 
@@ -66,7 +79,7 @@
   (when (said signal #{"/status"})
     [(reply-signal signal (status-text ctx (proto-get signal ':session)))]))
 
-(setv on-status.commands [["/status" "the models and their breakers, today's spending, approvals and grants here, the workspace and the sandbox"]])
+(setv on-status.commands [["/status" "the models and their breakers, today's spending, approvals and grants here, the gateways, the workspace and the sandbox"]])
 
 (defskill status
   "/status: what the daemon is doing for this conversation, answered here, never by the model."

@@ -136,7 +136,7 @@
           passepartout.context [make-context]
           passepartout.hitl [add-grant request-approval]
           passepartout.perceive [perceive]
-          passepartout.store [event-append store-open store-close])
+          passepartout.store [event-append kv-put store-open store-close])
   (load-skills)
   (setv store (store-open (/ tmp-path "store.db"))
         cascade (make-cascade [(make-provider "openai/gpt-4o-mini" :name "hosted") (make-provider "symbolic")]
@@ -152,6 +152,8 @@
   (request-approval store [:action :write-file :path ".env" :content "K=1"]
                     [:verdict :escalate :reason "secrets"] (+ (says "write .env") [:session session]) ctx config now)
   (add-grant store session [:action :read-file :folder (str tmp-path)] now 30 "terminal:local")
+  (kv-put store "daemon:heartbeat" [:time (- now 5) :gateways ["telegram" "409 Conflict: another program polls this bot"]
+                                    :degraded True])
   (setv text (answer-text (perceive (says " /STATUS ") ctx)))
   (store-close store)
   (for [part ["hosted (openai/gpt-4o-mini): breaker open, 3 failures in a row"
@@ -160,5 +162,6 @@
               "Approvals waiting here: 1 ("
               f"Grants in force here: :read-file in {tmp-path}"
               f"Workspace: {tmp-path}"
+              "Gateways (degraded): telegram: 409 Conflict: another program polls this bot"
               "Protection: "]]
     (assert (in part text) f"{part !r} missing from /status:\n{text}")))
