@@ -350,6 +350,34 @@
   (import passepartout.bench [run-benchmarks])
   (run-benchmarks :quick args.quick))
 
+;; * journal
+
+(defn _journal-store [args]
+  "The store of the configured data dir, or None when there is none yet."
+  (import passepartout.config [load-config]
+          passepartout.store [store-open store-path-for])
+  (setv path (store-path-for (get (load-config args.config) "data_dir")))
+  (when (.exists path) (store-open path)))
+
+(defn cmd-journal [args]
+  (import passepartout.journal [journal-verify journal-export]
+          passepartout.proto [proto-get])
+  (setv store (_journal-store args))
+  (when (is store None)
+    (when (= args.journal-command "verify")
+      (print "the journal is empty: there is no store yet"))
+    (return 0))
+  (with [store store]
+    (if (= args.journal-command "verify")
+        (do (setv v (journal-verify store))
+            (if (proto-get v ':ok)
+                (do (print f"the journal's {(proto-get v ':turns)} turns are intact") 0)
+                (do (print (proto-get v ':text)) 1)))
+        (do (for [text (journal-export store :session args.session :fmt args.format)]
+              (.write sys.stdout text))
+            (.flush sys.stdout)
+            0))))
+
 ;; * The parser
 
 (defn make-parser []
@@ -399,6 +427,15 @@
   (setv b (.add-parser sub "bench" :help "the benchmarks, as figures"))
   (.add-argument b "--quick" :action "store_true" :help "fewer repetitions")
   (.set-defaults b :func cmd-bench)
+
+  (setv j (.add-parser sub "journal" :help "the journal of turns: check its hash chain, export it")
+        jsub (.add-subparsers j :dest "journal_command" :metavar "COMMAND" :required True)
+        jv (.add-parser jsub "verify" :help "recompute the chain; name the first turn edited, inserted or removed")
+        je (.add-parser jsub "export" :help "the turns, as JSON lines or an org outline"))
+  (.set-defaults jv :func cmd-journal)
+  (.add-argument je "--session" :help "only this session's turns")
+  (.add-argument je "--format" :choices ["jsonl" "org"] :default "jsonl")
+  (.set-defaults je :func cmd-journal)
   p)
 
 (defn main [[argv None]]

@@ -161,7 +161,26 @@
        next_try REAL NOT NULL,
        done REAL)"
     "CREATE INDEX IF NOT EXISTS outbox_state ON outbox (state, id)"
-    "CREATE INDEX IF NOT EXISTS outbox_session ON outbox (session, state, id)"]])
+    "CREATE INDEX IF NOT EXISTS outbox_session ON outbox (session, state, id)"]
+   ;; 6: events become the journal's turns, append-only (see =journal.org=)
+   ["ALTER TABLE events ADD COLUMN turn TEXT"
+    "ALTER TABLE events ADD COLUMN clock INTEGER"
+    "ALTER TABLE events ADD COLUMN parents TEXT"
+    "ALTER TABLE events ADD COLUMN task TEXT"
+    "ALTER TABLE events ADD COLUMN state_before TEXT"
+    "ALTER TABLE events ADD COLUMN state_after TEXT"
+    "ALTER TABLE events ADD COLUMN tokens INTEGER"
+    "ALTER TABLE events ADD COLUMN cost REAL"
+    "ALTER TABLE events ADD COLUMN prev TEXT"
+    "ALTER TABLE events ADD COLUMN hash TEXT"
+    "CREATE INDEX IF NOT EXISTS events_turns ON events (id) WHERE turn IS NOT NULL"
+    "CREATE INDEX IF NOT EXISTS events_task ON events (task, id) WHERE task IS NOT NULL"
+    "CREATE TRIGGER IF NOT EXISTS events_no_update BEFORE UPDATE ON events BEGIN
+       SELECT RAISE (ABORT, 'the journal is append-only: an event is never changed');
+     END"
+    "CREATE TRIGGER IF NOT EXISTS events_no_delete BEFORE DELETE ON events BEGIN
+       SELECT RAISE (ABORT, 'the journal is append-only: an event is never deleted');
+     END"]])
 
 (setv SCHEMA-VERSION (len _schema))
 

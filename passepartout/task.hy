@@ -4,7 +4,8 @@
         passepartout.proto [kw proto-get proto-put proto-merge proto-print]
         passepartout.perceive [reply-signal]
         passepartout.budget [ZERO]
-        passepartout.store [data-read event-append inbox-continue])
+        passepartout.store [data-read inbox-continue]
+        passepartout.journal [journal-append])
 
 ;; * The state
 
@@ -44,8 +45,7 @@
   "Write RECORDS to STORE (inside the caller's transaction)."
   (for [r records]
     (if (is-not (proto-get r ':event) None)
-        (event-append store (proto-get r ':event) (proto-get r ':session) (proto-get r ':data)
-                      :ts (or (proto-get r ':ts) ts))
+        (journal-append store r :ts (or (proto-get r ':ts) ts))
         (inbox-continue store (proto-get r ':inbox) (proto-get r ':signal)))))
 
 ;; * Finishing

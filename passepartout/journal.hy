@@ -1,0 +1,152 @@
+;; * Why
+
+(import hashlib json time
+        passepartout.proto [proto-get proto-print kw]
+        passepartout.budget [usage-tokens]
+        passepartout.store [data-print data-read])
+
+;; * Turn types
+
+(setv TURN-TYPES #("speech" "action" "thought" "yield" "silence")
+      _kind-types {"input" "speech" "answer" "speech" "outcome" "thought"
+                   "intent" "action" "result" "action" "approval" "yield"})
+
+(defn turn-type [kind data [given None]]
+  "The turn type of an event of KIND carrying DATA (GIVEN, when a record names it)."
+  (cond
+    given (str given)
+    (and (= kind "outcome") (= (proto-get data ':verdict) (kw "stopped"))) "silence"
+    True (.get _kind-types kind "thought")))
+
+;; * The chain
+
+(setv _columns "id, ts, kind, session, data, turn, clock, parents, task,
+                state_before, state_after, tokens, cost, prev, hash"
+      GENESIS "")
+
+(defn _field [v]
+  (setv s (if (is v None) "" (str v)))
+  (+ (str (len s)) (if (is v None) "-" ":") s))
+
+(defn row-hash [row]
+  "The hash of ROW, a tuple in the journal's column order (its own hash left out)."
+  (.hexdigest (hashlib.sha256 (.encode (.join "," (map _field (cut row 0 14))) "utf-8"
+                                       "surrogatepass"))))
+
+;; * Appending a turn
+
+(defn _one [conn sql params]
+  (.fetchone (.execute conn sql params)))
+
+(defn journal-append [store record [ts None]]
+  "Append the event RECORD (see =task.org=) as a turn; its id."
+  (setv kind (str (proto-get record ':event))
+        session (proto-get record ':session)
+        session (if (is session None) None (str session))
+        data (or (proto-get record ':data) [])
+        text (data-print data)
+        task (proto-get data ':task)
+        task (if (is task None) None (str task))
+        usage (proto-get data ':usage)
+        ts (if (is ts None) (time.time) (float ts)))
+  (with [conn (.transaction store)]
+    (setv last (_one conn "SELECT hash FROM events WHERE turn IS NOT NULL ORDER BY id DESC LIMIT 1" #())
+          mine (_one conn "SELECT id, clock, state_after FROM events
+                           WHERE session IS ? AND turn IS NOT NULL ORDER BY id DESC LIMIT 1"
+                     #(session))
+          thread (when task
+                   (_one conn "SELECT id, clock FROM events WHERE task = ? ORDER BY id DESC LIMIT 1"
+                         #(task)))
+          parent (or thread mine)
+          clock (+ 1 (max (if mine (get mine 1) 0) (if parent (get parent 1) 0)))
+          before (if mine (get mine 2) GENESIS)
+          after (or (proto-get record ':state-after) before)
+          seq (_one conn "SELECT seq FROM sqlite_sequence WHERE name = 'events'" #())
+          id (+ 1 (if seq (get seq 0) 0))
+          row #(id ts kind session text (turn-type kind data (proto-get record ':turn)) clock
+                (if parent (str (get parent 0)) "") task before after
+                (when usage (usage-tokens usage)) (when usage (float (or (proto-get usage ':cost) 0)))
+                (if last (get last 0) GENESIS)))
+    (.execute conn (+ "INSERT INTO events (" _columns ") VALUES ("
+                      (.join ", " (* ["?"] 15)) ")")
+              (+ row #((row-hash row)))))
+  id)
+
+;; * Verifying
+
+(defn journal-rows [store [session None] [since-id 0] [since-ts None]]
+  "The turns as row tuples in the journal's column order, oldest first."
+  (setv where ["turn IS NOT NULL" "id > ?"]
+        params [since-id])
+  (when (is-not session None)
+    (.append where "session = ?")
+    (.append params session))
+  (when (is-not since-ts None)
+    (.append where "ts >= ?")
+    (.append params since-ts))
+  (with [_ store.lock]
+    (setv cur (.execute store.conn (+ "SELECT " _columns " FROM events WHERE "
+                                      (.join " AND " where) " ORDER BY id")
+                        params))
+    (while True
+      (setv rows (.fetchmany cur 4096))
+      (when (not rows) (break))
+      (yield :from rows))))
+
+(defn journal-verify [store]
+  "(:ok True :turns N) when the chain holds; else (:ok False :id N :problem P :text T)."
+  (setv expected GENESIS
+        last None
+        n 0)
+  (for [row (journal-rows store)]
+    (setv id (get row 0)
+          prev (get row 13))
+    (when (!= (row-hash row) (get row 14))
+      (return [:ok False :id id :problem "edited"
+               :text f"turn {id} does not match its hash: it was edited (or written by hand)"]))
+    (when (!= prev expected)
+      (return
+        (if (and last (= prev (get last 13)))
+            [:ok False :id (get last 0) :problem "inserted"
+             :text f"turn {(get last 0)} was inserted: turn {id} links to the turn before it"]
+            [:ok False :id id :problem "removed"
+             :text (+ f"turn {id} does not link to "
+                      (if last f"turn {(get last 0)}" "the start of the journal")
+                      ": turns before it were removed"
+                      (if last f", or turn {(get last 0)} was rewritten" ""))])))
+    (setv expected (get row 14)
+          last row
+          n (+ n 1)))
+  [:ok True :turns n])
+
+;; * Exporting
+
+(setv _names ["id" "ts" "kind" "session" "content" "type" "clock" "parents" "task"
+              "state_before" "state_after" "tokens" "cost" "prev" "hash"])
+
+(defn turn-dict [row]
+  "ROW as a dict with the journal's names; parents as a list of ids."
+  (setv d (dict (zip _names row)))
+  (setv (get d "parents") (lfor p (.split (or (get d "parents") "")) (int p)))
+  d)
+
+(defn _org-value [k v]
+  (if (= k "parents") (.join " " (map str v)) v))
+
+(defn _org-turn [d]
+  (setv session (get d "session"))
+  (+ (.format "* {} {}: {}" (get d "id") (get d "type") (get d "kind"))
+     (if session (+ " in " session) "") "\n"
+     ":PROPERTIES:\n"
+     (.join "" (gfor k _names
+                     :if (and (not-in k #("id" "content" "type" "kind")) (not-in (get d k) #(None "" [])))
+                     (.format ":{}: {}\n" (.upper k) (_org-value k (get d k)))))
+     ":END:\n#+begin_src hy\n" (get d "content") "\n#+end_src\n"))
+
+(defn journal-export [store [session None] [fmt "jsonl"]]
+  "The turns (of SESSION, or all) as lines of text in FMT, jsonl or org."
+  (for [row (journal-rows store :session session)]
+    (setv d (turn-dict row))
+    (yield (if (= fmt "org")
+               (_org-turn d)
+               (+ (json.dumps d :ensure-ascii False) "\n")))))

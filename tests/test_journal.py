@@ -1,0 +1,181 @@
+"""Tests of the journal: turns appended by the task's records, a chain that
+shows an edited, removed or inserted row, export, and a chain that holds
+after kill -9."""
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import hy  # noqa: F401
+import pytest
+from hy.models import Keyword
+
+from passepartout.journal import journal_export, journal_verify, row_hash
+from passepartout.proto import proto_get
+from passepartout.store import event_append, store_open, store_path_for
+from passepartout.task import event_record, write_records
+
+BIN = Path(sys.executable).parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def k(name):
+    return Keyword(name)
+
+
+def plist(**kv):
+    out = []
+    for key, v in kv.items():
+        out += [k(key.replace("_", "-")), v]
+    return out
+
+
+def cli(home, *args):
+    command = [str(BIN / "passepartout")] if (BIN / "passepartout").exists() \
+        else [sys.executable, "-m", "passepartout"]
+    return subprocess.run(command + list(args), capture_output=True, text=True, env=home, timeout=120)
+
+
+@pytest.fixture
+def home(tmp_path):
+    config = tmp_path / "config.toml"
+    config.write_text("")
+    return dict(os.environ, PASSEPARTOUT_DATA_DIR=str(tmp_path / "data"),
+                PASSEPARTOUT_CONFIG=str(config), HOME=str(tmp_path))
+
+
+def a_task(store, session="s", task="t1", between=None):
+    """Four turns of one task: the person speaks, the model proposes, the
+    action runs, the answer. BETWEEN, when given, is called after each."""
+    records = [event_record("input", session, plist(text="list the files", task=task)),
+               event_record("outcome", session, plist(verdict=k("allow"), task=task,
+                                                     action=plist(action=k("shell"), cmd="ls"),
+                                                     usage=plist(prompt_tokens=10, completion_tokens=5,
+                                                                 cost=0.001))),
+               event_record("result", session, plist(task=task, step=0, result=plist(status=k("ok")))),
+               event_record("answer", session, plist(text="two files", task=task))]
+    for r in records:
+        with store.transaction():
+            write_records(store, [r])
+        if between:
+            between()
+
+
+def turns(store):
+    return [json.loads(line) for line in journal_export(store)]
+
+
+def verdict(store):
+    v = journal_verify(store)
+    return {key.name: v for key, v in zip(v[::2], v[1::2])}
+
+
+def test_every_record_a_task_writes_is_a_turn_in_the_chain(tmp_path):
+    with store_open(store_path_for(tmp_path)) as store:
+        a_task(store)
+        event_append(store, "approval", "s", plist(event="grant-used"))
+        a_task(store, session="other", task="t2")
+        ts = turns(store)
+    assert [t["type"] for t in ts[:4]] == ["speech", "thought", "action", "speech"], ts
+    assert [t["clock"] for t in ts[:4]] == [1, 2, 3, 4]
+    assert ts[1]["parents"] == [ts[0]["id"]] and ts[0]["parents"] == []
+    assert ts[1]["tokens"] == 15 and ts[1]["cost"] == pytest.approx(0.001)
+    assert ts[0]["prev"] == "" and all(b["prev"] == a["hash"] for a, b in zip(ts, ts[1:]))
+    # the plain event stays out of the journal; the other session starts its own thread
+    assert len(ts) == 8 and ts[4]["session"] == "other" and ts[4]["parents"] == []
+    assert ts[4]["id"] == ts[3]["id"] + 2
+
+
+def test_the_store_refuses_to_change_or_delete_an_event(tmp_path):
+    with store_open(store_path_for(tmp_path)) as store:
+        a_task(store)
+        for sql in ["UPDATE events SET data = '(:text \"other\")' WHERE id = 2",
+                    "DELETE FROM events WHERE id = 2"]:
+            with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+                store.write(sql)
+        assert verdict(store) == {"ok": True, "turns": 4}
+
+
+def test_an_intact_journal_verifies_from_the_command_line(home, tmp_path):
+    with store_open(store_path_for(tmp_path / "data")) as store:
+        a_task(store)
+    r = cli(home, "journal", "verify")
+    assert r.returncode == 0 and "4 turns are intact" in r.stdout, (r.stdout, r.stderr)
+
+
+def test_an_edited_turn_is_named(home, tmp_path):
+    path = store_path_for(tmp_path / "data")
+    with store_open(path) as store:
+        a_task(store)
+    # someone with the file drops the trigger and edits what the model proposed
+    conn = sqlite3.connect(path)
+    conn.execute("DROP TRIGGER events_no_update")
+    conn.execute("UPDATE events SET data = replace(data, '\"ls\"', '\"rm -rf /\"') WHERE id = 2")
+    conn.commit()
+    conn.close()
+    r = cli(home, "journal", "verify")
+    assert r.returncode == 1 and "turn 2 does not match its hash: it was edited" in r.stdout, (r.stdout, r.stderr)
+
+
+def test_a_deleted_turn_is_named(home, tmp_path):
+    path = store_path_for(tmp_path / "data")
+    with store_open(path) as store:
+        a_task(store)
+    conn = sqlite3.connect(path)
+    conn.execute("DROP TRIGGER events_no_delete")
+    conn.execute("DELETE FROM events WHERE id = 3")
+    conn.commit()
+    conn.close()
+    r = cli(home, "journal", "verify")
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert "turn 4 does not link to turn 2: turns before it were removed" in r.stdout, r.stdout
+
+
+def test_an_inserted_turn_is_named(home, tmp_path):
+    path = store_path_for(tmp_path / "data")
+    with store_open(path) as store:
+        # a plain event between the turns leaves a free id, as grants and answers do
+        a_task(store, between=lambda: event_append(store, "approval", "s", plist(event="noted")))
+        rows = store.query("SELECT id, hash FROM events WHERE turn IS NOT NULL ORDER BY id")
+    (id2, hash2), (id3, _) = rows[1], rows[2]
+    # a forger deletes the plain event after turn 2 and puts a well-formed turn in its place
+    conn = sqlite3.connect(path)
+    conn.execute("DROP TRIGGER events_no_delete")
+    conn.execute("DELETE FROM events WHERE id = ?", (id2 + 1,))
+    row = (id2 + 1, 1.0, "outcome", "s", '(:verdict :allow :task "t1")', "thought", 3, str(id2), "t1",
+           "", "", None, None, hash2)
+    conn.execute("INSERT INTO events (id, ts, kind, session, data, turn, clock, parents, task, state_before,"
+                 " state_after, tokens, cost, prev, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                 row + (row_hash(row),))
+    conn.commit()
+    conn.close()
+    r = cli(home, "journal", "verify")
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert f"turn {id2 + 1} was inserted: turn {id3} links to the turn before it" in r.stdout, r.stdout
+
+
+def test_export_one_session_as_jsonl_and_as_org(home, tmp_path):
+    with store_open(store_path_for(tmp_path / "data")) as store:
+        a_task(store, session="alice", task="a1")
+        a_task(store, session="bob", task="b1")
+    r = cli(home, "journal", "export", "--session", "bob")
+    lines = [json.loads(line) for line in r.stdout.splitlines()]
+    assert r.returncode == 0 and len(lines) == 4 and {t["session"] for t in lines} == {"bob"}, r.stdout
+    assert lines[0]["content"] == '(:text "list the files" :task "b1")'
+    r = cli(home, "journal", "export", "--format", "org")
+    assert r.returncode == 0 and r.stdout.count("\n* ") + r.stdout.startswith("* ") == 8, r.stdout
+    assert "* 2 thought: outcome in alice" in r.stdout and ":TOKENS: 15" in r.stdout
+
+
+def test_kill_9_mid_task_leaves_a_chain_that_verifies():
+    from bot_api_server import run_killed
+    r = run_killed(chats=5, per_chat=4, kill_at=0.5, acting=True, timeout=90)
+    shown = {key: v for key, v in r.items() if key not in ("log", "output")}
+    assert r["lost"] == 0 and r["run_twice"] == 0, shown
+    with store_open(store_path_for(Path(r["folder"]) / "data")) as store:
+        v = verdict(store)
+        kinds = {row[0] for row in store.query("SELECT turn FROM events WHERE turn IS NOT NULL")}
+    assert v["ok"] and v["turns"] > 40, v
+    assert {"speech", "thought", "action"} <= kinds, kinds
