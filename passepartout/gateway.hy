@@ -114,10 +114,6 @@
    service refused the request as malformed, the person blocked the bot)."
   None)
 
-(defn _log-failure [task]
-  (when (and (not (.cancelled task)) (.exception task))
-    (.error log "a write of the hub failed: %r" (.exception task))))
-
 (defn _retry-pause [attempts]
   "Seconds before the next try of a reply that failed ATTEMPTS times before."
   (min 300 (** 2 (min 9 attempts))))
@@ -282,8 +278,9 @@
           (except [e Exception]
             (setv why f"{(. (type e) __name__)}: {e}"))))
     (when (is None why)
-      ;; the mark is written in the writer's next commit; the session goes on meanwhile
-      (.add-done-callback (asyncio.ensure-future (.call self.writer outbox-sent id)) _log-failure)
+      ;; a crash between the send and this commit sends the reply again at the
+      ;; next start: the one window of a reply given twice, kept to one commit
+      (await (.call self.writer outbox-sent id))
       (return True))
     (setv pause (_retry-pause attempts))
     (.warning log "a reply to %s could not be sent through %s (%s); it is kept and tried again in %s s: %s"
