@@ -2,9 +2,10 @@
 
 (import time
         passepartout.proto [kw proto-get]
-        passepartout.store [kv-get kv-put])
+        passepartout.store [kv-get kv-put]
+        passepartout.config [config-defaults])
 
-(setv DEFAULTS {"task_tokens" 200000 "task_cost" 1.0 "day_tokens" 2000000 "day_cost" 10.0}
+(setv DEFAULTS (config-defaults "budget")
       ZERO [:prompt-tokens 0 :completion-tokens 0 :cost 0.0])
 
 ;; * Adding up

@@ -235,6 +235,17 @@
   "The keys the section NAME may hold, in the schema's order."
   (list (get (schema-section name) "keys")))
 
+(defn config-defaults [name [table None]]
+  "The defaults of the section NAME (of its table TABLE, for a section of named
+   tables), as a new dict: each key that has one. A key whose default is None has
+   none, or one computed where it is read.
+   (config-defaults \"approvals\") ⇒ {\"approvers\" [] \"required\" [] … \"max_grant_minutes\" 480}"
+  (setv section (schema-section name)
+        keys (get (if table (get section "tables" table) section) "keys"))
+  (dfor [k spec] (.items keys)
+        :if (is-not (get spec "default") None)
+        k (copy.deepcopy (get spec "default"))))
+
 ;; ** Checking a file against it
 
 (defn _number [v]

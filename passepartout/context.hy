@@ -4,6 +4,7 @@
         functools [lru-cache]
         pathlib [Path]
         passepartout.proto [kw proto-get proto-put proto-without]
+        passepartout.config [config-defaults]
         passepartout.sandbox [sandbox-status]
         passepartout.workspace [path-inside])
 
@@ -39,7 +40,7 @@
       (.append out (_real (os.path.join data name)))))
   out)
 
-(setv _limit-defaults {"shell_timeout" 30 "output_limit" 16000 "step_budget" 8 "attempts" 3})
+(setv _limit-defaults (config-defaults "limits"))
 
 (defn make-context [[workspace "."] [session "local"] [config None] [store None]
                     [secrets None] [now None] [env None] [sandbox None] [cascade None]

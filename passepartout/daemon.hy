@@ -2,14 +2,15 @@
 
 (import asyncio fcntl logging logging.handlers os signal sys time
         pathlib [Path]
-        passepartout.config [ConfigError load-config ensure-dirs config-secrets]
+        passepartout.config [ConfigError load-config ensure-dirs config-secrets config-defaults]
         passepartout.store [store-open store-path-for store-close inbox-count inbox-prune kv-put]
         passepartout.proto [proto-get]
         passepartout.skills [load-skills set-immutable-skills]
         passepartout.cascade [make-cascade providers-from-config cascade-complete]
         passepartout.hitl [escalate approvals-boot]
         passepartout.sandbox [sandbox-status]
-        passepartout.gateway [Hub configured-gateways])
+        passepartout.gateway [Hub configured-gateways]
+        passepartout.loop [SessionHistories])
 
 (setv log (logging.getLogger "passepartout.daemon"))
 
@@ -32,10 +33,10 @@
         skills (.get config "skills" {})
         report (load-skills :folders (.get skills "dirs" []) :disabled (.get skills "disabled" []))
         _ (set-immutable-skills (.get skills "immutable" []))
-        cascade-cfg (.get config "cascade" {})
+        cascade-cfg (| (config-defaults "cascade") (.get config "cascade" {}))
         cascade (make-cascade (if (is providers None) (_providers config environ) providers)
-                              :cooldown (.get cascade-cfg "cooldown" 60.0)
-                              :failure-threshold (.get cascade-cfg "failure_threshold" 3)))
+                              :cooldown (get cascade-cfg "cooldown")
+                              :failure-threshold (get cascade-cfg "failure_threshold")))
   (for [r report]
     (when (proto-get r ':error)
       (.error log "skill file %s failed to load: %s"
@@ -49,6 +50,7 @@
              "secrets" (config-secrets config environ)
              "skill-report" report
              "sandbox" (sandbox-status config)
+             "histories" (SessionHistories)
              "clock" time.time})
   (approvals-boot env)
   env)
@@ -117,12 +119,7 @@
 
 ;; * Settings
 
-(setv DAEMON-DEFAULTS {"heartbeat" 60
-                       "shutdown_grace" 10
-                       "inbox_keep" 172800
-                       "log_max_bytes" (* 5 1024 1024)
-                       "log_backups" 5
-                       "reply_max_hours" 24})
+(setv DAEMON-DEFAULTS (config-defaults "daemon"))
 
 (defn daemon-settings [config]
   "The [daemon] settings of CONFIG with defaults, and model_concurrency; a
@@ -131,7 +128,8 @@
   (when (not (isinstance table dict))
     (raise (ConfigError "daemon should be a table")))
   (setv out (| DAEMON-DEFAULTS table
-               {"model_concurrency" (.get (.get config "limits" {}) "model_concurrency" 4)}))
+               {"model_concurrency" (.get (.get config "limits" {}) "model_concurrency"
+                                          (get (config-defaults "limits") "model_concurrency"))}))
   (for [k (+ (list DAEMON-DEFAULTS) ["model_concurrency"])]
     (setv v (get out k))
     (when (or (isinstance v bool) (not (isinstance v #(int float))) (< v 0)

@@ -4,7 +4,7 @@
         pathlib [Path]
         hy.models [Keyword]
         passepartout.proto [kw proto-get proto-print]
-        passepartout.config [ConfigError]
+        passepartout.config [ConfigError config-defaults]
         passepartout.perceive [reply-signal]
         passepartout.budget [usage-add]
         passepartout.store [event-append data-print data-read notice-add]
@@ -13,12 +13,7 @@
 
 ;; * Configuration
 
-(setv DEFAULTS {"expiry_minutes" 10
-                "approvers" []
-                "separate_duties" False
-                "strategy" "any"
-                "required" []
-                "max_grant_minutes" 480}
+(setv DEFAULTS (config-defaults "approvals")
       STRATEGIES #("any" "all" "majority")
       HOST-IDENTITY "terminal:local")
 

@@ -207,7 +207,7 @@
         payload (proto-get signal ':payload)
         tool-result (= (sensor-of signal) "tool-result")
         state (task-state signal)
-        histories (or (.get env "histories") (.setdefault env "histories" (SessionHistories)))
+        histories (.get env "histories")
         history (session-history (get env "store") session histories)
         interrupted (cut-off (get env "store") signal state))
   (when interrupted

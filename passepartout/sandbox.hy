@@ -2,12 +2,13 @@
 
 (import functools [lru-cache]
         importlib os shutil subprocess
-        passepartout.proto [proto-get])
+        passepartout.proto [proto-get]
+        passepartout.config [config-defaults])
 
 (setv MARKER "PASSEPARTOUT_SANDBOX"
       MODES #("auto" "bubblewrap" "off")
       NETWORK-MODES #("off" "policy" "on")
-      SETTINGS {"mode" "auto" "network" "policy" "bwrap" "" "home_paths" []}
+      SETTINGS (config-defaults "sandbox")
       SYSTEM-DIRS ["/usr" "/bin" "/sbin" "/lib" "/lib32" "/lib64" "/libx32" "/etc" "/opt"])
 
 ;; * Which protection is in force

@@ -425,24 +425,48 @@ show_traces = false
   (check (get (approvals-config cfg) "max_grant_minutes") 60 "the approvals are usable")
   (check (get (daemon-settings cfg) "log_backups") 2 "the daemon settings are usable"))
 
-(defn test-the-schema-defaults-are-the-modules-defaults []
-  (import passepartout.config [SCHEMA schema-section]
-          passepartout [budget hitl daemon sandbox context cascade]
-          passepartout.gateways [telegram])
-  (defn defaults [keys]
-    (dfor [k spec] (.items keys) :if (is-not (get spec "default") None) k (get spec "default")))
-  (check (defaults (get (schema-section "budget") "keys")) budget.DEFAULTS "budget")
-  (check (defaults (get (schema-section "approvals") "keys")) hitl.DEFAULTS "approvals")
-  (check (defaults (get (schema-section "daemon") "keys")) daemon.DAEMON-DEFAULTS "daemon")
-  (check (defaults (get (schema-section "sandbox") "keys")) sandbox.SETTINGS "sandbox")
-  (check (| (defaults (get (schema-section "limits") "keys")) context._limit-defaults)
-         (defaults (get (schema-section "limits") "keys")) "limits")
-  (setv gw (get (schema-section "gateways") "tables"))
-  (check (| {"enabled" True} telegram.DEFAULTS) (defaults (get gw "telegram" "keys")) "telegram")
-  (setv prov (get (schema-section "providers") "keys"))
-  (check (get prov "max_tokens" "default") cascade.DEFAULT-MAX-TOKENS "max_tokens")
-  (check (get prov "timeout" "default") cascade.DEFAULT-TIMEOUT "timeout")
-  (check (sorted prov) (sorted cascade._provider-keys) "cascade takes its keys from the schema"))
+(defn test-config-defaults-are-the-schemas-defaults []
+  (import passepartout.config [config-defaults schema-section])
+  (check (config-defaults "approvals")
+         {"approvers" [] "required" [] "strategy" "any" "separate_duties" False
+          "expiry_minutes" 10 "max_grant_minutes" 480}
+         "the defaults of a table")
+  (check (get (config-defaults "gateways" "telegram") "token_env") "TELEGRAM_BOT_TOKEN"
+         "the defaults of one of the named tables")
+  (assert (not (in "number" (config-defaults "gateways" "signal")))
+          "a key with no default is left out")
+  (.append (get (config-defaults "approvals") "approvers") "x:y")
+  (check (get (config-defaults "approvals") "approvers") [] "each call gives a new dict")
+  (check (get (schema-section "approvals") "keys" "approvers" "default") [] "the schema is untouched"))
+
+(defn test-with-an-empty-config-each-module-uses-the-schemas-defaults []
+  (import passepartout.config [config-defaults]
+          passepartout.budget [budget-limits]
+          passepartout.hitl [approvals-config]
+          passepartout.daemon [daemon-settings]
+          passepartout.sandbox [sandbox-settings]
+          passepartout.context [make-context context-limit]
+          passepartout.cascade [providers-from-config]
+          passepartout.gateways.telegram [_settings :as telegram-settings])
+  (setv limits (config-defaults "limits"))
+  (check (budget-limits {}) (config-defaults "budget") "budget")
+  (check (approvals-config {}) (config-defaults "approvals") "approvals")
+  (check (daemon-settings {})
+         (| (config-defaults "daemon") {"model_concurrency" (get limits "model_concurrency")})
+         "daemon")
+  (check (sandbox-settings {}) (config-defaults "sandbox") "sandbox")
+  (setv ctx (make-context))
+  (check (dfor k limits k (context-limit ctx (.replace k "_" "-"))) limits "the limits of a context")
+  (check (telegram-settings {}) (config-defaults "gateways" "telegram") "telegram")
+  (setv provider (get (providers-from-config {"providers" [{"model" "openai/gpt-4o-mini"}]} {}) 0))
+  (check (dfor k (config-defaults "providers") k (get provider k)) (config-defaults "providers")
+         "a provider that sets nothing"))
+
+(defn test-cascade-takes-its-keys-from-the-schema []
+  (import passepartout.config [schema-section]
+          passepartout.cascade [_provider-keys])
+  (check (sorted _provider-keys) (sorted (get (schema-section "providers") "keys"))
+         "cascade takes its keys from the schema"))
 
 (defn test-the-readme-documents-the-schema []
   (import passepartout.config [config-reference])

@@ -9,7 +9,7 @@
                         TimedOut]
         telegram.request [BaseRequest]
         telegram.warnings [PTBUserWarning]
-        passepartout.config [ConfigError]
+        passepartout.config [ConfigError config-defaults]
         passepartout.proto [kw proto-get]
         passepartout.store [StoreError kv-get kv-put]
         passepartout.gateway [register-gateway Undeliverable])
@@ -19,13 +19,7 @@
 
 ;; * Settings
 
-(setv DEFAULTS {"token_env" "TELEGRAM_BOT_TOKEN"
-                "api_base" "https://api.telegram.org/bot"
-                "allowed_users" []
-                "poll_timeout" 30
-                "poll_limit" 100
-                "max_input" 16000
-                "show_traces" False}
+(setv DEFAULTS (config-defaults "gateways" "telegram")
       MESSAGE-LIMIT 4096
       MAX-ATTEMPTS 6
       MAX-BACKOFF 30.0)
