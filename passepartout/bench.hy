@@ -444,6 +444,51 @@
    #("one message to its reply: the same without plist, usage and comprehension plumbing"
      (sum (.values own)) f"in {(len own)} functions of {(len (sfor k own (get k 0)))} files" "")])
 
+;; * Checking answers
+
+(defn bench-reply-validators [[rounds 20]]
+  (import passepartout.validators [review-reply]
+          passepartout.proto [kw])
+  (setv path (/ (. (Path __file__) parent parent) "tests" "data" "reply_cases.jsonl"))
+  (when (not (.is-file path))
+    (return [#("reply validators" "not found (tests/data/reply_cases.jsonl)" "" "")]))
+  (_load-default-skills)
+  (setv cases (lfor line (.splitlines (.read-text path :encoding "utf-8")) (json.loads line))
+        config {"validators" {"premature-completion" True}}
+        counts {}
+        times [])
+  (for [case cases]
+    (setv ctx [:session "bench" :config config]
+          state [:ran (get case "executed") :fired []]
+          r (review-reply (get case "text") ctx state)
+          said (sfor f (proto-get r ':findings []) (proto-get f ':validator)))
+    (for [[name want] (.items (get case "expect"))]
+      (setv c (.setdefault counts name [0 0 0])
+            got (in name said))
+      (cond (and got want) (+= (get c 0) 1)
+            got (+= (get c 1) 1)
+            want (+= (get c 2) 1))))
+  (setv cpu [])
+  (for [_ (range rounds)
+        case cases
+        [clock out] [#(time.perf-counter times) #(time.thread-time cpu)]]
+    (.append out (proto-get (review-reply (get case "text") [:session "bench" :config config]
+                                          [:ran (get case "executed") :fired []]
+                                          :clock clock)
+                            ':took)))
+  (+ (lfor [name [tp fp fn]] (.items counts)
+           row [#(f"reply validators: {name} precision ({(+ tp fp)} flagged)"
+                  (* 100 (/ tp (max 1 (+ tp fp)))) "%" "≥ 95 %")
+                #(f"reply validators: {name} recall ({(+ tp fn)} violations)"
+                  (* 100 (/ tp (max 1 (+ tp fn)))) "%" "≥ 95 %")]
+           row)
+     [#(f"reply validators: added latency per reply, wall clock, median ({(len cases)} answers × {rounds})"
+        (* 1e6 (statistics.median times)) "µs" "")
+      #("reply validators: added latency per reply, CPU time, median"
+        (* 1e6 (statistics.median cpu)) "µs" "")
+      #("reply validators: added latency per reply, CPU time, p99"
+        (* 1e6 (_percentile cpu 0.99)) "µs" "< 1000 µs")]))
+
 ;; * Running them
 
 (defn _print-row [row]
@@ -468,6 +513,7 @@
                (fn [] (bench-telegram quick))
                (fn [] (bench-harm quick))
                (fn [] (bench-hung-provider (if quick 3 5)))
-               bench-function-entries]]
+               bench-function-entries
+               (fn [] (bench-reply-validators (if quick 3 20)))]]
     (for [row (bench)] (_print-row row)))
   0)

@@ -7,7 +7,8 @@
         passepartout.context [make-context context-limit]
         passepartout.perceive [perceive immediate as-signal reply-signal sensor-of]
         passepartout.reason [reason refusal-text]
-        passepartout.task [task-state after-action finish stop ending intent cut-off cut-off-text
+        passepartout.validators [review-reply]
+        passepartout.task [task-state after-action after-reply finish stop ending intent cut-off cut-off-text
                            fingerprint event-record write-records]
         passepartout.act [act add-stop-listener doing remove-stop-listener stop-mark stop-task
                           stopped-since]
@@ -284,8 +285,12 @@
     (.record writes [(intent signal action state)])
     (.flush writes))
   (setv result (act action ctx)
-        moved (after-action signal action result state (context-limit ctx "step-budget" 8)
-                            :extra (when (proto-get outcome ':note) [:note (proto-get outcome ':note)])))
+        moved (if (and (= name "message") (= (proto-get result ':status) (kw "ok")))
+                  ;; the answer is checked against what the task ran before it goes out
+                  (after-reply signal action result state
+                               (review-reply (proto-get result ':reply) ctx state))
+                  (after-action signal action result state (context-limit ctx "step-budget" 8)
+                                :extra (when (proto-get outcome ':note) [:note (proto-get outcome ':note)]))))
   (when (_stopped ctx)
     ;; the result is history all the same; the task goes no further
     (.record writes (lfor r (get moved 1) :if (proto-get r ':event) r))

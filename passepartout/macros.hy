@@ -4,8 +4,16 @@
   "Define a skill and register it: (defskill NAME [DOC] :key value …).
 
    Keys: :priority (int, higher runs first), :trigger, :gate, :filter,
-   :validator, :augment, :prompt, :actuators, :handlers, :immutable.
-   See passepartout/skills.hy for what each one receives and returns.
+   :validator, :validators, :augment, :prompt, :actuators, :handlers,
+   :immutable. See passepartout/skills.hy for what each one receives and
+   returns; a reply validator looks like this:
+
+     (defskill no-guarantees
+       \"Holds a reply that promises what no one can.\"
+       :validators {\"guarantee\" {\"check\" (fn [text ctx]
+                                              (when (in \"guaranteed\" text)
+                                                \"Do not promise a guarantee.\"))
+                                   \"kill\" False}})
 
      (defskill no-rm
        \"Refuses any shell command that mentions rm.\"

@@ -34,9 +34,29 @@
            "effect" (bool (.get spec "effect" True))
            "skill" name})))
 
+(defn _check-validators [name validators single]
+  "The validators of skill NAME as a list of specs, each with its name and skill."
+  (setv validators (dict (or validators {})))
+  (when single
+    (setv (get validators name) single))
+  (lfor [vname spec] (.items validators)
+        (do
+          (when (not (and (isinstance vname str) (_name-re.match vname)))
+            (raise (SkillError f"skill {name}: validator name {vname !r} is not lower-case kebab")))
+          (when (callable spec)
+            (setv spec {"check" spec}))
+          (when (not (and (isinstance spec dict) (callable (.get spec "check"))))
+            (raise (SkillError f"skill {name}: validator {vname} needs a callable \"check\"")))
+          {"name" vname
+           "check" (get spec "check")
+           "halt" (bool (.get spec "halt" True))
+           "kill" (bool (.get spec "kill" False))
+           "enabled" (bool (.get spec "enabled" True))
+           "skill" name})))
+
 (defn make-skill [name [doc None] [priority 50] [trigger None] [gate None] [filter None]
-                  [validator None] [augment None] [prompt None] [actuators None]
-                  [handlers None] [immutable False]]
+                  [validator None] [validators None] [augment None] [prompt None]
+                  [actuators None] [handlers None] [immutable False]]
   "A checked skill record (a plain dict)."
   (when (not (and (isinstance name str) (_name-re.match name)))
     (raise (SkillError f"skill name {name !r} must be lower-case kebab (a-z 0-9 -)")))
@@ -50,6 +70,7 @@
     (when (and (is-not (get record k) None) (not (callable (get record k))))
       (raise (SkillError f"skill {name}: :{k} must be a function"))))
   (setv (get record "actuators") (_check-actuators name (or actuators {}))
+        (get record "validators") (_check-validators name validators validator)
         (get record "handlers") (list (or handlers [])))
   (for [h (get record "handlers")]
     (when (not (callable h))
@@ -135,6 +156,11 @@
   "The (name function) pairs of every skill that has KEY, in skill order."
   (registry-view key
            (fn [] (lfor s (all-skills) :if (get s key) #((get s "name") (get s key))))))
+
+(defn reply-validators []
+  "Every reply validator's spec, in skill order."
+  (registry-view "validators"
+           (fn [] (lfor s (all-skills) v (.get s "validators" []) v))))
 
 (defn pre-reason-handlers []
   "Every (skill-name handler) pair, in skill order."
@@ -245,14 +271,19 @@
                   [#("filter" [(get _smoke-actions 0) [:status :ok :output "smoke check"] ctx])
                    #("validator" ["smoke check" ctx])
                    #("trigger" [ctx])
-                   #("augment" [ctx])]))
-  (for [[key args] probes]
-    (setv f (get skill key))
+                   #("augment" [ctx])])
+        checks (lfor v (.get skill "validators" [])
+                     :if (is-not (get v "check") (get skill "validator"))
+                     #(f"validator {(get v "name")}" (get v "check"))))
+  (for [[key args] (+ probes
+                      (lfor [label f] checks
+                            #(#(label f) ["smoke check" (hy.I.passepartout/proto.proto-put ctx ':executed [])])))]
+    (setv [label f] (if (isinstance key tuple) key #(key (get skill key))))
     (when (is f None) (continue))
     (try
       (setv answer (f #* args))
       (except [e Exception]
-        (return f"skill {name}: its {key} raised on a smoke check: {(. (type e) __name__)}: {e}")))
+        (return f"skill {name}: its {label} raised on a smoke check: {(. (type e) __name__)}: {e}")))
     (when (and (= key "gate") (not (_is-verdict answer)))
       (return (+ f"skill {name}: its gate answered {(hy.repr answer)} to "
                  (hy.I.passepartout/proto.proto-print (get args 0)) ", not a verdict"))))

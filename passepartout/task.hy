@@ -34,7 +34,9 @@
    :step (pick ':step 0)
    :seen (list (pick ':seen []))
    :usage (or (pick ':usage None) ZERO)
-   :refused (list (pick ':refused []))])
+   :refused (list (pick ':refused []))
+   :ran (list (pick ':ran []))
+   :fired (list (pick ':fired []))])
 
 ;; * Records
 
@@ -74,6 +76,10 @@
                           (. (or (proto-get result ':status) (kw "error")) name) note)
                 "trace"))
 
+(defn _ran [action result]
+  "The (name status) an executed ACTION leaves in the task's state."
+  [(. (proto-get action ':action) name) (. (or (proto-get result ':status) (kw "error")) name)])
+
 (defn after-action [signal action result state budget [note ""] [extra None]]
   "What follows RESULT of ACTION in the task of STATE: #(signals records).
    BUDGET is the step budget; NOTE is added to the trace line; EXTRA is added
@@ -103,7 +109,9 @@
                     :session session
                     :payload (+ [:sensor :tool-result :action action :result result]
                                 (or extra [])
-                                (proto-merge state [:step (+ n 1) :seen (+ seen [mark])]))]
+                                (proto-merge state [:step (+ n 1) :seen (+ seen [mark])
+                                                    :ran (+ (list (proto-get state ':ran []))
+                                                            [(_ran action result)])]))]
               inbox (proto-get (or (proto-get signal ':source) []) ':inbox))
         #([trace next]
           (+ records (if (is inbox None) [] [[:inbox inbox :signal next]]))))))
@@ -137,3 +145,53 @@
 (defn cut-off-text [action]
   (+ "The daemon stopped while this action was running: " (proto-print action)
      ". It may have done part or all of its work, so it was not run again, and its task has ended."))
+
+;; * Answering the reply validators
+
+(defn _validation-record [signal state review]
+  (event-record "validation" (proto-get signal ':session)
+                [:task (proto-get state ':task) :step (proto-get state ':step 0)
+                 :verdict (proto-get review ':verdict)
+                 :findings (lfor f (proto-get review ':findings [])
+                                 [:validator (proto-get f ':validator) :says (proto-get f ':says)
+                                  :raised (proto-get f ':raised)])]))
+
+(defn after-reply [signal action result state review]
+  "What follows the model's answer (ACTION, run as RESULT) given the validators'
+   REVIEW: #(signals records)."
+  (setv verdict (. (proto-get review ':verdict) name)
+        text (or (proto-get result ':reply) "")
+        check [(_validation-record signal state review)])
+  (defn with-check [moved]
+    #((get moved 0) (+ check (get moved 1))))
+  (cond
+    (= verdict "deliver")
+    (finish signal state text)
+    (= verdict "note")
+    (with-check (finish signal state (+ text "\n\n" (proto-get review ':note))))
+    (= verdict "withhold")
+    (with-check (finish signal state (proto-get review ':note) "notice"))
+    True
+    (_held signal action state review check)))
+
+(defn _held [signal action state review check]
+  (setv session (proto-get signal ':session)
+        n (proto-get state ':step 0)
+        shown (if (proto-get review ':kill)
+                  [:action :message :text "(an answer the checks discarded)"]
+                  action)
+        outcome [:status :held :reason "not delivered: the reply validators objected"]
+        next [:type :event
+              :source (proto-get signal ':source)
+              :session session
+              :payload (+ [:sensor :tool-result :action shown :result outcome
+                           :note (proto-get review ':correction)]
+                          (proto-merge state [:step (+ n 1)
+                                              :fired (+ (list (proto-get state ':fired []))
+                                                        (list (proto-get review ':fire [])))]))]
+        inbox (proto-get (or (proto-get signal ':source) []) ':inbox))
+  #([(reply-signal signal (proto-get review ':line) "decision") next]
+    (+ check
+       [(event-record "result" session [:action shown :result outcome
+                                        :task (proto-get state ':task) :step n])]
+       (if (is inbox None) [] [[:inbox inbox :signal next]]))))

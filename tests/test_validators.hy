@@ -1,0 +1,243 @@
+;; Tests of passepartout/validators.hy and skills/reply_checks.hy: the labelled
+;; answers, the skill registry's :validators, and an answer's whole way
+;; through step and the runner with a scripted model.
+
+(import asyncio json
+        pathlib [Path]
+        pytest
+        passepartout.proto [kw proto-get proto-print]
+        passepartout.skills [make-skill register-skill replace-skill reply-validators
+                             registry-snapshot registry-restore SkillError load-skills]
+        passepartout.cascade [make-provider]
+        passepartout.daemon [boot shutdown]
+        passepartout.loop [step Runner]
+        passepartout.store [events]
+        passepartout.validators [findings judge])
+
+(defn expect [got want [what "value"]]
+  (assert (= got want) f"{what}: expected {want !r}, got {got !r}"))
+
+(defn kind-of [signal]
+  (. (proto-get (proto-get signal ':payload) ':kind) name))
+
+(defn text-of [signal]
+  (proto-get (proto-get signal ':payload) ':text))
+
+(defn [pytest.fixture] env [tmp-path]
+  "A booted daemon on a fresh data dir whose only provider is the symbolic one."
+  (setv saved (registry-snapshot)
+        config (/ tmp-path "config.toml"))
+  (.write-text config "[sandbox]\nmode = \"off\"\n")
+  (setv e (boot :config-path (str config)
+                :environ {"PASSEPARTOUT_DATA_DIR" (str (/ tmp-path "data")) "HOME" (str tmp-path)}
+                :providers [(make-provider "symbolic")]))
+  (yield e)
+  (shutdown e)
+  (registry-restore saved))
+
+(defn user-says [text [chat "t1"]]
+  [:type :event :source [:gateway :test :chat chat] :payload [:sensor :user-input :text text]])
+
+(defn says [text]
+  (+ "(:action :message :text " (proto-print text) ")"))
+
+(defn scripted [env answers]
+  "Make ENV's cascade answer with ANSWERS in turn (the last one repeats); return the requests."
+  (setv requests []
+        answers (list answers))
+  (defn complete [request]
+    (.append requests request)
+    [:status :ok :provider "script"
+     :text (if (> (len answers) 1) (.pop answers 0) (get answers 0))])
+  (setv (get env "complete") complete)
+  requests)
+
+(defn run-task [env signal]
+  "Step SIGNAL and every signal it leads to; return the replies, in order."
+  (setv queue [signal]
+        replies [])
+  (while queue
+    (for [out (step (.pop queue 0) env)]
+      (if (= (proto-get out ':type) (kw "reply"))
+          (.append replies out)
+          (.append queue out))))
+  replies)
+
+(defn last-prompt [request]
+  (get (proto-get request ':messages) -1 "content"))
+
+;; * The labelled answers
+
+(setv CASES (Path (/ (. (Path __file__) parent) "data" "reply_cases.jsonl")))
+
+(defn _figures []
+  "Per validator: [true-positive false-positive false-negative], over the labelled set."
+  (load-skills)
+  (setv checks (dfor v (reply-validators) (get v "name") (get v "check"))
+        counts {})
+  (for [line (.splitlines (.read-text CASES :encoding "utf-8"))]
+    (setv case (json.loads line)
+          ctx [:session "cases" :executed (get case "executed")])
+    (for [[name want] (.items (get case "expect"))]
+      (setv got (bool ((get checks name) (get case "text") ctx))
+            c (.setdefault counts name [0 0 0]))
+      (cond (and got want) (+= (get c 0) 1)
+            got (+= (get c 1) 1)
+            want (+= (get c 2) 1))))
+  counts)
+
+(defn test-the-labelled-set-is-what-the-bench-promises []
+  (setv cases (lfor line (.splitlines (.read-text CASES :encoding "utf-8")) (json.loads line))
+        violations (lfor c cases :if (any (.values (get c "expect"))) c))
+  (assert (>= (len cases) 300) f"only {(len cases)} cases")
+  (assert (<= 0.45 (/ (len violations) (len cases)) 0.55)
+          f"{(len violations)} of {(len cases)} cases are violations")
+  (expect (sorted (set (gfor c cases (get c "lang")))) ["de" "en"] "languages")
+  (for [kind ["result quotes a real tool result" "promise that ends with a question"
+              "past-tense talk about an earlier task" "a refusal that explains what was not done"]]
+    (assert (>= (sum (gfor c cases (= (get c "kind") kind))) 10) f"too few hard negatives: {kind}")))
+
+(defn test-each-validator-reaches-its-goal-on-the-labelled-set []
+  (for [[name [tp fp fn]] (.items (_figures))]
+    (setv precision (/ tp (max 1 (+ tp fp)))
+          recall (/ tp (max 1 (+ tp fn))))
+    (assert (>= precision 0.95) f"{name}: precision {precision :.3f} ({fp} false alarms)")
+    (assert (>= recall 0.95) f"{name}: recall {recall :.3f} ({fn} missed)")))
+
+;; * The review
+
+(defn test-findings-of-one-answer-make-one-correction []
+  (load-skills)
+  (setv fs (findings "I've saved the notes. Here is the output: 42. Let me check the rest." [:session "t"] []))
+  (expect (sorted (lfor f fs (proto-get f ':validator)))
+          ["empty-promise" "hallucinated-action" "phantom-result"] "findings")
+  (setv r (judge fs))
+  (expect (proto-get r ':verdict) (kw "hold") "verdict")
+  (expect (.count (proto-get r ':correction) "\n- ") 3 "one correction with three points"))
+
+(defn test-a-validator-that-fired-notes-instead-of-holding []
+  (load-skills)
+  (setv fs (findings "I've saved the notes." [:session "t"] [] ["hallucinated-action"])
+        r (judge fs))
+  (expect (proto-get r ':verdict) (kw "note") "verdict")
+  (assert (in "hallucinated-action" (proto-get r ':note)) (proto-get r ':note)))
+
+(defn test-premature-completion-is-off-unless-the-config-turns-it-on []
+  (load-skills)
+  (setv text "All done, the task is complete.")
+  (expect (findings text [:session "t"] [["shell" "error"]]) [] "findings by default")
+  (setv fs (findings text [:session "t" :config {"validators" {"premature-completion" True}}]
+                     [["shell" "error"]]))
+  (expect (lfor f fs (proto-get f ':validator)) ["premature-completion"] "findings when on"))
+
+;; * Skills declare validators
+
+(defn test-a-skill-declares-validators-and-the-old-validator-key-is-one-of-them []
+  (setv s (make-skill "polite" :validators {"no-shouting" (fn [t c] (when (.isupper t) "do not shout"))}
+                      :validator (fn [t c] None)))
+  (expect (sorted (lfor v (get s "validators") (get v "name"))) ["no-shouting" "polite"] "validators")
+  (expect (lfor v (get s "validators") #((get v "halt") (get v "kill"))) [#(True False) #(True False)]
+          "defaults")
+  (with [(pytest.raises SkillError)]
+    (make-skill "bad" :validators {"x" {"check" "not a function"}}))
+  (with [(pytest.raises SkillError)]
+    (make-skill "bad" :validators {"Not Kebab" (fn [t c] None)})))
+
+(defn test-a-validator-that-raises-on-its-smoke-check-is-not-swapped-in []
+  (setv saved (registry-snapshot))
+  (try
+    (with [(pytest.raises SkillError :match "validator boom raised")]
+      (replace-skill (make-skill "fragile" :validators {"boom" (fn [t c] (.nope t))})))
+    (assert (not (in "boom" (lfor v (reply-validators) (get v "name")))) "the broken validator went live")
+    (replace-skill (make-skill "fragile" :validators {"fine" (fn [t c] None)}))
+    (assert (in "fine" (lfor v (reply-validators) (get v "name"))) "the new validator is not live")
+    (finally (registry-restore saved))))
+
+;; * The whole way through step
+
+(setv CLAIM "I've created the file notes.txt with your list.")
+
+(defn test-a-claimed-action-is-corrected-and-the-held-reply-never-delivered [env]
+  (setv requests (scripted env [(says CLAIM)
+                                (says "I have not created notes.txt yet. Shall I write it now?")])
+        replies (run-task env (user-says "make me a notes file")))
+  (expect (len requests) 2 "model calls")
+  (assert (not (in CLAIM (lfor r replies :if (!= (kind-of r) "decision") (text-of r))))
+          f"the held reply was delivered: {replies}")
+  (expect (kind-of (get replies -1)) "answer" "last reply kind")
+  (expect (text-of (get replies -1)) "I have not created notes.txt yet. Shall I write it now?" "answer")
+  (setv held (lfor r replies :if (= (kind-of r) "decision") (text-of r)))
+  (assert (and held (in "hallucinated-action" (get held 0))) f"the person was not told: {replies}")
+  (setv prompt (last-prompt (get requests 1)))
+  (assert (in "Your answer was not delivered" prompt) prompt)
+  (assert (in "notes.txt" prompt) prompt)
+  (setv kinds (lfor e (events (get env "store") :session "test:t1") (proto-get e ':kind)))
+  (assert (in "validation" kinds) f"no validation round in the store: {kinds}"))
+
+(defn test-an-ignored-correction-delivers-the-second-answer-with-a-note [env]
+  (setv requests (scripted env [(says CLAIM)])
+        replies (run-task env (user-says "make me a notes file")))
+  (expect (len requests) 2 "model calls")
+  (setv answers (lfor r replies :if (= (kind-of r) "answer") (text-of r)))
+  (expect (len answers) 1 "answers delivered")
+  (assert (.startswith (get answers 0) CLAIM) (get answers 0))
+  (assert (in "Note: this answer may not match" (get answers 0)) (get answers 0)))
+
+(defn test-a-claim-backed-by-an-action-goes-out-at-once [env]
+  (setv requests (scripted env ["(:action :write-file :path \"notes.txt\" :content \"milk\" :explanation \"the list\")"
+                                (says CLAIM)])
+        replies (run-task env (user-says "make me a notes file")))
+  (expect (len requests) 2 "model calls")
+  (expect (text-of (get replies -1)) CLAIM "answer")
+  (expect (lfor r replies :if (= (kind-of r) "decision") r) [] "held lines"))
+
+(defn test-a-promise-that-asks-goes-out-at-once [env]
+  (setv requests (scripted env [(says "I'll check the logs. Which day do you mean?")])
+        replies (run-task env (user-says "any errors?")))
+  (expect (len requests) 1 "model calls")
+  (expect (text-of (get replies -1)) "I'll check the logs. Which day do you mean?" "answer"))
+
+(defn test-a-raising-custom-validator-holds-the-reply-and-says-so [env]
+  (register-skill (make-skill "brittle" :validators {"brittle-check" (fn [t c] (raise (RuntimeError "no dictionary")))}))
+  (setv requests (scripted env [(says "The weather is fine.")])
+        replies (run-task env (user-says "weather?")))
+  (setv held (lfor r replies :if (= (kind-of r) "decision") (text-of r)))
+  (assert (and held (in "could not run" (get held 0)) (in "no dictionary" (get held 0)))
+          f"the person was not told why: {replies}")
+  (expect (len requests) 2 "model calls")
+  (expect (lfor r replies :if (= (kind-of r) "answer") r) [] "answers delivered")
+  (expect (kind-of (get replies -1)) "notice" "last reply kind")
+  (assert (in "withheld" (text-of (get replies -1))) (text-of (get replies -1))))
+
+(defn test-a-killing-validator-keeps-the-answer-out-of-the-history [env]
+  (register-skill (make-skill "secret-words" :validators {"no-password" {"check" (fn [t c] (when (in "swordfish" t) "do not say the password"))
+                                                                          "kill" True}}))
+  (setv requests (scripted env [(says "The password is swordfish.") (says "I cannot tell you that.")])
+        replies (run-task env (user-says "password?")))
+  (expect (text-of (get replies -1)) "I cannot tell you that." "answer")
+  (setv stored (proto-print (lfor e (events (get env "store") :session "test:t1" :kinds ["result" "answer"]) e)))
+  (assert (not (in "swordfish" stored)) stored)
+  (setv seen (json.dumps (proto-get (get requests 1) (quote :messages)) :ensure-ascii False))
+  (assert (not (in "swordfish" seen)) seen))
+
+(defn test-a-validator-redefined-while-running-applies-to-the-next-answer [env]
+  (scripted env [(says "Hello there.")])
+  (expect (text-of (get (run-task env (user-says "hi")) -1)) "Hello there." "before")
+  (register-skill (make-skill "greeting" :validators {"no-hello" {"check" (fn [t c] (when (in "Hello" t) "say hi instead"))
+                                                                  "halt" False}}))
+  (setv answer (text-of (get (run-task env (user-says "hi")) -1)))
+  (assert (and (.startswith answer "Hello there.") (in "no-hello" answer)) answer))
+
+(defn test-the-runner-delivers-only-the-corrected-answer [env]
+  (scripted env [(says CLAIM) (says "Nothing was written yet; tell me the contents and I will write it.")])
+  (setv delivered [])
+  (defn :async main []
+    (setv runner (Runner env (fn [r] (.append delivered r))))
+    (await (.submit runner (user-says "make me a notes file")))
+    (await (.idle runner "test:t1"))
+    (await (.close runner)))
+  (asyncio.run (main))
+  (setv answers (lfor r delivered :if (= (kind-of r) "answer") (text-of r)))
+  (expect answers ["Nothing was written yet; tell me the contents and I will write it."] "answers delivered")
+  (assert (not (in CLAIM (lfor r delivered :if (!= (kind-of r) "decision") (text-of r))))
+          "the held reply was delivered"))
