@@ -378,6 +378,45 @@
             (.flush sys.stdout)
             0))))
 
+;; * replay
+
+(setv _ago-re (re.compile r"([0-9]{1,6})\s*(m|h|d)\Z" re.I))
+
+(defn _since [text]
+  "The time TEXT names, in seconds since the epoch; ValueError when it names none."
+  (import datetime time)
+  (setv text (.strip text)
+        m (.match _ago-re text))
+  (cond
+    m (- (time.time) (* (int (.group m 1)) (get {"m" 60 "h" 3600 "d" 86400} (.lower (.group m 2)))))
+    (.fullmatch (re.compile r"[0-9]+(\.[0-9]+)?") text) (float text)
+    True (.timestamp (datetime.datetime.fromisoformat text))))
+
+(defn cmd-replay [args]
+  (import passepartout.journal [journal-replay change-text]
+          passepartout.proto [proto-get])
+  (setv since None)
+  (when args.since
+    (try (setv since (_since args.since))
+         (except [ValueError]
+           (print f"passepartout replay: --since {args.since !r} is neither a time nor an age like 12h"
+                  :file sys.stderr)
+           (return 2))))
+  (setv today (_gate-context args)
+        store (_journal-store args))
+  (when (is store None)
+    (print "replayed 0 proposals: there is no store yet")
+    (return 0))
+  (with [store store]
+    (setv r (journal-replay store today :since since :session args.session)))
+  (setv changes (proto-get r ':changes))
+  (for [c changes] (print (change-text c)))
+  (print (+ f"replayed {(proto-get r ':judged)} proposals: {(len changes)} decisions would change"
+            (if (proto-get r ':unjudged)
+                f"; {(proto-get r ':unjudged)} had no recorded proposal or context to judge again"
+                "")))
+  (if changes 1 0))
+
 ;; * The parser
 
 (defn make-parser []
@@ -436,6 +475,11 @@
   (.add-argument je "--session" :help "only this session's turns")
   (.add-argument je "--format" :choices ["jsonl" "org"] :default "jsonl")
   (.set-defaults je :func cmd-journal)
+
+  (setv rp (.add-parser sub "replay" :help "today's gates over the journal's proposals: what would change (exit 1 if any)"))
+  (.add-argument rp "--since" :help "from this time (2026-11-01, 2026-11-01T09:30) or this long ago (12h, 7d)")
+  (.add-argument rp "--session" :help "only this session")
+  (.set-defaults rp :func cmd-replay)
   p)
 
 (defn main [[argv None]]

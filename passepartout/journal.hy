@@ -22,16 +22,12 @@
 
 (setv _columns "id, ts, kind, session, data, turn, clock, parents, task,
                 state_before, state_after, tokens, cost, prev, hash"
-      GENESIS "")
-
-(defn _field [v]
-  (setv s (if (is v None) "" (str v)))
-  (+ (str (len s)) (if (is v None) "-" ":") s))
+      GENESIS ""
+      _encode (. (json.JSONEncoder :ensure-ascii False :separators #("," ":")) encode))
 
 (defn row-hash [row]
   "The hash of ROW, a tuple in the journal's column order (its own hash left out)."
-  (.hexdigest (hashlib.sha256 (.encode (.join "," (map _field (cut row 0 14))) "utf-8"
-                                       "surrogatepass"))))
+  (.hexdigest (hashlib.sha256 (.encode (_encode (cut row 0 14)) "utf-8" "surrogatepass"))))
 
 ;; * Appending a turn
 
@@ -150,3 +146,51 @@
     (yield (if (= fmt "org")
                (_org-turn d)
                (+ (json.dumps d :ensure-ascii False) "\n")))))
+
+;; * Replay
+
+(setv _said {"allow" "allowed" "modify" "modified" "reject" "refused" "escalate" "escalated"})
+
+(defn _name-of [v]
+  (if (hasattr v "name") v.name (str v)))
+
+(defn journal-replay [store today [since None] [session None] [gates None]]
+  "Today's gates over the journal's proposals. TODAY is a context whose
+   secrets and runtime handles stand in for the ones never stored; SINCE a
+   time (seconds since the epoch); GATES the gates to run (the registry's).
+   (:judged N :unjudged M :changes [(:id :session :task :action :then :now
+   :gate :reason :was-gate :was-reason) …])."
+  (import passepartout.reason [verify])
+  (setv changes []
+        judged 0
+        unjudged 0
+        fresh [:secrets (proto-get today ':secrets []) :runtime (proto-get today ':runtime)])
+  (for [row (journal-rows store :session session :since-ts since)
+        :if (= (get row 2) "outcome")]
+    (setv data (data-read (get row 4))
+          ctx (proto-get data ':context))
+    (for [attempt (or (proto-get data ':attempts) [])]
+      (setv proposed (proto-get attempt ':proposed))
+      (when (or (is ctx None) (is proposed None))
+        (+= unjudged 1)
+        (continue))
+      (+= judged 1)
+      (setv now (verify proposed (+ (list ctx) fresh) :gates gates)
+            then-v (_name-of (proto-get attempt ':verdict))
+            now-v (_name-of (proto-get now ':verdict)))
+      (when (!= then-v now-v)
+        (.append changes [:id (get row 0) :session (get row 3) :task (get row 8)
+                          :action proposed :then then-v :now now-v
+                          :gate (proto-get now ':gate) :reason (proto-get now ':reason)
+                          :was-gate (proto-get attempt ':gate) :was-reason (proto-get attempt ':reason)]))))
+  [:judged judged :unjudged unjudged :changes changes])
+
+(defn change-text [c]
+  "One line that says how the decision C would change."
+  (defn said [verdict gate reason]
+    (+ (.get _said verdict verdict)
+       (if (and gate (!= verdict "allow")) (+ f" by {gate}" (if reason f": {reason}" "")) "")))
+  (+ f"turn {(proto-get c ':id)} ({(proto-get c ':session)}, task {(proto-get c ':task)}): "
+     (proto-print (proto-get c ':action))
+     " was " (said (proto-get c ':then) (proto-get c ':was-gate) (proto-get c ':was-reason))
+     ", now " (said (proto-get c ':now) (proto-get c ':gate) (proto-get c ':reason))))

@@ -4,7 +4,7 @@
         collections [OrderedDict]
         concurrent.futures [ThreadPoolExecutor]
         passepartout.proto [kw proto-get proto-put proto-merge proto-print]
-        passepartout.context [make-context context-limit]
+        passepartout.context [make-context context-limit context-data]
         passepartout.perceive [perceive immediate as-signal reply-signal sensor-of]
         passepartout.reason [reason refusal-text]
         passepartout.validators [review-reply]
@@ -232,7 +232,9 @@
   (.spend writes spent)
   (setv [refused repeated] (_refused-again (proto-get state ':refused) outcome)
         state (proto-merge state [:usage (usage-add spent-before spent) :refused refused]))
-  (.event writes "outcome" session (proto-put outcome ':task (proto-get state ':task)))
+  ;; the context the gates saw goes with their decisions, so that replay judges alike
+  (.event writes "outcome" session (proto-merge outcome [:task (proto-get state ':task)
+                                                         :context (context-data ctx)]))
   ;; stopped while the model thought: its cost is counted, its answer dropped
   (when (_stopped ctx)
     (return []))

@@ -179,3 +179,92 @@ def test_kill_9_mid_task_leaves_a_chain_that_verifies():
         kinds = {row[0] for row in store.query("SELECT turn FROM events WHERE turn IS NOT NULL")}
     assert v["ok"] and v["turns"] > 40, v
     assert {"speech", "thought", "action"} <= kinds, kinds
+
+
+# * Replay
+
+STRICT_SKILL = '''
+(require passepartout.macros [defskill])
+(import passepartout.proto [proto-get])
+
+(defn strict-gate [action ctx]
+  (if (= (proto-get action ':cmd) "ls")
+      [:verdict :reject :reason "no listing of folders today"]
+      [:verdict :allow]))
+
+(defskill strict
+  "Refuses ls."
+  :priority 10
+  :gate strict-gate)
+'''
+
+
+@pytest.fixture
+def recorded(tmp_path):
+    """A data dir whose journal holds one task: the model proposed ls with no
+    explanation (refused by the explanation gate), then with one (allowed),
+    then answered. A function of config lines gives an environment for the CLI."""
+    from passepartout.cascade import make_provider
+    from passepartout.daemon import boot, shutdown
+    from passepartout.loop import step
+    from passepartout.skills import registry_restore, registry_snapshot
+    (tmp_path / "ws").mkdir()
+    config = tmp_path / "config.toml"
+    base = f'workspace = "{tmp_path / "ws"}"\n[sandbox]\nmode = "off"\n'
+    config.write_text(base)
+    saved = registry_snapshot()
+    env = boot(config_path=str(config), environ={"PASSEPARTOUT_DATA_DIR": str(tmp_path / "data"),
+                                                 "HOME": str(tmp_path)},
+               providers=[make_provider("symbolic")])
+    answers = ['(:action :shell :cmd "ls")', '(:action :shell :cmd "ls" :explanation "see the files")',
+               '(:action :message :text "done")']
+    env["complete"] = lambda request: [k("status"), k("ok"), k("provider"), "script",
+                                       k("text"), answers.pop(0) if len(answers) > 1 else answers[0]]
+    try:
+        queue = [[k("type"), k("event"), k("source"), [k("gateway"), k("test"), k("chat"), "c1"],
+                  k("payload"), [k("sensor"), k("user-input"), k("text"), "what is here?"]]]
+        while queue:
+            for out in step(queue.pop(0), env):
+                if proto_get(out, k("type")) != k("reply"):
+                    queue.append(out)
+    finally:
+        shutdown(env)
+        registry_restore(saved)
+
+    def home(extra=""):
+        config.write_text(base + extra)
+        return dict(os.environ, PASSEPARTOUT_DATA_DIR=str(tmp_path / "data"),
+                    PASSEPARTOUT_CONFIG=str(config), HOME=str(tmp_path))
+    return home
+
+
+def test_replay_with_todays_gates_unchanged_reports_nothing(recorded):
+    r = cli(recorded(), "replay")
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    assert "replayed 3 proposals: 0 decisions would change" in r.stdout, r.stdout
+
+
+def test_a_tightened_gate_makes_replay_report_and_fail(recorded, tmp_path):
+    skills = tmp_path / "skills"
+    skills.mkdir()
+    (skills / "strict.hy").write_text(STRICT_SKILL)
+    r = cli(recorded(f'[skills]\ndirs = ["{skills}"]\n'), "replay")
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    lines = r.stdout.splitlines()
+    assert len(lines) == 2 and "1 decisions would change" in lines[-1], r.stdout
+    assert ('(:action :shell :cmd "ls" :explanation "see the files") was allowed, '
+            'now refused by strict: no listing of folders today') in lines[0], r.stdout
+
+
+def test_a_loosened_gate_makes_replay_report_and_fail(recorded):
+    r = cli(recorded('[skills]\ndisabled = ["explanation"]\n'), "replay", "--session", "test:c1")
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert '(:action :shell :cmd "ls") was refused by explanation: a :shell action changes things' in r.stdout
+    assert ", now allowed" in r.stdout and "1 decisions would change" in r.stdout, r.stdout
+
+
+def test_replay_since_leaves_out_what_came_before(recorded):
+    r = cli(recorded('[skills]\ndisabled = ["explanation"]\n'), "replay", "--since", "2999-01-01")
+    assert r.returncode == 0 and "replayed 0 proposals" in r.stdout, (r.stdout, r.stderr)
+    r = cli(recorded(), "replay", "--since", "yesterday")
+    assert r.returncode == 2 and "neither a time nor an age" in r.stderr, r.stderr
