@@ -104,24 +104,29 @@
 (defn :async _chat [env interactive]
   (import asyncio
           pathlib [Path]
-          passepartout.loop [Runner]
+          passepartout.gateway [Hub]
           passepartout.repl [serve-repl]
           passepartout.reload [watch-skills]
           passepartout.hitl [approvals-service]
           passepartout.gateways.terminal [chat-terminal chat-lines format-reply])
-  (setv runner (Runner env (fn [r] (print (format-reply r) :flush True))
-                       :concurrency (get env "config" "limits" "model_concurrency"))
-        background [(asyncio.create-task (serve-repl env runner))
+  (defn :async show [r] (print (format-reply r) :flush True))
+  (setv hub (Hub env [{"name" "terminal" "deliver" show}] :fallback show
+                 :concurrency (get env "config" "limits" "model_concurrency"))
+        background [(asyncio.create-task (serve-repl env hub))
                     (asyncio.create-task (watch-skills env))
-                    (asyncio.create-task (approvals-service env runner))])
+                    (asyncio.create-task (approvals-service env hub))
+                    (asyncio.create-task (.outbox-service hub))])
   (try
+    ;; what was left unfinished is answered before the first prompt
+    (when (await (.resume hub "terminal"))
+      (for [s (.sessions hub)] (await (.idle hub s))))
     (if interactive
-        (await (chat-terminal runner :history-path (/ (Path (get env "config" "data_dir")) "chat_history")))
-        (await (chat-lines runner)))
+        (await (chat-terminal hub :history-path (/ (Path (get env "config" "data_dir")) "chat_history")))
+        (await (chat-lines hub)))
     (finally
       (for [t background] (.cancel t))
       (await (asyncio.gather #* background :return-exceptions True))
-      (await (.close runner)))))
+      (await (.close hub)))))
 
 (defn cmd-chat [args]
   (import asyncio

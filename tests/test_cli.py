@@ -213,6 +213,27 @@ def test_chat_runs_on_the_embedded_default(home):
     assert "PASSEPARTOUT_MODELS" in out.stdout, "help says how to configure a model"
 
 
+def test_chat_lines_go_through_the_inbox_and_an_unfinished_one_is_answered_at_the_next_start(home, tmp_path):
+    import sqlite3
+    out = passepartout("chat", input="!echo first line\n", env=home, timeout=120)
+    assert out.returncode == 0 and "first line" in out.stdout, out.stdout + out.stderr
+    db = sqlite3.connect(tmp_path / "data" / "passepartout.sqlite3")
+    rows = db.execute("SELECT gateway, state, signal FROM inbox").fetchall()
+    assert [(g, s) for g, s, _ in rows] == [("terminal", "done")], rows
+    assert "(:gateway :terminal" in rows[0][2], rows
+    # a line the chat took in but never finished, as a chat killed mid-task leaves it
+    db.execute("INSERT INTO inbox (gateway, key, signal, state, created) VALUES ('terminal', 'left-over', "
+               "'(:type :event :source (:gateway :terminal :chat \"local\" :user \"local\") "
+               ":payload (:sensor :user-input :text \"!echo left over\"))', 'pending', 0)")
+    db.commit()
+    db.close()
+    out = passepartout("chat", input="", env=home, timeout=120)
+    assert out.returncode == 0 and "left over" in out.stdout, out.stdout + out.stderr
+    db = sqlite3.connect(tmp_path / "data" / "passepartout.sqlite3")
+    assert db.execute("SELECT count(*) FROM inbox WHERE state = 'pending'").fetchone()[0] == 0
+    db.close()
+
+
 def test_chat_refuses_with_a_secret_in_the_environment(home):
     env = dict(home, SOME_API_KEY="abcdefgh12345678")
     out = passepartout("chat", input="!rm -rf ~\n", env=env, timeout=120)
