@@ -500,6 +500,57 @@
       #("reply validators: added latency per reply, CPU time, p99"
         (* 1e6 (_percentile cpu 0.99)) "µs" "< 1000 µs")]))
 
+;; * The journal
+
+(defn bench-journal [n [turns 100000]]
+  "Rows (name value unit goal): append cost per turn, and verify over TURNS."
+  (import passepartout.store [store-open store-path-for event-append]
+          passepartout.journal [journal-append journal-verify row-hash GENESIS])
+  (setv tmp (Path (tempfile.mkdtemp :prefix "passepartout-bench-journal-")))
+  (defn records [i]
+    (setv task f"t{(% i 50)}"
+          s f"s{(% i 7)}")
+    [[:event "input" :session s :data [:text "what is in the folder?" :task task]]
+     [:event "outcome" :session s :data [:verdict :allow :task task :action [:action :shell :cmd "ls"]
+                                         :usage [:prompt-tokens 900 :completion-tokens 40 :cost 0.001]]]
+     [:event "result" :session s :data [:task task :step 0 :result [:status :ok :stdout "a b c"]]
+      :state-after "3f2a9c0d1e7b4a55"]
+     [:event "answer" :session s :data [:text "three files" :task task]]])
+  (defn timed [append]
+    (with [store (store-open (store-path-for (/ tmp (str (id append)))))]
+      (setv times [])
+      (for [i (range n)]
+        (setv rs (records i))
+        (.execute store.conn "BEGIN IMMEDIATE")
+        (setv t (time.perf-counter))
+        (for [r rs] (append store r))
+        (.append times (/ (- (time.perf-counter) t) (len rs)))
+        (.execute store.conn "COMMIT"))
+      (* 1e6 (statistics.median times))))
+  (setv journal (timed (fn [store r] (journal-append store r)))
+        plain (timed (fn [store r] (event-append store (proto-get r ':event) (proto-get r ':session)
+                                                 (proto-get r ':data)))))
+  (with [store (store-open (store-path-for (/ tmp "verify")))]
+    (setv prev GENESIS
+          rows [])
+    (for [i (range 1 (+ turns 1))]
+      (setv row #(i (+ 1.7e9 i) "result" f"s{(% i 7)}"
+                  f"(:task \"t{(% i 50)}\" :step {(% i 8)} :result (:status :ok :stdout \"a b c\"))"
+                  "action" i (str (- i 1)) f"t{(% i 50)}" "" "" None None prev)
+            prev (row-hash row))
+      (.append rows (+ row #(prev))))
+    (with [conn (.transaction store)]
+      (.executemany conn "INSERT INTO events (id, ts, kind, session, data, turn, clock, parents, task,
+                          state_before, state_after, tokens, cost, prev, hash)
+                          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)" rows))
+    (setv t (time.perf-counter)
+          v (journal-verify store)
+          took (- (time.perf-counter) t)
+          said (if (proto-get v ':ok) "intact" "BROKEN")))
+  [#("journal append, per turn in a step's transaction" journal "µs" "")
+   #("plain event append, per record (before the journal)" plain "µs" "")
+   #(f"journal verify, {turns} turns ({said})" took "s" "< 2")])
+
 ;; * Running them
 
 (defn _print-row [row]
@@ -524,6 +575,7 @@
                (fn [] (bench-telegram quick))
                (fn [] (bench-harm quick))
                (fn [] (bench-hung-provider (if quick 3 5)))
+               (fn [] (bench-journal (if quick 300 2000)))
                bench-function-entries
                (fn [] (bench-reply-validators (if quick 3 20)))]]
     (for [row (bench)] (_print-row row)))

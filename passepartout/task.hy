@@ -32,7 +32,7 @@
         v))
   [:task (or (pick ':task None) (_new-id signal))
    :step (pick ':step 0)
-   :seen (list (pick ':seen []))
+   :states (list (pick ':states []))
    :usage (or (pick ':usage None) ZERO)
    :refused (list (pick ':refused []))
    :ran (list (pick ':ran []))
@@ -71,6 +71,8 @@
 
 ;; * Going on after an action
 
+;; ** Fixed points and cycles
+
 (defn _trace [signal action result note]
   (reply-signal signal (+ "ran " (proto-print action) " → "
                           (. (or (proto-get result ':status) (kw "error")) name) note)
@@ -80,6 +82,12 @@
   "The (name status) an executed ACTION leaves in the task's state."
   [(. (proto-get action ':action) name) (. (or (proto-get result ':status) (kw "error")) name)])
 
+(setv STATE-WINDOW 8)
+
+(defn state-hash [action result]
+  "The hash of where ACTION and its RESULT leave a task."
+  (fingerprint action result))
+
 (defn after-action [signal action result state budget [note ""] [extra None]]
   "What follows RESULT of ACTION in the task of STATE: #(signals records).
    BUDGET is the step budget; NOTE is added to the trace line; EXTRA is added
@@ -87,18 +95,22 @@
   (setv session (proto-get signal ':session)
         task (proto-get state ':task)
         n (proto-get state ':step 0)
-        seen (list (proto-get state ':seen [])))
+        states (list (proto-get state ':states [])))
   (when (= (. (proto-get action ':action) name) "message")
     (return (finish signal state (or (proto-get result ':reply) (proto-get result ':error) ""))))
-  (setv mark (fingerprint action result)
-        records [(event-record "result" session [:action action :result result :task task :step n])]
+  (setv after (state-hash action result)
+        records [(+ (event-record "result" session [:action action :result result :task task :step n])
+                    [:state-after after])]
         trace (_trace signal action result note))
   (defn ended [text]
     (setv [signals more] (finish signal state text "notice"))
     #((+ [trace] signals) (+ records more)))
   (cond
-    (in mark seen)
-    (ended (+ "Stopped: the same action gave the same result twice, so the task was going round in circles. Last result: "
+    (and states (= after (get states -1)))
+    (ended (+ "Stopped at a fixed point: this action left the task where the one before it had, so going on would change nothing. Last result: "
+              (proto-print result)))
+    (in after states)
+    (ended (+ f"Stopped: the task came back to where it was {(- (len states) (.index states after))} actions ago, so it was going round in circles. Last result: "
               (proto-print result)))
     (>= (+ n 1) budget)
     (ended (+ f"Stopped after {budget} actions (the step budget of one task). Last result: "
@@ -109,7 +121,7 @@
                     :session session
                     :payload (+ [:sensor :tool-result :action action :result result]
                                 (or extra [])
-                                (proto-merge state [:step (+ n 1) :seen (+ seen [mark])
+                                (proto-merge state [:step (+ n 1) :states (cut (+ states [after]) (- STATE-WINDOW) None)
                                                     :ran (+ (list (proto-get state ':ran []))
                                                             [(_ran action result)])]))]
               inbox (proto-get (or (proto-get signal ':source) []) ':inbox))

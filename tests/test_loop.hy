@@ -101,7 +101,22 @@
   (setv requests (scripted env ["(:action :shell :cmd \"echo same\" :explanation \"again\")"]))
   (setv replies (run-task env (user-says "loop")))
   (expect (len requests) 2 "model calls")
-  (assert (in "same result twice" (text-of (get replies -1))) (text-of (get replies -1))))
+  (assert (in "Stopped at a fixed point" (text-of (get replies -1))) (text-of (get replies -1)))
+  ;; the journal shows it: the second result's turn left the state hash as it was
+  (setv [first second] (.query (get env "store")
+                               "SELECT state_before, state_after FROM events WHERE kind = 'result' ORDER BY id"))
+  (assert (!= (get first 0) (get first 1)) first)
+  (expect (get second 0) (get second 1) "the state around the repeated action"))
+
+(defn test-a-repeating-state-ends-a-task [env]
+  (setv requests (scripted env ["(:action :shell :cmd \"echo a\" :explanation \"one\")"
+                                "(:action :shell :cmd \"echo b\" :explanation \"two\")"
+                                "(:action :shell :cmd \"echo a\" :explanation \"one\")"
+                                "(:action :shell :cmd \"echo c\" :explanation \"three\")"]))
+  (setv replies (run-task env (user-says "go round")))
+  (expect (len requests) 3 "model calls")
+  (assert (in "came back to where it was 2 actions ago" (text-of (get replies -1)))
+          (text-of (get replies -1))))
 
 (defn test-tool-results-reach-the-model [env]
   (setv requests (scripted env ["(:action :shell :cmd \"echo 41+1\" :explanation \"sum\")"
