@@ -2,7 +2,8 @@
 
 (import argparse json os sys
         pathlib [Path]
-        passepartout.config [ConfigError])
+        passepartout.config [ConfigError]
+        passepartout.store [StoreError])
 
 ;; * verify
 
@@ -328,6 +329,25 @@
     (print f"{check :<{width}}  {status :<4}  {detail}"))
   (if (any (gfor r rows (= (get r 1) "fail"))) 1 0))
 
+;; * backup
+
+(defn cmd-backup [args]
+  (import passepartout.config [load-config]
+          passepartout.store [store-open store-path-for store-backup backup-path-for])
+  (setv data-dir (get (load-config args.config) "data_dir")
+        source (store-path-for data-dir)
+        given (when args.path (.expanduser (Path args.path)))
+        dest (cond (is given None) (backup-path-for data-dir)
+                   (.is-dir given) (/ given (. (backup-path-for data-dir) name))
+                   True given))
+  (when (not (.exists source))
+    (print f"passepartout backup: there is no store at {source} to back up" :file sys.stderr)
+    (return 1))
+  (with [store (store-open source)]
+    (setv size (store-backup store dest)))
+  (print f"wrote {dest} ({size} bytes)")
+  0)
+
 ;; * tangle
 
 (defn _project-root [start]
@@ -463,6 +483,11 @@
   (setv dr (.add-parser sub "doctor" :help "check the config, folders, sandbox, gateways and each model; say which protection is in force"))
   (.set-defaults dr :func cmd-doctor)
 
+  (setv bk (.add-parser sub "backup" :help "copy the store, also while the daemon runs, to a new file"))
+  (.add-argument bk "path" :nargs "?" :metavar "PATH"
+                 :help "the file, or a folder for it (default: DATA_DIR/backups/, named by the time)")
+  (.set-defaults bk :func cmd-backup)
+
   (setv t (.add-parser sub "tangle" :help "tangle org/ into the code, or check that they agree"))
   (.add-argument t "--check" :action "store_true" :help "write nothing; exit 1 if any file differs")
   (.add-argument t "--root" :help "the project folder (default: found from here)")
@@ -497,5 +522,8 @@
     (setv code (args.func args))
     (except [e ConfigError]
       (print f"passepartout: {e}" :file sys.stderr)
-      (setv code 2)))
+      (setv code 2))
+    (except [e StoreError]
+      (print f"passepartout: {e}" :file sys.stderr)
+      (setv code 1)))
   (sys.exit (or code 0)))

@@ -194,8 +194,8 @@
   (with [conn (.transaction store)]
     (setv version (_user-version conn))
     (when (> version SCHEMA-VERSION)
-      (raise (StoreError (+ f"{store.path}: schema version {version} is newer than "
-                            f"this program knows ({SCHEMA-VERSION})"))))
+      ;; checked at open too; here for a newer program that upgraded the file since
+      (raise (_newer-error store.path version)))
     (for [[i step] (enumerate (cut _schema version None) version)]
       (if (callable step)
           (step conn)
@@ -235,20 +235,92 @@
 
 ;; * Opening
 
+;; ** A store that checks itself
+
 (defn store-path-for [data-dir]
   "The store file inside DATA-DIR."
   (/ (Path data-dir) "passepartout.sqlite3"))
 
+(setv _afresh "or move the file away to start with an empty store")
+
+(defn _newer-error [path version]
+  (StoreError (+ f"{path}: schema version {version} is newer than this program knows "
+                 f"({SCHEMA-VERSION}); run the newer Passepartout that wrote it, "
+                 "or restore a backup made by this one")))
+
+(defn _damaged [path detail]
+  (StoreError (+ f"{path}: the store is damaged ({detail}); stop what uses it, then restore "
+                 "a backup, or rescue what it holds with "
+                 f"`sqlite3 {path} .recover | sqlite3 NEW` and put NEW in its place")))
+
+(defn _explained [path e]
+  "The one-line StoreError for the SQLite or OS error E met opening PATH."
+  (setv code (or (getattr e "sqlite_errorname" None) ""))
+  (cond
+    (isinstance e OSError)
+    (StoreError (+ f"{path}: the store cannot be opened ({(or e.strerror e)}); "
+                   "check that the data dir is yours, writable and not full"))
+    (.startswith code "SQLITE_NOTADB")
+    (StoreError f"{path}: not an SQLite database, so not a store; restore a backup, {_afresh}")
+    (.startswith code "SQLITE_CORRUPT")
+    (_damaged path e)
+    (or (.startswith code "SQLITE_BUSY") (.startswith code "SQLITE_LOCKED"))
+    (StoreError f"{path}: another process holds the store locked ({e}); wait for it, or stop it")
+    True
+    (StoreError f"{path}: the store cannot be used ({e})")))
+
+(defn _used [folder path]
+  "True when FOLDER holds something besides the file PATH and empty folders."
+  (try
+    (for [p (.iterdir folder)]
+      (when (and (!= p.name path.name)
+                 (or (.is-symlink p) (not (.is-dir p)) (any (.iterdir p))))
+        (return True)))
+    False
+    (except [OSError] True)))
+
+(defn _check-file [conn path]
+  "Refuse the file at PATH, open on CONN, unless it is new, or a store of a
+   schema this program knows whose pages check out. Writes nothing."
+  (setv tables (lfor [n] (.fetchall (.execute conn "SELECT name FROM sqlite_master
+                                                   WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"))
+                     n)
+        version (_user-version conn))
+  (when (and (not tables) (= version 0))
+    (return))
+  (when (not (in "events" tables))
+    (raise (StoreError (+ f"{path}: an SQLite database, but not a Passepartout store ("
+                          (if tables (+ "its tables: " (.join ", " (cut (sorted tables) 6))) "no tables")
+                          (if (> (len tables) 6) ", …" "")
+                          f"); point data_dir elsewhere, {_afresh}"))))
+  (when (> version SCHEMA-VERSION)
+    (raise (_newer-error path version)))
+  (setv found (lfor [r] (.fetchall (.execute conn "PRAGMA quick_check")) r))
+  (when (!= found ["ok"])
+    (raise (_damaged path (+ "quick_check: "
+                             (cut (.join " " (.split (.replace (get found 0) "*** in database main ***" "")))
+                                  200)
+                             (if (> (len found) 1) f", and {(- (len found) 1)} more" ""))))))
+
 (defn store-open [path [fts True]]
-  "The Store kept in the SQLite file at PATH, created with its schema when new.
-   With FTS false, memory search uses LIKE even where SQLite has FTS5."
+  "The Store kept in the SQLite file at PATH, created with its schema when new;
+   a StoreError, with one line that says what to do, for a file that is not a
+   sound store. With FTS false, memory search uses LIKE even where SQLite has FTS5."
   (setv path (Path path))
-  (.mkdir path.parent :parents True :exist-ok True :mode 0o700)
-  (os.close (os.open path (| os.O-RDWR os.O-CREAT) 0o600))
-  (setv conn (sqlite3.connect (str path) :timeout 5.0 :isolation-level None
-                              :check-same-thread False))
+  (try
+    (.mkdir path.parent :parents True :exist-ok True :mode 0o700)
+    (when (and (.is-file path) (= (. (.stat path) st-size) 0) (_used path.parent path))
+      (raise (StoreError (+ f"{path}: the store is empty (0 bytes), yet {path.parent} has been used, "
+                            "so its history, memory and approvals are not in it; restore a backup "
+                            "(see passepartout backup), or delete the empty file to start afresh"))))
+    (os.close (os.open path (| os.O-RDWR os.O-CREAT) 0o600))
+    (setv conn (sqlite3.connect (str path) :timeout 5.0 :isolation-level None
+                                :check-same-thread False))
+    (except [e #(OSError sqlite3.Error)]
+      (raise (_explained path e) :from e)))
   (try
     (.execute conn "PRAGMA busy_timeout = 5000")
+    (_check-file conn path)
     (setv mode (get (.fetchone (.execute conn "PRAGMA journal_mode = WAL")) 0))
     (when (!= (.lower mode) "wal")
       (raise (StoreError f"{path}: the file cannot use WAL journaling (got {mode})")))
@@ -258,9 +330,9 @@
     (_migrate store)
     (setv store.fts (and fts (_ensure-fts store)))
     store
-    (except [e sqlite3.DatabaseError]
+    (except [e #(sqlite3.Error OSError)]
       (.close conn)
-      (raise (StoreError f"{path}: {e}") :from e))
+      (raise (_explained path e) :from e))
     (except [BaseException]
       (.close conn)
       (raise))))
@@ -268,6 +340,49 @@
 (defn store-close [store]
   "Close STORE; its connection cannot be used after this."
   (.close store))
+
+;; * Backups
+
+(defn backup-path-for [data-dir [now None]]
+  "Where a backup made at NOW (default the present) goes by default:
+   DATA-DIR/backups/passepartout-YYYYMMDDTHHMMSSZ.sqlite3, in UTC."
+  (/ (Path data-dir) "backups"
+     (+ "passepartout-" (time.strftime "%Y%m%dT%H%M%SZ" (time.gmtime now)) ".sqlite3")))
+
+(defn _fsync [path [folder False]]
+  (setv fd (os.open path (if folder os.O-RDONLY os.O-RDWR)))
+  (try
+    (os.fsync fd)
+    (finally (os.close fd))))
+
+(defn store-backup [store dest]
+  "Copy STORE, in use or not, into the new file DEST (private, its folders made);
+   the copy's size in bytes. A StoreError when DEST exists or cannot be written."
+  (setv dest (Path dest)
+        part (.with-name dest f".{dest.name}.part-{(os.getpid)}"))
+  (when (or (.exists dest) (.is-symlink dest))
+    (raise (StoreError f"{dest}: already exists; name a new file, or a folder to put the backup in")))
+  (try
+    (.mkdir dest.parent :parents True :exist-ok True :mode 0o700)
+    (os.close (os.open part (| os.O-RDWR os.O-CREAT os.O-TRUNC) 0o600))
+    (setv copy (sqlite3.connect (str part) :isolation-level None))
+    (try
+      (with [store.lock]
+        (.backup store.conn copy))
+      (.execute copy "PRAGMA journal_mode = DELETE")
+      (setv found (lfor [r] (.fetchall (.execute copy "PRAGMA quick_check")) r))
+      (finally (.close copy)))
+    (when (!= found ["ok"])
+      (raise (StoreError f"{dest}: the copy did not check out ({(get found 0)}); nothing was written")))
+    (_fsync part)
+    (os.rename part dest)
+    (_fsync dest.parent :folder True)
+    (setv size (. (.stat dest) st-size))
+    (except [e #(OSError sqlite3.Error)]
+      (raise (StoreError f"{dest}: the backup could not be written ({e})") :from e))
+    (finally
+      (when (.exists part) (.unlink part))))
+  size)
 
 ;; * Values as plist text
 

@@ -240,3 +240,63 @@ def test_chat_refuses_with_a_secret_in_the_environment(home):
     assert out.returncode == 0, out.stderr
     assert "Internal error" not in out.stdout, out.stdout
     assert "rm" in out.stdout and ("refused" in out.stdout.lower() or "stop" in out.stdout.lower()), out.stdout
+
+
+# * The store at start, and backup
+
+def test_a_damaged_store_stops_every_command_with_one_line(home, tmp_path):
+    data = tmp_path / "data"
+    (data / "logs").mkdir(parents=True)
+    (data / "logs" / "daemon.log").write_text("it ran before\n")
+    store = data / "passepartout.sqlite3"
+    store.touch()
+    for args, code in [(["daemon"], 1), (["chat"], 1), (["approvals", "list"], 1), (["backup"], 1)]:
+        out = passepartout(*args, input="", env=home)
+        lines = out.stderr.strip().splitlines()
+        assert out.returncode == code, (args, out.returncode, out.stderr)
+        assert "Traceback" not in out.stderr and len(lines) == 1, (args, out.stderr)
+        assert lines[0].startswith(f"passepartout: {store}: the store is empty"), (args, lines)
+        assert "backup" in lines[0], ("it says what to do", lines[0])
+    assert store.stat().st_size == 0, "the empty file is left for the person to look at"
+    store.write_bytes(b"this is a text file\n" * 300)
+    out = passepartout("daemon", env=home)
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+    assert "not an SQLite database" in out.stderr and str(store) in out.stderr, out.stderr
+
+
+def test_backup_writes_a_copy_that_opens_and_holds_the_same_rows(home, tmp_path):
+    import re
+    import sqlite3
+    out = passepartout("backup", env=home)
+    assert out.returncode == 1 and "no store" in out.stderr, "nothing to back up before the first start"
+    assert not (tmp_path / "data" / "passepartout.sqlite3").exists(), "and none is made"
+    out = passepartout("chat", input="remember the backup test\n!echo hello\n", env=home)
+    assert out.returncode == 0, out.stderr
+    tables = ["events", "inbox", "memory", "sessions"]
+    db = sqlite3.connect(tmp_path / "data" / "passepartout.sqlite3")
+    want = {t: db.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall() for t in tables}
+    db.close()
+    assert want["memory"] and want["events"], want
+
+    copies = []
+    for where in [[], [str(tmp_path / "elsewhere")], [str(tmp_path / "named.sqlite3")]]:
+        if where and "elsewhere" in where[0]:
+            Path(where[0]).mkdir()
+        out = passepartout("backup", *where, env=home)
+        assert out.returncode == 0, out.stderr
+        m = re.fullmatch(r"wrote (.+) \((\d+) bytes\)\n", out.stdout)
+        assert m, out.stdout
+        path = Path(m.group(1))
+        assert path.stat().st_size == int(m.group(2)), (path, m.group(2))
+        copies.append(path)
+    assert copies[0].parent == tmp_path / "data" / "backups", copies[0]
+    assert re.fullmatch(r"passepartout-\d{8}T\d{6}Z\.sqlite3", copies[0].name), copies[0].name
+    assert copies[1].parent == tmp_path / "elsewhere" and copies[2] == tmp_path / "named.sqlite3", copies
+    for path in copies:
+        db = sqlite3.connect(path)
+        assert db.execute("PRAGMA quick_check").fetchall() == [("ok",)], path
+        got = {t: db.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall() for t in tables}
+        db.close()
+        assert got == want, (path, "the copy holds the same rows")
+    out = passepartout("backup", str(copies[2]), env=home)
+    assert out.returncode == 1 and "already exists" in out.stderr and "Traceback" not in out.stderr, out.stderr

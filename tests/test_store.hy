@@ -6,7 +6,8 @@
         passepartout.proto [proto-read proto-print ProtoError]
         passepartout.store [store-open store-close store-path-for Store StoreError
                             event-append events kv-get kv-put kv-delete
-                            session-touch session-list SCHEMA-VERSION MAX-DATA-BYTES])
+                            session-touch session-list SCHEMA-VERSION MAX-DATA-BYTES
+                            store-backup backup-path-for])
 
 (defn check [got want [what ""]]
   (assert (= got want) f"{what}\n got:  {got !r}\n want: {want !r}"))
@@ -56,22 +57,104 @@
       (assert (in t names) f"table {t} missing from {names}"))
     (check (len (events store)) 1 "events after reopening")))
 
+(defn refusal [path #* needles]
+  "Check that opening PATH raises a StoreError whose message is one line that
+   names PATH and holds every one of NEEDLES."
+  (with [e (pytest.raises StoreError)]
+    (store-open path))
+  (setv text (str e.value))
+  (assert (not (in "\n" text)) f"one line: {text !r}")
+  (assert (.startswith text (str path)) f"names the file first: {text !r}")
+  (for [n needles]
+    (assert (in n text) f"{n !r} missing from {text !r}")))
+
 (defn test-a-newer-schema-is-refused [tmp-path]
   (setv path (store-path-for tmp-path))
   (store-close (store-open path))
   (setv conn (sqlite3.connect (str path)))
   (.execute conn f"PRAGMA user_version = {(+ SCHEMA-VERSION 1)}")
   (.close conn)
-  (with [e (pytest.raises StoreError)]
-    (store-open path))
-  (assert (in "newer" (str e.value)) (str e.value)))
+  (refusal path f"schema version {(+ SCHEMA-VERSION 1)} is newer" f"({SCHEMA-VERSION})"
+           "newer Passepartout" "backup"))
 
-(defn test-a-file-that-is-not-a-database-is-refused [tmp-path]
-  (setv path (/ tmp-path "junk.sqlite3"))
-  (.write-bytes path (* b"not a database at all " 100))
-  (with [e (pytest.raises StoreError)]
-    (store-open path))
-  (assert (in (str path) (str e.value)) (str e.value)))
+(defn test-a-file-that-is-not-a-database-is-refused-and-left-alone [tmp-path]
+  (setv path (/ tmp-path "junk.sqlite3")
+        junk (* b"not a database at all " 1000))
+  (.write-bytes path junk)
+  (refusal path "not an SQLite database" "backup" "move the file away")
+  (check (.read-bytes path) junk "the file is not touched"))
+
+(defn test-another-programs-database-is-refused-and-left-alone [tmp-path]
+  (setv path (store-path-for tmp-path)
+        conn (sqlite3.connect (str path)))
+  (.execute conn "CREATE TABLE contacts (name TEXT)")
+  (.execute conn "INSERT INTO contacts VALUES ('Ada')")
+  (.commit conn)
+  (.close conn)
+  (setv before (.read-bytes path))
+  (refusal path "not a Passepartout store" "contacts" "data_dir")
+  (check (.read-bytes path) before "the file is not touched (not even switched to WAL)"))
+
+(defn test-an-empty-file-in-a-used-data-dir-is-refused [tmp-path]
+  (setv data (/ tmp-path "data")
+        path (store-path-for data))
+  (.mkdir (/ data "logs") :parents True)
+  (.write-text (/ data "logs" "daemon.log") "started\n")
+  (.touch path)
+  (refusal path "empty (0 bytes)" (str data) "restore a backup" "passepartout backup")
+  (check (. (os.stat path) st-size) 0 "the empty file is left as it was"))
+
+(defn test-an-empty-file-in-a-fresh-data-dir-becomes-a-store [tmp-path]
+  ;; a start killed before the file had its header leaves this; empty folders
+  ;; (the workspace boot makes) are no sign of use
+  (setv data (/ tmp-path "data")
+        path (store-path-for data))
+  (.mkdir (/ data "workspace") :parents True)
+  (.touch path)
+  (with [store (store-open path)]
+    (event-append store "first" None [:n 1])
+    (check (len (events store)) 1 "a working store")))
+
+(defn test-a-damaged-page-is-found-at-open [tmp-path]
+  (setv path (store-path-for tmp-path))
+  (with [store (store-open path)]
+    (with [_ (.transaction store)]
+      (for [n (range 3000)]
+        (event-append store "filler" "s" [:n n :text (* "words to fill pages " 10)]))))
+  (setv size (. (os.stat path) st-size))
+  (assert (> size (* 100 4096)) f"the store should span many pages, not {size} bytes")
+  (with [f (open path "r+b")]
+    (.seek f (// size 2))
+    (.write f (* b"\xde\xad\xbe\xef" 2048)))
+  (refusal path "damaged" "restore a backup" ".recover"))
+
+(defn test-what-quick-check-finds-is-named [tmp-path]
+  (setv path (store-path-for tmp-path))
+  (with [store (store-open path)]
+    (with [_ (.transaction store)]
+      (for [n (range 500)]
+        (kv-put store f"filler {n}" (* "words to fill pages " 10))))
+    (.write store "DELETE FROM kv WHERE key LIKE 'filler%'")
+    (.query store "PRAGMA wal_checkpoint(TRUNCATE)"))
+  ;; the header's count of free pages (offset 36) no longer matches the free list
+  (with [f (open path "r+b")]
+    (.seek f 36)
+    (.write f (.to-bytes 9999 4 "big")))
+  (refusal path "damaged (quick_check: Main freelist: size is" "should be 9999"))
+
+(defn test-a-store-that-cannot-be-created-is-one-line [tmp-path]
+  (.write-text (/ tmp-path "not-a-folder") "")
+  (refusal (/ tmp-path "not-a-folder" "passepartout.sqlite3") "cannot be opened" "writable"))
+
+(defn test-a-store-locked-by-another-process-is-one-line [tmp-path]
+  (setv path (store-path-for tmp-path))
+  (store-close (store-open path))
+  (setv other (sqlite3.connect (str path) :isolation-level None))
+  (.execute other "PRAGMA locking_mode = EXCLUSIVE")
+  (.execute other "BEGIN EXCLUSIVE")
+  (try
+    (refusal path "another process holds the store locked")
+    (finally (.close other))))
 
 (defn test-closed-store-cannot-be-used [tmp-path]
   (setv store (open-store tmp-path))
@@ -207,6 +290,45 @@
     (check (kv-get store "inside") None "kv rolled back")
     (event-append store "after" None [:n 2])
     (check (len (events store)) 1 "usable afterwards")))
+
+;; * Backups
+
+(defn test-a-backup-opens-and-holds-the-same-rows [tmp-path]
+  (setv path (store-path-for (/ tmp-path "data"))
+        dest (/ tmp-path "copies" "one.sqlite3"))
+  (with [store (store-open path)]
+    (for [n (range 200)]
+      (event-append store "e" f"s{(% n 3)}" [:n n :text "hello"]))
+    (kv-put store "offset" [:at 7])
+    (setv size (store-backup store dest)
+          want (events store :limit None))
+    ;; taken while the store stays open and in use
+    (event-append store "after" None [:n -1]))
+  (check size (. (os.stat dest) st-size) "the size it reports")
+  (check (stat.S-IMODE (. (os.stat dest) st-mode)) 0o600 "the copy is private")
+  (check (sorted (gfor p (.iterdir dest.parent) p.name)) ["one.sqlite3"] "no partial file is left")
+  (setv raw (sqlite3.connect (str dest)))
+  (check (get (.fetchone (.execute raw "PRAGMA journal_mode")) 0) "delete"
+         "a self-contained file, without -wal")
+  (.close raw)
+  (with [copy (store-open dest)]
+    (check (events copy :limit None) want "the same events")
+    (check (kv-get copy "offset") [:at 7] "the same state")))
+
+(defn test-a-backup-never-overwrites [tmp-path]
+  (setv dest (/ tmp-path "taken.sqlite3"))
+  (.write-text dest "someone's file")
+  (with [store (open-store tmp-path)]
+    (with [e (pytest.raises StoreError)]
+      (store-backup store dest))
+    (assert (in "already exists" (str e.value)) (str e.value)))
+  (check (.read-text dest) "someone's file" "left as it was"))
+
+(defn test-default-backups-sort-by-time-in-the-data-dir [tmp-path]
+  (setv early (backup-path-for tmp-path 1700000000)
+        late (backup-path-for tmp-path 1700003600))
+  (check early (/ tmp-path "backups" "passepartout-20231114T221320Z.sqlite3") "name")
+  (assert (< early.name late.name) f"{early.name} sorts before {late.name}"))
 
 ;; * Threads and processes
 
