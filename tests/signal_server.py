@@ -20,10 +20,13 @@ to ENDPOINT ("about", "receive", "send") answer with KIND instead:
     "drop"     the connection is closed without an answer
 
 A failed request leaves the queue as it was. Every request is recorded in
-`requests` (method, path, query, body), every accepted send in `sent`.
+`requests` (method, path, query, body), every accepted send in `sent`, and
+every receive that returned items in `returned`, as (time.perf_counter() once
+the answer was written, the items): the moment those items exist nowhere else.
 """
 import json
 import socket
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -31,6 +34,15 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 ENDPOINTS = ("about", "receive", "send")
 KINDS = ("500", "400", "garbage", "object", "drop")
+
+
+class _Server(ThreadingHTTPServer):
+    """A threading HTTP server that takes a client going away mid-request (a
+    daemon killed -9 during its long poll) in its stride."""
+
+    def handle_error(self, request, client_address):
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
 
 def free_port():
@@ -49,11 +61,12 @@ class SignalServer:
         self.max_wait = 0.2
         self.requests = []
         self.sent = []
+        self.returned = []
         self._queue = []
         self._faults = {e: [] for e in ENDPOINTS}
         self._clock = 1_700_000_000_000
         self._cond = threading.Condition()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", port), _handler_for(self))
+        self._httpd = _Server(("127.0.0.1", port), _handler_for(self))
         self._httpd.daemon_threads = True
         self.port = self._httpd.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}"
@@ -91,6 +104,14 @@ class SignalServer:
             while len(self.sent) < n and time.monotonic() < deadline:
                 self._cond.wait(0.05)
             return list(self.sent)
+
+    def wait_returned(self, n=1, timeout=5.0):
+        """Wait until N receives have returned items; `returned`."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while len(self.returned) < n and time.monotonic() < deadline:
+                self._cond.wait(0.01)
+            return list(self.returned)
 
     def wait_for(self, predicate, timeout=5.0):
         """Wait until PREDICATE() is true; its last value."""
@@ -246,7 +267,13 @@ def _handler_for(server):
                 return self._answer(*server._about())
             if endpoint == "receive":
                 number = unquote(path[len("/v1/receive/"):])
-                return self._answer(*server._receive(number, query))
+                status, items = server._receive(number, query)
+                self._answer(status, items)
+                if status == 200 and items:
+                    with server._cond:
+                        server.returned.append((time.perf_counter(), items))
+                        server._cond.notify_all()
+                return
             return self._answer(*server._send(body))
 
         def do_GET(self):

@@ -218,7 +218,8 @@ def test_strangers_get_one_refusal_and_one_log_line_even_across_a_restart(env, s
 
 
 class WatchingHub(Hub):
-    """The daemon's hub, noting how many messages the server had sent at each receive."""
+    """The daemon's hub, noting at each receive how many messages the server had
+    sent, and how many rows it was given."""
 
     server = None
 
@@ -227,8 +228,12 @@ class WatchingHub(Hub):
         self.watched = []
 
     async def receive(self, gateway, key, signal):
-        self.watched.append(len(self.server.sent))
+        self.watched.append((len(self.server.sent), 1))
         return await super().receive(gateway, key, signal)
+
+    async def receive_batch(self, gateway, items):
+        self.watched.append((len(self.server.sent), len(items)))
+        return await super().receive_batch(gateway, items)
 
 
 def test_attachments_groups_and_huge_messages_are_refused_with_a_reply(env, server):
@@ -245,7 +250,9 @@ def test_attachments_groups_and_huge_messages_are_refused_with_a_reply(env, serv
             await until(lambda: len(server.sent) >= 4)
         return hub
     hub = asyncio.run(go())
-    assert hub.watched == [0], "the batch's messages are persisted before any refusal is sent"
+    assert hub.watched == [(0, 5)], \
+        ("the batch's message and its refusals' records are stored together, before any refusal is sent",
+         hub.watched)
     rows = inbox(env)
     assert [text_of(s) for _, s, _ in rows if proto_get(s, kw("payload"))] == ["plain text"], rows
     assert len(rows) == 4 and f"group:Z3JvdXA=:{ALICE}" in [k for k, _, _ in rows], \
@@ -449,19 +456,28 @@ def test_a_refusal_is_not_repeated_for_a_redelivered_message(env, server):
 
 
 class FailingHub(Hub):
-    """The daemon's hub over a store that fails the first FAILURES receives."""
+    """The daemon's hub over a store that fails the first FAILURES writes
+    (a batch or a single message); `calls` counts both, `batches` the batches."""
 
     failures = 0
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.calls = 0
+        self.calls = self.batches = 0
 
-    async def receive(self, gateway, key, signal):
+    def _fail(self):
         self.calls += 1
         if self.calls <= self.failures:
             raise OSError("disk I/O error")
+
+    async def receive(self, gateway, key, signal):
+        self._fail()
         return await super().receive(gateway, key, signal)
+
+    async def receive_batch(self, gateway, items):
+        self.batches += 1
+        self._fail()
+        return await super().receive_batch(gateway, items)
 
 
 def test_a_store_that_fails_is_retried_then_the_person_is_told(env, server):
@@ -476,7 +492,10 @@ def test_a_store_that_fails_is_retried_then_the_person_is_told(env, server):
             await until(lambda: len(server.sent) >= 2)
         return flaky, broken
     flaky, broken = asyncio.run(go())
-    assert flaky.calls == 3 and broken.calls == sig.PERSIST_ATTEMPTS, (flaky.calls, broken.calls)
+    assert flaky.batches == 1 and flaky.calls == 3, \
+        ("a batch the store would not take is stored one message at a time, each retried",
+         flaky.batches, flaky.calls)
+    assert broken.calls == 1 + sig.PERSIST_ATTEMPTS, (broken.calls, sig.PERSIST_ATTEMPTS)
     texts = sent_texts(server)
     assert texts[0] == "echo: saved at the third try" and "send it again" in texts[1], texts
     assert [text_of(s) for _, s, _ in inbox(env)] == ["saved at the third try"], inbox(env)
@@ -501,3 +520,42 @@ def test_stop_ends_run_after_persisting_the_batch_in_hand(env, server):
     assert persisted == [f"m{i}" for i in range(5)], persisted
     assert len(server.paths("receive")) == 1 and server.queued() == []
     assert sorted(sent_texts(server)) == [f"echo: m{i}" for i in range(5)], server.sent
+
+
+def test_a_batch_is_all_in_the_inbox_before_its_first_message_is_handled(env, server):
+    """The server deletes what it returns: the whole batch is stored before any
+    of it is handled, so the first model call already sees every message pending."""
+    first_call = []
+
+    def complete(request):
+        if not first_call:
+            first_call.append((env["store"].query(
+                "SELECT count(*) FROM inbox WHERE gateway = 'signal' AND state = 'pending'")[0][0],
+                len(server.sent)))
+        return [kw("status"), kw("ok"), kw("provider"), "script", kw("text"),
+                "echo: " + text_of(proto_get(request, kw("signal")))]
+
+    env["complete"] = complete
+    texts = [f"batch message {i}" for i in range(20)]
+    server.queue(*[server.message(ALICE, t) if i % 2 else server.message(None, t, uuid=BOB_UUID)
+                   for i, t in enumerate(texts)])
+
+    async def go():
+        async with daemon(env, server.url):
+            await until(lambda: len(server.sent) >= len(texts), 10)
+    asyncio.run(go())
+    assert first_call == [(len(texts), 0)], \
+        ("(pending rows, replies sent) at the first model call", first_call)
+    assert sorted(sent_texts(server)) == sorted("echo: " + t for t in texts), server.sent
+    assert len(server.paths("receive")) >= 1 and len(server.returned) == 1, \
+        ("the 20 messages came in one receive", len(server.returned))
+
+
+def test_a_daemon_killed_right_after_a_receive_loses_nothing():
+    """The daemon as a process, killed (-9) 0.1 s after a receive returned 100
+    messages (which the server then no longer holds), and started again."""
+    from signal_faults import run_killed
+    r = run_killed(messages=100, delay=0.1)
+    assert r["in_first_batch"] == 100, ("one receive returned them all", r["in_first_batch"])
+    assert r["lost"] == 0, (r["lost"], r["output"][-3000:])
+    assert r["exit"] == 0, ("exit status after SIGTERM", r["exit"], r["output"][-3000:])

@@ -339,13 +339,14 @@
             (. (type items) __name__))
     (return (get gw.settings "poll-interval")))
   (setv decisions (lfor item items (_triage-safely item gw.settings))
-        persist (kw "persist"))
-  (for [t decisions]
-    (when (= (proto-get t ':do) persist)
-      (await (_persist gw hub (proto-get t ':key) (proto-get t ':signal)))))
-  (for [t decisions]
-    (when (!= (proto-get t ':do) persist)
-      (await (_answer gw hub t))))
+        rows (lfor t decisions (_row gw t))
+        new (await (_store-batch hub (lfor r rows :if r r))))
+  (if (is new None)
+      (for [t decisions]
+        (await (_one-by-one gw hub t)))
+      (do (setv new (iter new))
+          (for [[t row] (zip decisions rows)]
+            (await (_answer gw t (when row (next new)))))))
   (if (>= (len items) MAX-BATCH) 0 (get gw.settings "poll-interval")))
 
 ;; ** One item
@@ -356,6 +357,48 @@
     (except [e Exception]
       [:do :ignore :why f"an item that could not be read ({(. (type e) __name__)}: {e})"])))
 
+(defn _row [gw t]
+  "The inbox row the triage T calls for, as hub.receive-batch takes it, or None."
+  (setv what (. (proto-get t ':do) name)
+        to (proto-get t ':to))
+  (cond
+    (= what "persist") #((proto-get t ':key) (proto-get t ':signal))
+    (= what "refuse") #((proto-get t ':key) [:note f"refused: {(proto-get t ':why)}"] True)
+    (and (= what "stranger") (not (in to gw.strangers)))
+    #(f"stranger:{to}" [:note "a number not on allowed_numbers, refused once"] True)))
+
+(defn :async _store-batch [hub rows]
+  "For each of ROWS, True when its key is new, all stored in one transaction;
+   None when the store would not take them together."
+  (when (not rows)
+    (return []))
+  (try
+    (await (.receive-batch hub "signal" rows))
+    (except [e Exception]
+      (.warning log "signal: could not store a batch of %d items together (%s); storing them one by one"
+                (len rows) e)
+      None)))
+
+(defn :async _answer [gw t new]
+  "Do what the triage T says, once its row (if any) is stored: NEW is True
+   when the row's key is new, False when it was seen before."
+  (setv what (. (proto-get t ':do) name)
+        to (proto-get t ':to)
+        key (proto-get t ':key))
+  (cond
+    (= what "ignore")
+    (.debug log "signal: ignored %s" (proto-get t ':why))
+    (= what "persist")
+    (when (not new)
+      (.info log "signal: message %s was delivered again; it was handled before" key))
+    (= what "stranger")
+    (await (_refuse-stranger gw to new))
+    new
+    (do (.info log "signal: refused %s from %s" (proto-get t ':why) to)
+        (await (_send gw to (proto-get t ':text))))
+    True
+    (.info log "signal: %s was answered before; not again" key)))
+
 (defn :async _claim [hub key note]
   "True when KEY is new (and now recorded as answered), False when it was seen before."
   (try
@@ -364,22 +407,13 @@
       (.warning log "signal: could not record %s (%s); answering it anyway" key e)
       True)))
 
-(defn :async _answer [gw hub t]
-  "Do what the triage T says for an item that is not persisted."
-  (setv what (. (proto-get t ':do) name)
-        to (proto-get t ':to)
-        key (proto-get t ':key)
-        why (proto-get t ':why))
+(defn :async _one-by-one [gw hub t]
+  "Store the row of the triage T on its own, then do what T says."
+  (setv row (_row gw t))
   (cond
-    (= what "ignore")
-    (.debug log "signal: ignored %s" why)
-    (= what "stranger")
-    (await (_refuse-stranger gw hub to))
-    (await (_claim hub key f"refused: {why}"))
-    (do (.info log "signal: refused %s from %s" why to)
-        (await (_send gw to (proto-get t ':text))))
-    True
-    (.info log "signal: %s was answered before; not again" key)))
+    (= (proto-get t ':do) (kw "persist")) (await (_persist gw hub #* row))
+    row (await (_answer gw t (await (_claim hub (get row 0) (proto-get (get row 1) ':note)))))
+    True (await (_answer gw t None))))
 
 (defn :async _persist [gw hub key signal]
   (setv delay (get gw.settings "retry-delay"))
@@ -398,17 +432,20 @@
   (await (_send gw chat "Your message could not be saved, so it was not read. Please send it again."))
   None)
 
-(defn :async _refuse-stranger [gw hub chat]
-  (when (in chat gw.strangers)
+(defn :async _refuse-stranger [gw chat new]
+  "Refuse CHAT, not on the allow-list, if NEW (its record was just written);
+   None when the gateway already knew it in this run."
+  (cond
+    (is new None)
     (.debug log "signal: another message from %s, who is not on allowed_numbers" chat)
-    (return))
+    new
+    (do (.info log "signal: refused a message from %s, who is not on allowed_numbers" chat)
+        (await (_send gw chat STRANGER-TEXT)))
+    True
+    (.info log "signal: a message from %s, who is not on allowed_numbers and was refused before" chat))
   (when (>= (len gw.strangers) MAX-STRANGERS)
     (.clear gw.strangers))
-  (.add gw.strangers chat)
-  (if (await (_claim hub f"stranger:{chat}" "a number not on allowed_numbers, refused once"))
-      (do (.info log "signal: refused a message from %s, who is not on allowed_numbers" chat)
-          (await (_send gw chat STRANGER-TEXT)))
-      (.info log "signal: a message from %s, who is not on allowed_numbers and was refused before" chat)))
+  (.add gw.strangers chat))
 
 ;; ** Sending
 
