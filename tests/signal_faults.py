@@ -17,6 +17,7 @@ Run `python tests/signal_faults.py` for the figures.
 import asyncio
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -78,6 +79,7 @@ def receive_window(receives=300, batch=1, quiet=False, folder=None):
                 stored.setdefault(item[0], now)
             return out
 
+    made = folder is None
     folder = Path(folder or tempfile.mkdtemp(prefix="passepartout-signal-window-"))
     (folder / "config.toml").write_text("")
     env = boot(config_path=str(folder / "config.toml"),
@@ -115,6 +117,8 @@ def receive_window(receives=300, batch=1, quiet=False, folder=None):
     finally:
         server.stop()
         shutdown(env)
+        if made:
+            shutil.rmtree(folder, ignore_errors=True)
     windows = [1000 * (max(stored[_key(i)] for i in items) - sent) for sent, items in server.returned]
     read = [1000 * (handed[_key(items[0])] - sent) for sent, items in server.returned
             if _key(items[0]) in handed]

@@ -11,6 +11,7 @@ passepartout's backup of it.
 """
 import os
 import random
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -88,6 +89,13 @@ def drop_cache():
 
 def main(n=100_000):
     folder = Path(tempfile.mkdtemp(prefix="passepartout-store-check-"))
+    try:
+        measure(folder, n)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def measure(folder, n):
     path = folder / "passepartout.sqlite3"
     t = time.perf_counter()
     build(path, n)
