@@ -172,6 +172,13 @@
             "bwrap" (_key "path" "" "the bubblewrap program" :shown "found on `PATH`")
             "home_paths" (_key "array of paths" []
                                "parts of the home folder the sandbox shows, relative to it")}}
+   {"name" "validators" "shape" "table"
+    "doc" (+ "Which checks read the model's answer before it is delivered (see `validators.org`); "
+             "a validator a skill declares is turned on and off in the skill.")
+    "keys" {"hallucinated-action" (_key "boolean" True "an answer claiming an action this task did not run")
+            "phantom-result" (_key "boolean" True "an answer showing output no action of this task produced")
+            "empty-promise" (_key "boolean" True "an answer promising an action it does not take, and asking nothing")
+            "premature-completion" (_key "boolean" False "an answer declaring the task done without its evidence")}}
    {"name" "approvals" "shape" "table"
     "doc" (+ "Who answers when a gate asks a person. An identity is the gateway and its user: "
              "`\"telegram:123456789\"`, `\"signal:+15550002222\"`, `\"terminal:local\"` (also who "

@@ -117,6 +117,17 @@ allowed_users = [42]
     (assert (in name (str e.value)) f"{text !r}: {e.value}")
     (assert (in (str path) (str e.value)) f"{text !r}: {e.value}")))
 
+(defn test-the-validators-table-is-checked-and-read [tmp-path]
+  (setv config (load-config (write-config tmp-path "[validators]\npremature-completion = true\nempty-promise = false\n")
+                            (home-env tmp-path)))
+  (check (get config "validators") {"premature-completion" True "empty-promise" False} "the [validators] table")
+  (for [[text name] [["[validators]\nhallucinated-action = \"yes\"\n" "validators.hallucinated-action"]
+                     ["[validators]\nhallucinated-actions = false\n" "hallucinated-action"]]]
+    (setv path (write-config tmp-path text))
+    (with [e (pytest.raises ConfigError)]
+      (load-config path (home-env tmp-path)))
+    (assert (in name (str e.value)) f"{text !r}: {e.value}")))
+
 (defn test-explicit-missing-file-is-an-error [tmp-path]
   (setv missing (/ tmp-path "nope.toml"))
   (with [e (pytest.raises ConfigError)]
