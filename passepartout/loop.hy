@@ -40,7 +40,10 @@
    HISTORY-TURNS of those turns."
   (setv new (events store :session session :kinds HISTORY-KINDS :since-id since
                     :limit HISTORY-TURNS :latest True))
-  #((if new (proto-get (get new -1) ':id) since) (lfor e new (_turn e))))
+  #((if new (proto-get (get new -1) ':id) since)
+    (lfor e new
+          :if (!= (proto-get (proto-get e ':data []) ':by) "fallback")
+          (_turn e))))
 
 (defn session-history [store session [histories None]]
   "The recent turns of SESSION as chat messages, oldest first; HISTORIES, if
@@ -293,11 +296,23 @@
                                (review-reply (proto-get result ':reply) ctx state))
                   (after-action signal action result state (context-limit ctx "step-budget" 8)
                                 :extra (when (proto-get outcome ':note) [:note (proto-get outcome ':note)]))))
+  (setv moved (_marked-fallback moved outcome))
   (when (_stopped ctx)
     ;; the result is history all the same; the task goes no further
     (.record writes (lfor r (get moved 1) :if (proto-get r ':event) r))
     (return []))
   (_then writes moved))
+
+(defn _marked-fallback [moved outcome]
+  "MOVED with its answer marked as the fallback's when the symbolic provider
+   gave it: the history never shows a model those words as its own."
+  (setv [signals records] moved)
+  (if (!= (proto-get outcome ':provider) "symbolic")
+      moved
+      #(signals (lfor r records
+                      (if (= (proto-get r ':event) "answer")
+                          (proto-put r ':data (proto-put (proto-get r ':data) ':by "fallback"))
+                          r)))))
 
 ;; * The runner
 

@@ -498,3 +498,21 @@
   (assert (in "not run" told) f"the second request does not say what was not run: {told}")
   (assert (in "two.txt" told) told)
   (assert (not (.exists (/ (Path (get env "config" "workspace")) "two.txt"))) "the second action ran"))
+
+
+(defn test-the-fallbacks-words-are-not-shown-to-a-model-as-its-own [env]
+  (setv answers [[:status :ok :provider "symbolic" :text "(:action :message :text \"the fallback speaking\")"]
+                 [:status :ok :provider "script" :text "(:action :message :text \"a model speaking\")"]]
+        requests [])
+  (defn complete [request]
+    (.append requests request)
+    (.pop answers 0))
+  (setv (get env "complete") complete)
+  (run-task env (user-says "first"))
+  (setv replies (run-task env (user-says "second")))
+  (expect (text-of (get replies -1)) "a model speaking" "the second answer")
+  (setv shown (lfor m (proto-get (get requests 1) ':messages) (get m "content")))
+  (assert (not (in "the fallback speaking" shown)) f"the fallback's answer was shown to the model: {shown}")
+  (assert (in "first" shown) f"the person's first message is still there: {shown}")
+  (setv answers-stored (lfor e (events (get env "store") :session "test:t1" :kinds ["answer"]) (proto-get e ':data)))
+  (expect (lfor d answers-stored (proto-get d ':by)) ["fallback" None] "who each stored answer is marked as"))
