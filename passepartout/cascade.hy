@@ -27,7 +27,7 @@
   (.startswith model #("ollama/" "ollama_chat/")))
 
 (defn make-provider [model [name None] [api-base None] [api-key-env None] [timeout None] [probe None]
-                     [max-tokens None]]
+                     [max-tokens None] [tools None]]
   "A provider dict for a LiteLLM MODEL string, or for \"symbolic\".
 
    (make-provider \"openai/gpt-4o-mini\" :api-key-env \"OPENAI_API_KEY\")"
@@ -47,7 +47,8 @@
    "api_key_env" (or api-key-env None)
    "timeout" (float timeout)
    "probe" (if (is probe None) local (bool probe))
-   "max_tokens" max-tokens})
+   "max_tokens" max-tokens
+   "tools" (if (is tools None) None (bool tools))})
 
 (defn default-providers []
   "What runs with no configuration: a local Ollama if one answers, then the symbolic provider."
@@ -74,7 +75,8 @@
                  :api-key-env (.get table "api_key_env")
                  :timeout (.get table "timeout")
                  :probe (.get table "probe")
-                 :max-tokens (.get table "max_tokens")))
+                 :max-tokens (.get table "max_tokens")
+                 :tools (.get table "tools")))
 
 (defn _unique-names [providers]
   "PROVIDERS with repeated names made distinct (name, name#2, …): attempts name them."
@@ -247,10 +249,49 @@
     (setv (get kwargs "api_key") (get os.environ key-env)))
   (when (get provider "api_base")
     (setv (get kwargs "api_base") (get provider "api_base")))
-  (when tools
-    (.update kwargs {"tools" tools #** _tool-flags}))
+  (setv native (and tools (_native-tools litellm provider)))
+  (if native
+      (.update kwargs {"tools" tools "tool_choice" "auto"
+                       "messages" (native-messages (get kwargs "messages"))
+                       #** _tool-flags})
+      (setv (get kwargs "messages") (text-messages (get kwargs "messages"))))
   (_with-deadline (fn [] (litellm.completion #** kwargs))
                   (+ (get provider "timeout") DEADLINE-GRACE)))
+
+;; ** Tools, natively or as text
+
+(setv CALL-KEY "passepartout_call")
+
+(defn _native-tools [litellm provider]
+  "True when PROVIDER gets the tools as tool definitions."
+  (setv flag (.get provider "tools"))
+  (when (is-not flag None)
+    (return (bool flag)))
+  (setv model (get provider "model")
+        known (or (in model litellm.model-cost)
+                  (in (get (.split model "/" 1) -1) litellm.model-cost)))
+  (if (not known)
+      True
+      (try (bool (litellm.supports-function-calling :model model))
+           (except [Exception] True))))
+
+(defn native-messages [messages]
+  "MESSAGES with each result of a tool call as the assistant's call and a tool message."
+  (setv out [])
+  (for [m messages]
+    (setv call (.get m CALL-KEY))
+    (if (not call)
+        (.append out m)
+        (.extend out [{"role" "assistant" "content" None
+                       "tool_calls" [{"id" (get call "id") "type" "function"
+                                      "function" {"name" (get call "name")
+                                                  "arguments" (get call "arguments")}}]}
+                      {"role" "tool" "tool_call_id" (get call "id") "content" (get m "content")}])))
+  out)
+
+(defn text-messages [messages]
+  "MESSAGES as plain chat messages: the call a result answers is dropped."
+  (lfor m messages (if (in CALL-KEY m) (dfor [k v] (.items m) :if (!= k CALL-KEY) k v) m)))
 
 ;; ** Reading the answer
 

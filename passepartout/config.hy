@@ -137,7 +137,9 @@
                             :shown "`60.0`; `30.0` for `ollama` models")
             "probe" (_key "boolean" False "check first, in a quarter second, that the server answers"
                           :shown "`false`; `true` for `ollama` models")
-            "max_tokens" (_key "whole number" 1024 "the longest answer asked for")}}
+            "max_tokens" (_key "whole number" 1024 "the longest answer asked for")
+            "tools" (_key "boolean" None "send the actions as tool definitions and read tool calls"
+                          :shown "as LiteLLM's model list says; `true` for a model it does not know")}}
    {"name" "limits" "shape" "table" "fill" True
     "doc" "How far one task may go."
     "keys" {"step_budget" (_key "number" 8 "steps (each a model call and an action) one task may take")

@@ -6,7 +6,7 @@
         passepartout.proto [kw proto-get proto-put proto-merge proto-print]
         passepartout.context [make-context context-limit context-data]
         passepartout.perceive [perceive immediate as-signal reply-signal sensor-of]
-        passepartout.reason [reason refusal-text]
+        passepartout.reason [reason refusal-text with-call]
         passepartout.validators [review-reply]
         passepartout.task [task-state after-action after-reply finish stop ending intent cut-off cut-off-text
                            fingerprint event-record write-records]
@@ -31,9 +31,10 @@
     (= kind "answer")
     {"role" "assistant" "content" (str (or (proto-get data ':text) ""))}
     True
-    {"role" "user"
-     "content" (+ "Result of " (proto-print (proto-get data ':action []))
-                  ":\n" (proto-print (proto-get data ':result [])))}))
+    (with-call {"role" "user"
+                "content" (+ "Result of " (proto-print (proto-get data ':action []))
+                             ":\n" (proto-print (proto-get data ':result [])))}
+               (proto-get data ':call))))
 
 (defn _turns-since [store session since]
   "The id of the newest turn of SESSION after the id SINCE, and the last
@@ -295,7 +296,8 @@
                   (after-reply signal action result state
                                (review-reply (proto-get result ':reply) ctx state))
                   (after-action signal action result state (context-limit ctx "step-budget" 8)
-                                :extra (when (proto-get outcome ':note) [:note (proto-get outcome ':note)]))))
+                                :extra (when (proto-get outcome ':note) [:note (proto-get outcome ':note)])
+                                :call (proto-get outcome ':call))))
   (setv moved (_marked-fallback moved outcome))
   (when (_stopped ctx)
     ;; the result is history all the same; the task goes no further

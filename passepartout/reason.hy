@@ -13,6 +13,7 @@
 
 (setv VERDICTS #{"allow" "modify" "reject" "escalate"}
       GATE-BUDGET 0.25
+      GATE-WAIT 4
       GATE-MEMORY (* 256 1024 1024))
 
 (defn verdict [kind [reason None] #** more]
@@ -112,19 +113,28 @@
   "Raised inside a gate's thread by the watchdog when the process grew past GATE-MEMORY.")
 
 (setv _WATCH-POLL 0.01
-      _NO-GATE #(math.inf None))
+      _NO-GATE #(math.inf None 0.0 math.inf 0.0))
 
 (defclass _Slot []
   "One verify under watch: its thread, the gate running now as #(deadline name),
    what the watchdog saw at its last wake, the resident size it took as the
    baseline, and #(exception name) once it fired."
-  (setv __slots__ #("tid" "current" "seen" "rss0" "fired"))
+  (setv __slots__ #("tid" "current" "seen" "rss0" "fired" "cpu"))
   (defn __init__ [self tid]
     (setv self.tid tid
           self.current _NO-GATE
           self.seen None
           self.rss0 None
-          self.fired None)))
+          self.fired None
+          self.cpu (_cpu-clock tid))))
+
+(defn _cpu-clock [tid]
+  "A function giving the CPU time of thread TID, or None where it cannot be read."
+  (try
+    (setv clock (time.pthread-getcpuclockid tid))
+    (time.clock-gettime clock)
+    (fn [] (time.clock-gettime clock))
+    (except [Exception] None)))
 
 (defn _async-raiser []
   "The function that raises an exception in another thread, or None where there is none."
@@ -172,7 +182,12 @@
   (defn _check [self slot now]
     "Fire SLOT if its gate is past its deadline or its memory bound; else its deadline."
     (setv current slot.current
-          [deadline name] current)
+          [deadline name cpu0 cap budget] current)
+    (when (and (>= now deadline) (< now cap) slot.cpu)
+      ;; past the budget on the wall clock: fire only if the gate used it
+      (setv left (- budget (- (slot.cpu) cpu0)))
+      (when (> left 0)
+        (return (min cap (+ now (max left _WATCH-POLL))))))
     (cond
       (>= now deadline)
       (do (setv slot.fired #(GateTimeout name))
@@ -257,7 +272,8 @@
         modified None)
   (for [[name gate] gates]
     (setv started (clock)
-          slot.current #((+ (time.monotonic) budget) name))
+          wall (time.monotonic)
+          slot.current #((+ wall budget) name (if slot.cpu (slot.cpu) 0.0) (+ wall (* GATE-WAIT budget)) budget))
     (try
       (setv answer (gate action ctx)
             error None)
@@ -265,7 +281,9 @@
         (setv answer None
               error e)))
     (setv slot.current _NO-GATE
-          failure (_gate-failure name error (- (clock) started) budget))
+          took (- (clock) started)
+          waited (- (time.monotonic) wall)
+          failure (_gate-failure name error (if (> waited (* GATE-WAIT budget)) waited took) budget))
     (when (is failure None)
       (try
         (setv [kind reason new rule] (_check-verdict answer))
@@ -291,7 +309,7 @@
         modified #("modify" (get modified 0) (get modified 1) action (get modified 2))
         True #("allow" None None action None)))
 
-(defn verify [action ctx [gates None] [clock time.perf-counter] [budget None]]
+(defn verify [action ctx [gates None] [clock time.thread-time] [budget None]]
   "The outcome of running the gates over ACTION in CTX. Each gate has BUDGET
    seconds (GATE-BUDGET unless given)."
   (setv gates (if (is gates None) (skill-functions "gate") gates)
@@ -428,15 +446,26 @@
          (except [Exception])))
   out)
 
+(defn with-call [message call]
+  "MESSAGE (a result) marked with the tool CALL it answers, when there is one;
+   the cascade sends it as the call and a tool message to a model that calls
+   tools (see \"Tools, natively or as text\" in =cascade.org=)."
+  (if (and call (proto-get call ':id))
+      (| message {"passepartout_call" {"id" (str (proto-get call ':id))
+                                       "name" (str (proto-get call ':name))
+                                       "arguments" (str (or (proto-get call ':arguments) "{}"))}})
+      message))
+
 (defn _signal-message [signal]
   "The chat message that presents SIGNAL to the model."
   (setv payload (proto-get signal ':payload [])
         sensor (proto-get payload ':sensor))
   (if (= sensor (kw "tool-result"))
-      {"role" "user"
-       "content" (+ "Result of " (proto-print (proto-get payload ':action [])) ":\n"
-                    (proto-print (proto-get payload ':result []))
-                    (if (proto-get payload ':note) (+ "\n" (str (proto-get payload ':note))) ""))}
+      (with-call {"role" "user"
+                  "content" (+ "Result of " (proto-print (proto-get payload ':action [])) ":\n"
+                               (proto-print (proto-get payload ':result []))
+                               (if (proto-get payload ':note) (+ "\n" (str (proto-get payload ':note))) ""))}
+                 (proto-get payload ':call))
       {"role" "user" "content" (str (or (proto-get payload ':text) ""))}))
 
 (defn _rejection-message [rejections]
@@ -479,8 +508,11 @@
   (setv text (proto-get answer ':text)
         calls (proto-get answer ':tool-calls))
   (try
-    (setv [action unrun] (parse-answer text calls))
+    (setv [action unrun] (parse-answer text calls)
+          call (next (gfor c (or calls []) :if (proto-get c ':id) c) None))
     (proto-merge answer (+ [:action action]
+                           ;; the call the action came from, which its result answers
+                           (if call [:call call] [])
                            (if unrun [:unrun unrun :note (unrun-note unrun)] [])))
     (except [e ProtoError]
       (proto-merge answer [:status :unreadable :error (str e)
@@ -536,6 +568,9 @@
                                    :action (proto-get outcome ':action)])
               (return (proto-merge outcome (+ [:attempts tries :usage usage
                                                :provider (proto-get thought ':provider)]
+                                              (if (proto-get thought ':call)
+                                                  [:call (proto-get thought ':call)]
+                                                  [])
                                               (if (proto-get thought ':unrun)
                                                   [:unrun (proto-get thought ':unrun)
                                                    :note (proto-get thought ':note)]

@@ -88,10 +88,11 @@
   "The hash of where ACTION and its RESULT leave a task."
   (fingerprint action result))
 
-(defn after-action [signal action result state budget [note ""] [extra None]]
+(defn after-action [signal action result state budget [note ""] [extra None] [call None]]
   "What follows RESULT of ACTION in the task of STATE: #(signals records).
    BUDGET is the step budget; NOTE is added to the trace line; EXTRA is added
-   to the next step's payload (what else the model proposed and was not run)."
+   to the next step's payload (what else the model proposed and was not run);
+   CALL is the model's tool call the action came from, which the result answers."
   (setv session (proto-get signal ':session)
         task (proto-get state ':task)
         n (proto-get state ':step 0)
@@ -99,7 +100,8 @@
   (when (= (. (proto-get action ':action) name) "message")
     (return (finish signal state (or (proto-get result ':reply) (proto-get result ':error) ""))))
   (setv after (state-hash action result)
-        records [(+ (event-record "result" session [:action action :result result :task task :step n])
+        records [(+ (event-record "result" session (+ [:action action :result result :task task :step n]
+                                                      (if call [:call call] [])))
                     [:state-after after])]
         trace (_trace signal action result note))
   (defn ended [text]
@@ -120,6 +122,7 @@
                     :source (proto-get signal ':source)
                     :session session
                     :payload (+ [:sensor :tool-result :action action :result result]
+                                (if call [:call call] [])
                                 (or extra [])
                                 (proto-merge state [:step (+ n 1) :states (cut (+ states [after]) (- STATE-WINDOW) None)
                                                     :ran (+ (list (proto-get state ':ran []))

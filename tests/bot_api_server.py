@@ -469,7 +469,8 @@ def echo_openai_server():
             if held:
                 self.gate.wait(60)
             users = [str(m.get("content")) for m in (body or {}).get("messages", []) if m.get("role") == "user"]
-            said = [u for u in users if not u.startswith("Result of ")]
+            # what the person said: not a result, not the gates' refusal of an earlier proposal
+            said = [u for u in users if not u.startswith(("Result of ", "Your previous proposals were refused"))]
             text = said[-1] if said else ""
             if self.acting and users and not users[-1].startswith("Result of "):
                 # first note the message in the workspace's ledger, then answer

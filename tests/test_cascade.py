@@ -292,7 +292,7 @@ def test_provider_tables():
     assert [p["name"] for p in providers] == ["mini", "ollama/qwen2.5", "openai/gpt-4o-mini", "symbolic"]
     assert providers[0] == {"name": "mini", "model": "openai/gpt-4o-mini", "api_base": None,
                             "api_key_env": "OPENAI_API_KEY", "timeout": 20.0, "probe": False,
-                            "max_tokens": 1024}
+                            "max_tokens": 1024, "tools": None}
     assert providers[1]["api_base"] == "http://10.0.0.5:11434" and providers[1]["probe"] is True
     twice = providers_from_config({"providers": [{"model": "m"}, {"model": "m"}]}, env={})
     assert [p["name"] for p in twice] == ["m", "m#2", "symbolic"]
@@ -500,3 +500,65 @@ def test_check_provider_asks_for_one_token(openai_server, key):
     assert time.monotonic() - start < 2.0
     assert check_provider(scripted(openai_server, "error401"))[1].startswith("refused the key (401: ")
     assert check_provider(make_provider("symbolic"))[0] == "ok"
+
+
+# * Tools natively, or as text
+
+def _run_task(openai_server, tmp_path, tools, first_script):
+    """One task through step against the scripted server: the model's first answer
+    (FIRST_SCRIPT) proposes a shell action, its second answers "done". The
+    request bodies the server saw, and the replies."""
+    import os
+    from passepartout.daemon import boot, shutdown
+    from passepartout.loop import step
+    openai_server.live = first_script
+    provider = make_provider("openai/scripted-live", api_base=openai_server.url("live"),
+                             api_key_env=KEY_ENV, timeout=10, tools=tools)
+    config = tmp_path / "config.toml"
+    config.write_text('[sandbox]\nmode = "off"\n')
+    env = boot(config_path=str(config),
+               environ={"PASSEPARTOUT_DATA_DIR": str(tmp_path / "data"), "HOME": str(tmp_path),
+                        KEY_ENV: os.environ[KEY_ENV]},
+               providers=[provider, make_provider("symbolic")])
+    replies = []
+    try:
+        queue = [[K("type"), K("event"), K("source"), [K("gateway"), K("test"), K("chat"), "n"],
+                  K("payload"), [K("sensor"), K("user-input"), K("text"), "run it"]]]
+        while queue:
+            for out in step(queue.pop(0), env):
+                (replies if proto_get(out, K("type")) == K("reply") else queue).append(out)
+            openai_server.live = "ok"
+    finally:
+        shutdown(env)
+    return [r["body"] for r in openai_server.requests], [proto_get(proto_get(r, K("payload")), K("text"))
+                                                         for r in replies]
+
+
+def test_a_tool_call_and_its_result_go_back_as_the_models_own_conversation(openai_server, key, tmp_path):
+    openai_server.tool_calls = [("shell", '{"cmd": "echo native-call", "explanation": "to see"}')]
+    openai_server.reply_text = '(:action :message :text "done")'
+    bodies, texts = _run_task(openai_server, tmp_path, True, "toolcall")
+    assert texts[-1] == "done", texts
+    assert len(bodies) == 2, bodies
+    first, second = bodies
+    assert first["tool_choice"] == "auto" and first["tools"], first.keys()
+    calls = [m for m in second["messages"] if m.get("tool_calls")]
+    answers = [m for m in second["messages"] if m.get("role") == "tool"]
+    assert len(calls) == 1 and calls[0]["role"] == "assistant", second["messages"]
+    call_id = calls[0]["tool_calls"][0]["id"]
+    assert calls[0]["tool_calls"][0]["function"]["name"] == "shell"
+    assert len(answers) == 1 and answers[0]["tool_call_id"] == call_id, answers
+    assert "native-call" in answers[0]["content"], answers
+    assert not any("passepartout_call" in m for m in second["messages"]), "the marker leaked out"
+
+
+def test_a_model_without_tools_gets_the_conversation_as_text(openai_server, key, tmp_path):
+    openai_server.replies.extend(['(:action :shell :cmd "echo text-call" :explanation "to see")',
+                                  '(:action :message :text "done")'])
+    bodies, texts = _run_task(openai_server, tmp_path, False, "ok")
+    assert texts[-1] == "done", texts
+    second = bodies[1]
+    assert "tools" not in second and "tool_choice" not in second, second.keys()
+    assert not any(m.get("role") == "tool" or m.get("tool_calls") for m in second["messages"])
+    results = [m for m in second["messages"] if m["role"] == "user" and "Result of" in (m["content"] or "")]
+    assert results and "text-call" in results[-1]["content"], second["messages"]

@@ -129,6 +129,17 @@
   (expect (V (verify LS CTX :gates [#("fine" (fn [a c] [:verdict :allow]))])) "allow"
           "the next verify"))
 
+(defn test-the-budget-is-the-gates-own-work-and-its-waiting-is-bounded [registry]
+  "A gate that waits (for a core on a busy machine, or in a sleep) is not refused
+   for it while it waits less than GATE-WAIT budgets; one that waits longer is."
+  (gate-skill "waits" 50 (fn [a c] (time.sleep 0.12) [:verdict :allow]))
+  (setv [out took] (timed-verify 0.05))
+  (expect (V out) "allow" f"a gate that used little CPU and waited {took :.2f} s for 0.05 s budgets")
+  (gate-skill "waits" 50 (fn [a c] (time.sleep 0.5) [:verdict :allow]))
+  (setv [out took] (timed-verify 0.05))
+  (expect (V out) "reject" "a gate that waited ten budgets")
+  (assert (in "gate waits did not answer within 50 ms" (proto-get out ':reason)) (proto-get out ':reason)))
+
 (defn test-a-gate-that-allocates-without-bound-is-interrupted [registry]
   (gate-skill "grows" 50 (fn [a c] (setv xs []) (while True (.append xs (* b"x" 1000000)))))
   (setv [out took] (timed-verify 20.0))
