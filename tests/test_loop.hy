@@ -326,48 +326,39 @@
   (setv day (hy.I.passepartout.budget.day-usage (get env "store") (hy.I.time.time)))
   (expect (proto-get day ':cost) 0.25 "the abandoned call's cost, counted"))
 
-(defn test-an-abandoned-model-call-gives-its-slot-back [env]
-  "With one slot for all sessions, a stopped session's hung call must not keep
-   another session waiting."
+(defn while-one-slot-hangs [env said-meanwhile]
+  "With one model slot, held by session a's model call that hangs, each of
+   SAID-MEANWHILE (text, chat) is said; what was delivered by the time the
+   last chat went idle (the call still hanging), and all that was delivered."
   (setv delivered []
         [started release calls] (blocking-model env "(:action :message :text \"late\")"))
   (defn :async main []
     (setv runner (Runner env (fn [r] (.append delivered r)) :concurrency 1))
     (await (.submit runner (user-says "think" "a")))
     (await (asyncio.to-thread started.wait 10))
-    (await (.submit runner (user-says "/stop" "a")))
-    (await (.submit runner (user-says "hello" "b")))
-    (await (asyncio.wait-for (.idle runner "test:b") 5))
-    (assert (not (.is-set release)) "session b waited for the abandoned call of session a")
+    (for [[text chat] said-meanwhile]
+      (await (.submit runner (user-says text chat))))
+    (await (asyncio.wait-for (.idle runner f"test:{(get said-meanwhile -1 1)}") 5))
+    (assert (not (.is-set release)) "the last chat waited for the hung model call")
+    (setv seen (lfor r delivered (text-of r)))
     (.set release)
     (await (asyncio.sleep 0.3))
-    (await (.close runner)))
-  (asyncio.run (main))
-  (setv texts (lfor r delivered (text-of r)))
+    (await (.close runner))
+    seen)
+  #((asyncio.run (main)) (lfor r delivered (text-of r))))
+
+(defn test-an-abandoned-model-call-gives-its-slot-back [env]
+  "A stopped session's hung call must not keep another session waiting."
+  (setv [seen texts] (while-one-slot-hangs env [["/stop" "a"] ["hello" "b"]]))
   (expect texts ["Stopped: the model call was abandoned. Nothing more of that task will run." "fresh"]
           "what the two sessions were told"))
 
 (defn test-a-command-never-waits-for-a-model-slot [env]
-  "Every slot is held by a model call that hangs; a slash command from another
-   chat is answered all the same."
-  (setv delivered []
-        [started release calls] (blocking-model env "(:action :message :text \"late\")"))
-  (defn :async main []
-    (setv runner (Runner env (fn [r] (.append delivered r)) :concurrency 1))
-    (await (.submit runner (user-says "think" "a")))
-    (await (asyncio.to-thread started.wait 10))
-    (await (.submit runner (user-says "/help" "b")))
-    (await (asyncio.wait-for (.idle runner "test:b") 5))
-    (assert (not (.is-set release)) "the command waited for the hung model call")
-    (setv seen (lfor r delivered (text-of r)))
-    (.set release)
-    (await (asyncio.wait-for (.idle runner "test:a") 5))
-    (await (.close runner))
-    seen)
-  (setv seen (asyncio.run (main)))
+  "A slash command from another chat is answered while the only slot hangs."
+  (setv [seen texts] (while-one-slot-hangs env [["/help" "b"]]))
   (expect (len seen) 1 "replies while the model call hung")
   (assert (in "/stop" (get seen 0)) f"the /help answer: {(get seen 0)}")
-  (expect (lfor r delivered (text-of r)) [(get seen 0) "late"] "every reply, in the end"))
+  (expect texts [(get seen 0) "late"] "every reply, in the end"))
 
 (defn test-stop-drops-the-queued-next-step [env]
   (setv delivered []
