@@ -393,7 +393,7 @@
 
 (setv IDENTITY "You are Passepartout, a personal agent. You act only by proposing one action at a time; deterministic gates check every proposal before it runs, and a person approves what they escalate.")
 
-(setv RULES "Answer with exactly one action, as a plist such as (:action :shell :cmd \"ls -la\" :explanation \"list the workspace\") or as a tool call. To answer the person, use (:action :message :text \"…\"). Every action that changes anything needs an :explanation. If a proposal is refused, the reason is given: propose something acceptable instead, or explain to the person.")
+(setv RULES "Answer with exactly one action: as a plist such as (:action :shell :cmd \"ls -la\" :explanation \"list the workspace\"), as JSON such as {\"action\": \"shell\", \"cmd\": \"ls -la\", \"explanation\": \"list the workspace\"}, or as a tool call. To answer the person, use (:action :message :text \"…\"). Every action that changes anything needs an :explanation, as listed below. If a proposal is refused, the reason is given: propose something acceptable instead, or explain to the person.")
 
 (defn tool-belt []
   "The registered actions and their fields, as prompt text."
@@ -407,6 +407,8 @@
                        (do (setv f (get schema (+ i 1)))
                            (+ ":" (. (get schema i) name) " " (proto-get f ':type "any")
                               (if (proto-get f ':required) "" " (optional)")))))
+    (when (get spec "effect")
+      (.append fields ":explanation string"))
     (.append lines (+ "(:action :" name " " (.join " " fields) ") — " (get spec "doc"))))
   (.join "\n" lines))
 
