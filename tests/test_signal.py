@@ -525,13 +525,16 @@ def test_stop_ends_run_after_persisting_the_batch_in_hand(env, server):
 def test_a_batch_is_all_in_the_inbox_before_its_first_message_is_handled(env, server):
     """The server deletes what it returns: the whole batch is stored before any
     of it is handled, so the first model call already sees every message pending."""
-    first_call = []
+    import threading
+    first_call, lock = [], threading.Lock()
 
     def complete(request):
-        if not first_call:
-            first_call.append((env["store"].query(
-                "SELECT count(*) FROM inbox WHERE gateway = 'signal' AND state = 'pending'")[0][0],
-                len(server.sent)))
+        # two chats' steps call at once: only the first records what it saw
+        with lock:
+            if not first_call:
+                first_call.append((env["store"].query(
+                    "SELECT count(*) FROM inbox WHERE gateway = 'signal' AND state = 'pending'")[0][0],
+                    len(server.sent)))
         return [kw("status"), kw("ok"), kw("provider"), "script", kw("text"),
                 "echo: " + text_of(proto_get(request, kw("signal")))]
 
