@@ -141,21 +141,15 @@
 (defn cut-off [store signal state]
   "The action the task of STATE was running at its current step when the
    daemon stopped, or None."
-  (setv task (proto-get state ':task)
-        n (proto-get state ':step 0)
-        rows (.query store "SELECT kind, data FROM events
+  (setv rows (.query store "SELECT kind, data FROM events
                             WHERE session = ? AND kind IN ('intent', 'result')
-                              AND instr(data, ?) > 0
-                            ORDER BY id DESC LIMIT 16"
-                     #((proto-get signal ':session) (proto-print task))))
-  (setv found None)
-  (for [[kind data] rows]
-    (setv d (data-read data))
-    (when (and (= (proto-get d ':task) task) (= (proto-get d ':step) n))
-      (if (= kind "result")
-          (return None)
-          (setv found (proto-get d ':action)))))
-  found)
+                            ORDER BY id DESC LIMIT 1"
+                     #((proto-get signal ':session))))
+  (when (and rows (= (get rows 0 0) "intent"))
+    (setv d (data-read (get rows 0 1)))
+    (when (and (= (proto-get d ':task) (proto-get state ':task))
+               (= (proto-get d ':step) (proto-get state ':step 0)))
+      (proto-get d ':action))))
 
 (defn cut-off-text [action]
   (+ "The daemon stopped while this action was running: " (proto-print action)
