@@ -9,7 +9,7 @@
         passepartout.cascade [make-cascade providers-from-config cascade-complete]
         passepartout.hitl [escalate approvals-boot]
         passepartout.sandbox [sandbox-status]
-        passepartout.gateway [Hub configured-gateways]
+        passepartout.gateway [Hub configured-gateways growing-pause]
         passepartout.loop [SessionHistories])
 
 (setv log (logging.getLogger "passepartout.daemon"))
@@ -229,7 +229,7 @@
       (except [asyncio.CancelledError] (raise))
       (except [e Exception]
         (+= failures 1)
-        (setv wait (min 60 (** 2 (min 6 (- failures 1))))
+        (setv wait (growing-pause failures)
               (get states name) f"restarting after a failure ({(. (type e) __name__)}: {e})")
         (.error log "gateway %s failed (%s time(s)): %r; starting it again in %s s" name failures e wait
                 :exc-info e)

@@ -114,9 +114,11 @@
    service refused the request as malformed, the person blocked the bot)."
   None)
 
-(defn _retry-pause [attempts]
-  "Seconds before the next try of a reply that failed ATTEMPTS times before."
-  (min 300 (** 2 (min 9 attempts))))
+(defn growing-pause [n [most 60]]
+  "Seconds to wait before try N+1 after N failures in a row: 1, 2, 4, … at most
+   MOST. The hub's retries of a reply, the daemon's restarts of a gateway and
+   a gateway's own retries all wait this way."
+  (min most (** 2 (min 30 (max 0 (- n 1))))))
 
 (defn _gateway-of [source]
   (setv g (proto-get source ':gateway))
@@ -282,7 +284,7 @@
       ;; next start: the one window of a reply given twice, kept to one commit
       (await (.call self.writer outbox-sent id))
       (return True))
-    (setv pause (_retry-pause attempts))
+    (setv pause (growing-pause (+ attempts 1) 300))
     (.warning log "a reply to %s could not be sent through %s (%s); it is kept and tried again in %s s: %s"
               session name why pause (cut (str (proto-get (proto-get reply ':payload []) ':text "")) 200))
     (.add self.held session)

@@ -12,7 +12,7 @@
         passepartout.config [ConfigError config-defaults]
         passepartout.proto [kw proto-get]
         passepartout.store [StoreError kv-get kv-put]
-        passepartout.gateway [register-gateway Undeliverable])
+        passepartout.gateway [register-gateway Undeliverable growing-pause])
 
 (setv log (logging.getLogger "passepartout.gateways.telegram"))
 (warnings.filterwarnings "ignore" :message "Please use 'Bot.send_message'" :category PTBUserWarning)
@@ -102,7 +102,7 @@
       (= (type e) TelegramError)))
 
 (defn _backoff [failures]
-  (min MAX-BACKOFF (* 0.5 (** 2 (max 0 (- failures 1))))))
+  (* 0.5 (growing-pause failures (* 2 MAX-BACKOFF))))
 
 ;; * The HTTP transport
 
@@ -264,7 +264,7 @@
             gw.state "polling")
       (except [e Conflict]
         (+= conflicts 1)
-        (setv wait (min 60 (** 2 (min 6 (- conflicts 1))))
+        (setv wait (growing-pause conflicts)
               gw.state (+ "409 Conflict: another program polls this bot (or a webhook is set); "
                           f"retrying every {wait} s"))
         (if (= conflicts 1)
