@@ -187,18 +187,25 @@ def test_replies_go_to_the_gateway_of_their_chat(env, caplog):
     assert any("no running gateway" in r.getMessage() for r in caplog.records)
 
 
-def test_a_task_that_ends_without_a_reply_is_done_once_its_session_is_quiet(env):
-    register_skill(make_skill("silent", priority=1000,
-                              handlers=[lambda s, ctx: [] if text_of(s) == "/silent" else None]))
+def answered_by_a_hub(env, *said_under_keys):
+    """A Recorder whose hub received each (key, text), drained and closed."""
     rec = Recorder()
 
     async def main():
         hub = Hub(env, [rec.gateway()])
-        await hub.receive("rec", "s1", said("/silent"))
+        for key, text in said_under_keys:
+            await hub.receive("rec", key, said(text))
         await hub.drain(10)
         await hub.close()
 
     asyncio.run(main())
+    return rec
+
+
+def test_a_task_that_ends_without_a_reply_is_done_once_its_session_is_quiet(env):
+    register_skill(make_skill("silent", priority=1000,
+                              handlers=[lambda s, ctx: [] if text_of(s) == "/silent" else None]))
+    rec = answered_by_a_hub(env, ("s1", "/silent"))
     assert rec.delivered == []
     assert inbox_count(env["store"]) == 0, inbox_pending(env["store"])
 
@@ -237,15 +244,7 @@ def sensor_of(signal):
 def test_a_row_stays_pending_until_its_task_ends_and_holds_its_next_step(env):
     probes, calls = _probing(env, ['(:action :probe :explanation "look")',
                                    '(:action :message :text "done")'])
-    rec = Recorder()
-
-    async def main():
-        hub = Hub(env, [rec.gateway()])
-        await hub.receive("rec", "u1", said("look, then answer"))
-        await hub.drain(10)
-        await hub.close()
-
-    asyncio.run(main())
+    rec = answered_by_a_hub(env, ("u1", "look, then answer"))
     kinds = [proto_get(proto_get(r, K("payload")), K("kind")).name for r in rec.delivered]
     assert kinds == ["trace", "answer"], kinds
     (row, sensor), = probes[0]
