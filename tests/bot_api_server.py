@@ -546,6 +546,7 @@ def judge(server, talk):
     """What the bot answered against what was said: a dict of counts and whether order held."""
     lost = duplicated = unexpected = 0
     order_kept = True
+    strays = []
     for chat, texts in talk.items():
         want = ["echo: " + t for t in texts]
         got = server.texts(chat)
@@ -555,10 +556,11 @@ def judge(server, talk):
         lost += sum(1 for w in want if counts[w] == 0)
         duplicated += sum(n - 1 for n in counts.values() if n > 1)
         unexpected += sum(n for g, n in counts.items() if g not in want)
+        strays += [(chat, g, n) for g, n in counts.items() if g not in want or n > 1]
         firsts = list(dict.fromkeys(g for g in got if g in want))
         order_kept = order_kept and firsts == [w for w in want if counts[w]]
     return {"lost": lost, "duplicated": duplicated, "unexpected": unexpected,
-            "order_kept": order_kept, "answered": server.answered()}
+            "order_kept": order_kept, "answered": server.answered(), "strays": strays[:6]}
 
 
 def run_in_process(chats=50, per_chat=20, timeout=120.0, in_perceive=False, server_process=False):

@@ -8,7 +8,7 @@ from hy.models import Keyword
 from hypothesis import given, settings, strategies as st
 
 from passepartout.config import ConfigError
-from passepartout.gateway import Hub, configured_gateways, gateway_factories
+from passepartout.gateway import Hub, Undeliverable, configured_gateways, gateway_factories
 from passepartout.proto import proto_get, proto_read
 from signal_server import SignalServer, free_port
 
@@ -322,7 +322,7 @@ def test_traces_are_sent_when_the_config_asks(server):
     assert sent_texts(server) == ["· ran (:action :shell) → ok"], server.sent
 
 
-def test_a_send_retries_server_errors_but_not_bad_requests(server, caplog):
+def test_a_send_retries_server_errors_and_gives_a_bad_request_up_at_once(server):
     async def go():
         gw = sig.make_signal(section(server.url), {})
         server.fail("send", "500", 2)
@@ -330,20 +330,43 @@ def test_a_send_retries_server_errors_but_not_bad_requests(server, caplog):
         ok = await gw["deliver"](reply(ALICE, "after three failures"))
         n_before = len(server.paths("send"))
         server.fail("send", "400", 1)
-        bad = await gw["deliver"](reply(ALICE, "refused by the server"))
-        return ok, bad, len(server.paths("send")) - n_before
-    ok, bad, attempts = asyncio.run(go())
+        with pytest.raises(Undeliverable) as refused:
+            await gw["deliver"](reply(ALICE, "refused by the server"))
+        return ok, refused.value, len(server.paths("send")) - n_before
+    ok, refused, attempts = asyncio.run(go())
     assert ok is True and sent_texts(server) == ["after three failures"], server.sent
-    assert bad is False and attempts == 1, (bad, attempts)
-    assert any("scripted 400" in r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR)
+    assert attempts == 1, f"a 400 was tried {attempts} times"
+    assert "scripted 400" in str(refused), refused
 
 
-def test_a_send_to_a_server_that_stays_down_gives_up_without_raising(caplog):
+def test_a_reply_to_a_server_that_stays_down_is_left_to_the_hub_to_keep():
     async def go():
         gw = sig.make_signal(section(f"http://127.0.0.1:{free_port()}"), {})
-        return await gw["deliver"](reply(ALICE, "nobody listens"))
-    assert asyncio.run(go()) is False
-    assert any("could not send" in r.getMessage() for r in caplog.records)
+        with pytest.raises(sig.SignalUnreachable) as e:
+            await gw["deliver"](reply(ALICE, "nobody listens"))
+        return e.value
+    e = asyncio.run(go())
+    assert isinstance(e, ConnectionError) and f"{sig.SEND_ATTEMPTS} tries" in str(e), e
+
+
+def test_replies_sent_while_the_server_fails_longer_than_its_tries_are_kept_and_sent_later(env, server):
+    """The server answers 500 to more sends than the gateway tries: the hub
+    keeps the replies and sends them, in order, once the server takes them."""
+    failing = 2 * sig.SEND_ATTEMPTS
+    server.fail("send", "500", failing)
+    for text in ["one", "two", "three"]:
+        server.queue(server.message(ALICE, text))
+
+    async def go():
+        async with daemon(env, server.url) as hub:
+            service = asyncio.create_task(hub.outbox_service(every=0.05))
+            await until(lambda: len(server.sent) == 3, 30)
+            service.cancel()
+            return env["store"].query("SELECT state, count(*) FROM outbox GROUP BY state")
+    outbox = asyncio.run(go())
+    assert sent_texts(server) == ["echo: one", "echo: two", "echo: three"], server.sent
+    assert len(server.paths("send")) >= failing + 3, "the scripted failures were not all met"
+    assert outbox == [("sent", 3)], outbox
 
 
 @settings(max_examples=200, deadline=None)

@@ -5,7 +5,7 @@
         requests
         passepartout.proto [kw proto-get]
         passepartout.config [ConfigError]
-        passepartout.gateway [register-gateway])
+        passepartout.gateway [register-gateway Undeliverable])
 
 (setv log (logging.getLogger "passepartout.gateways.signal"))
 
@@ -449,8 +449,12 @@
 
 ;; ** Sending
 
-(defn :async _send [gw to text]
-  "Send TEXT to TO, in parts; True when every part was accepted."
+(defclass SignalUnreachable [ConnectionError]
+  "A reply the server did not take after every try; it may take it later.")
+
+(defn :async _send-parts [gw to text]
+  "Send TEXT to TO, in parts; raises Undeliverable for a refusal no retry
+   changes, SignalUnreachable when the tries run out."
   (for [part (split-text text)]
     (setv delay (get gw.settings "retry-delay"))
     (for [attempt (range SEND-ATTEMPTS)]
@@ -462,17 +466,26 @@
                                   :timeout #(10 60)))
         (break)
         (except [e #(requests.RequestException SignalError)]
-          (when (or (and (isinstance e SignalError) (not e.retry))
-                    (= attempt (- SEND-ATTEMPTS 1)))
-            (.error log "signal: could not send to %s: %s" to e)
-            (return False))
+          (when (and (isinstance e SignalError) (not e.retry))
+            (raise (Undeliverable f"signal: the server refused a message to {to}: {e}") :from e))
+          (when (= attempt (- SEND-ATTEMPTS 1))
+            (raise (SignalUnreachable f"signal: could not send to {to} after {SEND-ATTEMPTS} tries: {e}") :from e))
           (.warning log "signal: sending to %s failed (attempt %d): %s" to (+ attempt 1) e)
           (await (asyncio.sleep delay))
-          (setv delay (min (* 2 delay) MAX-DELAY))))))
-  True)
+          (setv delay (min (* 2 delay) MAX-DELAY)))))))
+
+(defn :async _send [gw to text]
+  "Send the gateway's own TEXT to TO; True when every part was accepted."
+  (try
+    (await (_send-parts gw to text))
+    True
+    (except [e #(Undeliverable SignalUnreachable)]
+      (.error log "%s" e)
+      False)))
 
 (defn :async signal-deliver [gw reply]
-  "Send the reply signal REPLY to its chat; True when it was sent."
+  "Send the reply signal REPLY to its chat; True when it was sent, False when
+   it is not for sending (a trace, no chat, a number not allowed)."
   (setv payload (or (proto-get reply ':payload) [])
         chat (_identity (proto-get (or (proto-get reply ':source) []) ':chat)))
   (cond
@@ -485,7 +498,8 @@
     (do (.warning log "signal: not sending a reply to %s, who is not on allowed_numbers" chat)
         False)
     True
-    (await (_send gw chat (reply-text payload)))))
+    (do (await (_send-parts gw chat (reply-text payload)))
+        True)))
 
 ;; * Registration
 
