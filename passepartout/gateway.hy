@@ -1,10 +1,10 @@
 ;; * Why
 
-(import asyncio importlib logging queue re threading time uuid
+(import asyncio importlib logging queue re sqlite3 threading time uuid
         passepartout.config [ConfigError]
         passepartout.proto [ProtoError kw proto-get proto-put is-plist]
         passepartout.perceive [normalize-signal reply-signal session-name]
-        passepartout.loop [Runner]
+        passepartout.loop [Runner growing-pause]
         passepartout.task [ends-task]
         passepartout.store [inbox-add inbox-done inbox-pending outbox-add outbox-sent outbox-failed outbox-give-up
                             outbox-pending outbox-expire outbox-untold outbox-sessions])
@@ -113,12 +113,6 @@
   "What a gateway's deliver raises for a reply that no retry will get out (the
    service refused the request as malformed, the person blocked the bot)."
   None)
-
-(defn growing-pause [n [most 60]]
-  "Seconds to wait before try N+1 after N failures in a row: 1, 2, 4, … at most
-   MOST. The hub's retries of a reply, the daemon's restarts of a gateway and
-   a gateway's own retries all wait this way."
-  (min most (** 2 (min 30 (max 0 (- n 1))))))
 
 (defn _gateway-of [source]
   (setv g (proto-get source ':gateway))
@@ -282,7 +276,12 @@
     (when (is None why)
       ;; a crash between the send and this commit sends the reply again at the
       ;; next start: the one window of a reply given twice, kept to one commit
-      (await (.call self.writer outbox-sent id))
+      (try
+        (await (.call self.writer outbox-sent id))
+        (except [e sqlite3.Error]
+          ;; it went out: the step that gave it must not be taken again
+          (.warning log "a reply to %s went out but could not be marked sent (%s); the next start sends it again"
+                    session e)))
       (return True))
     (setv pause (growing-pause (+ attempts 1) 300))
     (.warning log "a reply to %s could not be sent through %s (%s); it is kept and tried again in %s s: %s"

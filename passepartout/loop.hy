@@ -1,6 +1,6 @@
 ;; * The agent loop and its limits
 
-(import asyncio hashlib logging threading time uuid
+(import asyncio hashlib logging sqlite3 threading time uuid
         collections [OrderedDict]
         concurrent.futures [ThreadPoolExecutor]
         passepartout.proto [kw proto-get proto-put proto-merge proto-print]
@@ -318,6 +318,18 @@
 
 ;; * The runner
 
+(defn growing-pause [n [most 60]]
+  "Seconds to wait before try N+1 after N failures in a row: 1, 2, 4, … at most
+   MOST. A step the store could not take, the hub's retries of a reply, the
+   daemon's restarts of a gateway and a gateway's own retries all wait this way."
+  (min most (** 2 (min 30 (max 0 (- n 1))))))
+
+(defn store-unwell [e]
+  "True when E is the store failing to write for a reason that may pass."
+  (and (isinstance e sqlite3.OperationalError)
+       (.startswith (or (getattr e "sqlite_errorname" None) "")
+                    #("SQLITE_FULL" "SQLITE_BUSY" "SQLITE_LOCKED" "SQLITE_IOERR"))))
+
 (defn _abandoned [job]
   "Log what an abandoned step raised, if anything."
   (when (and (not (.cancelled job)) (.exception job))
@@ -335,6 +347,7 @@
           self.busy (set)
           self.sources {}
           self.wakes {}
+          self.store-failures {}
           self.loop None
           self.limit (asyncio.Semaphore concurrency)
           ;; enough threads that steps waiting for a slot, or abandoned in a
@@ -481,19 +494,37 @@
         (for [e emitted]
           (when (stopped-since session mark) (break))
           (await (self._emit e mark)))
+        (.pop self.store-failures session None)
         (except [asyncio.CancelledError] (raise))
         (except [e Exception]
-          (.exception log "step failed on session %s" session)
-          ;; the worker outlives whatever failed, a store that cannot write included
-          (try
-            (await (self._emit (ending (reply-signal signal f"Internal error: {(. (type e) __name__)}: {e}"
-                                                     "error"))))
-            (except [asyncio.CancelledError] (raise))
-            (except [Exception]
-              (.exception log "the error reply to session %s could not be sent either" session))))
+          (if (store-unwell e)
+              (await (self._again-later session signal mark e))
+              (await (self._failed session signal e))))
         (finally
           (.discard self.busy session)
           (.task-done queue)))))
+
+  (defn :async _failed [self session signal e]
+    "Tell SESSION its step failed with E, which ends the task."
+    (.exception log "step failed on session %s" session)
+    (try
+      (await (self._emit (ending (reply-signal signal f"Internal error: {(. (type e) __name__)}: {e}"
+                                               "error"))))
+      (except [asyncio.CancelledError] (raise))
+      (except [Exception]
+        (.exception log "the error reply to session %s could not be sent either" session))))
+
+  (defn :async _again-later [self session signal mark e]
+    "Queue SIGNAL again, first of SESSION's, after a pause: the store could not
+     take what its step wrote (E). Not if the task was stopped meanwhile."
+    (setv n (+ (.get self.store-failures session 0) 1)
+          (get self.store-failures session) n
+          pause (growing-pause n 30))
+    (.warning log "the store could not write a step of %s (%s); it is tried again in %s s" session e pause)
+    (await (asyncio.sleep pause))
+    (if (stopped-since session mark)
+        (.info log "a step of %s waiting for the store was stopped" session)
+        (.put-nowait (get self.queues session) #(-1 (- n) signal None))))
 
   (defn :async close [self]
     "Stop every session worker."

@@ -382,6 +382,40 @@ def test_a_reply_given_up_is_told_on_the_persons_next_message(env):
     assert answer == "echo: hello again"
 
 
+def test_a_step_the_store_would_not_take_is_taken_again_once_it_does(env, caplog):
+    """Another process holds the store's write lock past its busy timeout while
+    a step wants to record its answer: the step is tried again, not failed,
+    and the person gets the one answer once the lock is let go."""
+    holder = sqlite3.connect(env["store"].path, timeout=0, isolation_level=None, check_same_thread=False)
+    locked, calls = [], []
+
+    def complete(request):
+        calls.append(time.monotonic())
+        if not locked:
+            holder.execute("BEGIN EXCLUSIVE")
+            locked.append(time.monotonic())
+        return echo_complete(request)
+
+    env["complete"] = complete
+    rec = Recorder()
+    try:
+        with InProcessDaemon(env, gateways=[rec.gateway()]) as d:
+            assert wait_for(lambda: rec.hub), "the gateway never ran"
+            asyncio.run_coroutine_threadsafe(rec.hub.receive("rec", "u1", said("held up")), d.loop).result(10)
+            assert wait_for(lambda: any("tried again in" in r.getMessage() for r in caplog.records), 20), \
+                "no step was tried again"
+            time.sleep(1.5)
+            holder.execute("ROLLBACK")
+            assert wait_for(lambda: rec.delivered, 30), "the answer never came once the lock was let go"
+            time.sleep(0.3)
+    finally:
+        holder.close()
+    assert rec.texts() == ["echo: held up"], rec.texts()
+    assert len(calls) >= 2, f"the step was not taken again ({len(calls)} model calls)"
+    assert not any("step failed" in r.getMessage() for r in caplog.records), "the step was failed, not retried"
+    assert inbox_count(env["store"]) == 0
+
+
 def test_what_was_pending_is_answered_at_start_in_order(env, caplog):
     caplog.set_level(logging.INFO)
     for i in range(4):
