@@ -10,7 +10,7 @@
         passepartout.hitl [escalate approvals-boot]
         passepartout.sandbox [sandbox-status]
         passepartout.gateway [Hub configured-gateways growing-pause]
-        passepartout.loop [SessionHistories])
+        passepartout.loop [SessionHistories store-unwell])
 
 (setv log (logging.getLogger "passepartout.daemon"))
 
@@ -141,15 +141,38 @@
 
 ;; * The log
 
+(defclass LogFile [logging.handlers.RotatingFileHandler]
+  "The daemon's log file; a write (or flush) that fails is said in one line, once a minute."
+  (setv said-at 0.0)
+  (defn _say [self e]
+    (setv now (time.monotonic))
+    (when (> (- now self.said-at) 60)
+      (setv self.said-at now)
+      (try
+        (.write sys.stderr f"passepartout daemon: the log file {self.baseFilename} cannot be written: {e}\n")
+        (except [Exception] None))))
+  (defn handleError [self record]
+    (self._say (get (sys.exc-info) 1)))
+  (defn flush [self]
+    (try
+      (.flush (super))
+      (except [e OSError]
+        (self._say e))))
+  (defn close [self]
+    (try
+      (.close (super))
+      (except [e OSError]
+        (self._say e)))))
+
 (defn setup-logging [config [settings None]]
   "Log to DATA_DIR/logs/daemon.log (rotated) and warnings to stderr; the handlers added."
   (setv settings (or settings (daemon-settings config))
         folder (/ (Path (get config "data_dir")) "logs"))
   (.mkdir folder :parents True :exist-ok True :mode 0o700)
-  (setv file (logging.handlers.RotatingFileHandler (/ folder "daemon.log")
-                                                   :maxBytes (int (get settings "log_max_bytes"))
-                                                   :backupCount (int (get settings "log_backups"))
-                                                   :encoding "utf-8")
+  (setv file (LogFile (/ folder "daemon.log")
+                      :maxBytes (int (get settings "log_max_bytes"))
+                      :backupCount (int (get settings "log_backups"))
+                      :encoding "utf-8")
         err (logging.StreamHandler sys.stderr)
         root (logging.getLogger))
   (.setFormatter file (logging.Formatter "%(asctime)s %(levelname)s %(name)s: %(message)s"))
@@ -189,8 +212,10 @@
                     (.join "; " (gfor n down f"{n}: {(get states n)}")))
           (.info log "alive: pid %s, %s sessions, %s signals pending" (os.getpid) sessions pending))
       (except [asyncio.CancelledError] (raise))
-      (except [Exception]
-        (.exception log "the heartbeat failed")))
+      (except [e Exception]
+        (if (store-unwell e)
+            (.warning log "the heartbeat could not be written: %s" e)
+            (.exception log "the heartbeat failed"))))
     (await (asyncio.sleep (get settings "heartbeat")))))
 
 ;; * Serving

@@ -62,6 +62,7 @@ class BotAPIServer:
         self.confirmed = 0
         self.sent = defaultdict(list)      # chat -> [message dict], in the order sent
         self.faults = defaultdict(deque)   # method -> faults still to play
+        self.outages = {}                  # method -> (kind, time.monotonic() it ends)
         self._cond = threading.Condition()
         self._update_ids = itertools.count(1000)
         self._message_ids = defaultdict(lambda: itertools.count(1))
@@ -153,6 +154,11 @@ class BotAPIServer:
             for _ in range(times):
                 self.faults[method].append((kind, retry_after))
 
+    def outage(self, method, kind, seconds):
+        """Make every call of METHOD fail as KIND (see fail) for the next SECONDS."""
+        with self._cond:
+            self.outages[method] = (kind, time.monotonic() + seconds)
+
     # * What the bot did
 
     def requests(self, method):
@@ -200,6 +206,9 @@ class BotAPIServer:
             self.calls.append((method, params))
             self.stamps.append(time.monotonic())
             fault = self.faults[method].popleft() if self.faults[method] else None
+            outage = self.outages.get(method)
+            if fault is None and outage and time.monotonic() < outage[1]:
+                fault = (outage[0], 1)
         if fault:
             kind, retry_after = fault
             if kind == "drop":
@@ -294,7 +303,7 @@ class _Refused(Exception):
 
 # * The server in a process of its own
 
-CONTROL = {"message", "edit", "press", "raw", "redeliver", "fail", "requests", "texts", "answered",
+CONTROL = {"message", "edit", "press", "raw", "redeliver", "fail", "outage", "requests", "texts", "answered",
            "wait_answered"}
 
 
@@ -488,8 +497,9 @@ def echo_openai_server():
 
 # * Running the Telegram path
 
-def write_config(folder, server, users, providers="", extra=""):
-    """A config file in FOLDER for a daemon whose Telegram gateway talks to SERVER."""
+def write_config(folder, server, users, providers="", extra="", grace=10):
+    """A config file in FOLDER for a daemon whose Telegram gateway talks to SERVER;
+    GRACE is [daemon] shutdown_grace."""
     folder = Path(folder)
     config = folder / "config.toml"
     config.write_text(f'''
@@ -504,7 +514,7 @@ mode = "off"
 
 [daemon]
 heartbeat = 0.5
-shutdown_grace = 10
+shutdown_grace = {grace}
 
 [gateways.terminal]
 enabled = false
@@ -758,39 +768,26 @@ def judge_acting(server, talk, ledger):
     noted = defaultdict(int)
     for line in lines:
         noted[line] += 1
-    lost = cut_off = unnoted = 0
+    lost = cut_off = unnoted = notices = 0
     for chat, texts in talk.items():
         got = server.texts(chat)
         for t in texts:
-            cut = any("may have done part or all of its work" in g and f"'{t}'" in g for g in got)
-            cut_off += cut
-            if ("echo: " + t) not in got and not cut:
+            told = sum(1 for g in got if "may have done part or all of its work" in g and f"'{t}'" in g)
+            cut_off += told > 0
+            notices += told
+            if ("echo: " + t) not in got and not told:
                 lost += 1
             if ("echo: " + t) in got and noted[t] == 0:
                 unnoted += 1
+    # a notice sent twice (the reply-to-mark window) is counted in duplicated, as an echo would be
     result.update(lost=lost, cut_off=cut_off, run_twice=sum(n - 1 for n in noted.values() if n > 1),
-                  unnoted=unnoted, unexpected=result["unexpected"] - cut_off)
+                  unnoted=unnoted, unexpected=result["unexpected"] - notices)
     return result
 
 
-def run_killed(chats=50, per_chat=20, kill_at=0.4, hold=False, timeout=180.0, acting=False):
-    """The daemon as a process with the real cascade against the echo OpenAI
-    server: killed (-9) once KILL_AT of the answers were sent, every update
-    then redelivered by the Bot API server, and the daemon started again; at the
-    end SIGTERM. With HOLD, the model stops answering at the kill point and the
-    kill waits until every answer given so far is marked done, so that only
-    model calls are in flight when it lands. With ACTING, the model first has
-    each message noted in the workspace's ledger.txt by a shell action, then
-    answers (judged by judge_acting). A dict of judge's counts, the exit status
-    after SIGTERM and the daemon's log."""
-    server = BotAPIServer()
-    model = echo_openai_server()
-    model.acting = acting
-    folder = Path(tempfile.mkdtemp(prefix="passepartout-telegram-kill-"))
-    talk = conversation(chats, per_chat)
-    total = chats * per_chat
-    kill_after = max(1, int(total * kill_at))
-    providers = f'''
+def echo_providers(model):
+    """The [[providers]] table of the echo OpenAI server MODEL."""
+    return f'''
 [[providers]]
 name = "echo"
 model = "openai/echo-model"
@@ -798,7 +795,29 @@ api_base = "{model.url('echo')}"
 api_key_env = "PASSEPARTOUT_TEST_ECHO_KEY"
 timeout = 30
 '''
-    config = write_config(folder, server, list(talk), providers=providers)
+
+
+def run_killed(chats=50, per_chat=20, kill_at=0.4, hold=False, timeout=180.0, acting=False,
+               how=signal.SIGKILL, grace=10):
+    """The daemon as a process with the real cascade against the echo OpenAI
+    server: killed (-9) once KILL_AT of the answers were sent, every update
+    then redelivered by the Bot API server, and the daemon started again; at the
+    end SIGTERM. With HOLD, the model stops answering at the kill point and the
+    kill waits until every answer given so far is marked done, so that only
+    model calls are in flight when it lands. With ACTING, the model first has
+    each message noted in the workspace's ledger.txt by a shell action, then
+    answers (judged by judge_acting). HOW is the signal that stops the first
+    daemon (SIGTERM: it then has GRACE seconds to finish, and is killed if it
+    has not exited 30 s later). A dict of judge's counts, the first daemon's and
+    the second's exit status (after SIGTERM) and the daemon's log."""
+    server = BotAPIServer()
+    model = echo_openai_server()
+    model.acting = acting
+    folder = Path(tempfile.mkdtemp(prefix="passepartout-telegram-kill-"))
+    talk = conversation(chats, per_chat)
+    total = chats * per_chat
+    kill_after = max(1, int(total * kill_at))
+    config = write_config(folder, server, list(talk), providers=echo_providers(model), grace=grace)
     environ = daemon_environ(folder)
     out = open(folder / "daemon.out", "w+")
     procs = []
@@ -814,8 +833,12 @@ timeout = 30
         else:
             server.wait_for(lambda: server.answered() >= kill_after, timeout)
         killed_at = server.answered()
-        os.kill(procs[0].pid, signal.SIGKILL)
-        procs[0].wait(30)
+        os.kill(procs[0].pid, how)
+        try:
+            first = procs[0].wait(30 + grace)
+        except subprocess.TimeoutExpired:
+            procs[0].kill()
+            first = procs[0].wait(30)
         if hold:
             model.gate.set()
         server.redeliver()
@@ -828,7 +851,7 @@ timeout = 30
         code = procs[1].wait(60)
         result = score()
         out.seek(0)
-        result.update(exit=code, total=total, killed_at=killed_at, output=out.read(),
+        result.update(exit=code, first_exit=first, total=total, killed_at=killed_at, output=out.read(),
                       log=_read(folder / "data" / "logs" / "daemon.log"), folder=str(folder),
                       model_calls=model.echoed)
         return result

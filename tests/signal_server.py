@@ -64,6 +64,7 @@ class SignalServer:
         self.returned = []
         self._queue = []
         self._faults = {e: [] for e in ENDPOINTS}
+        self._outages = {}
         self._clock = 1_700_000_000_000
         self._cond = threading.Condition()
         self._httpd = _Server(("127.0.0.1", port), _handler_for(self))
@@ -169,10 +170,19 @@ class SignalServer:
 
     # * Answers
 
+    def outage(self, endpoint, kind, seconds):
+        """Make every request to ENDPOINT fail as KIND for the next SECONDS."""
+        assert endpoint in ENDPOINTS and kind in KINDS, (endpoint, kind)
+        with self._cond:
+            self._outages[endpoint] = (kind, time.monotonic() + seconds)
+
     def _fault(self, endpoint):
         with self._cond:
             faults = self._faults[endpoint]
-            return faults.pop(0) if faults else None
+            if faults:
+                return faults.pop(0)
+            outage = self._outages.get(endpoint)
+            return outage[0] if outage and time.monotonic() < outage[1] else None
 
     def _receive(self, number, query):
         if number != self.account:

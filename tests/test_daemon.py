@@ -451,6 +451,24 @@ def test_services_run_alongside_and_are_cancelled_at_stop(env):
     assert rec.texts() == ["from a service"]
 
 
+def test_a_log_file_on_a_full_disk_is_said_in_one_line_not_a_traceback_per_record(capsys):
+    from passepartout.daemon import LogFile
+    handler = LogFile("/dev/full", encoding="utf-8")
+    log = logging.getLogger("passepartout.test-full-log")
+    log.addHandler(handler)
+    log.propagate = False
+    try:
+        for i in range(5):
+            log.warning("line %d", i)
+    finally:
+        log.removeHandler(handler)
+        handler.close()
+    err = capsys.readouterr().err
+    lines = err.splitlines()
+    assert len(lines) == 1 and "/dev/full cannot be written" in lines[0] and "No space left" in lines[0], err
+    assert "Traceback" not in err, err
+
+
 def test_the_heartbeat_is_in_the_store_and_the_log(env, caplog):
     caplog.set_level(logging.INFO)
     before = time.time()
