@@ -551,6 +551,57 @@
    #("plain event append, per record (before the journal)" plain "µs" "")
    #(f"journal verify, {turns} turns ({said})" took "s" "< 2")])
 
+;; * The causal cone
+
+(defn bench-cone [[sessions 4] [tasks 10]]
+  "Rows (name value unit goal): prompt tokens of the history with the cone
+   against the flat recent history, and own turns left out."
+  (import passepartout.cascade [_litellm-module]
+          passepartout.store [store-open store-path-for]
+          passepartout.journal [journal-append]
+          passepartout.loop [task-history turns-since HISTORY-TURNS])
+  (setv tmp (Path (tempfile.mkdtemp :prefix "passepartout-bench-cone-"))
+        cone-tokens []
+        flat-tokens []
+        missing 0)
+  (defn tokens [messages]
+    (if messages (.token-counter (_litellm-module) :model "gpt-3.5-turbo" :messages messages) 0))
+  (defn listing [s t k]
+    (.join "\n" (gfor i (range 40) f"-rw-r--r-- 1 me me {(* 97 (+ i k))} Nov 24 10:{(% i 60):02} s{s}-t{t}-file-{i}.txt")))
+  (with [store (store-open (store-path-for (/ tmp "cone")))]
+    (defn write [kind session data]
+      (with [_ (.transaction store)]
+        (journal-append store [:event kind :session session :data data])))
+    (defn call [session task own]
+      (setv [cone _] (task-history store session task)
+            flat (cut (lfor [_ _ m] (get (turns-since store session 0) 2) m) (- HISTORY-TURNS) None)
+            shown (sfor m cone (get m "content")))
+      (nonlocal missing)
+      (+= missing (sum (gfor c own :if (not (in c shown)) 1)))
+      (.append cone-tokens (tokens cone))
+      (.append flat-tokens (tokens flat)))
+    (for [t (range tasks)
+          s (range sessions)]
+      (setv session f"bench:{s}"
+            task f"s{s}-t{t}"
+            own [f"what is in folder {t} of {s}?"])
+      (write "input" session [:text (get own 0) :task task])
+      (for [k (range (+ 1 (% (+ s t) 3)))]
+        (call session task own)
+        (setv action [:action :shell :cmd f"ls -l folder-{t}/part-{k}"]
+              result [:status :ok :stdout (listing s t k)])
+        (write "result" session [:action action :result result :task task :step k])
+        (.append own (+ "Result of " (proto-print action) ":\n" (proto-print result))))
+      (call session task own)
+      (write "answer" session [:text f"Folder {t} holds 40 files; the largest is s{s}-t{t}-file-39.txt." :task task])))
+  (setv total-cone (sum cone-tokens)
+        total-flat (sum flat-tokens))
+  [#(f"history tokens per model call, causal cone ({(len cone-tokens)} calls, {sessions} sessions)"
+     (statistics.median cone-tokens) "tokens (median)" "")
+   #("history tokens per model call, flat recent history" (statistics.median flat-tokens) "tokens (median)" "")
+   #("history tokens saved by the causal cone, all calls" (* 100 (- 1 (/ total-cone (max 1 total-flat)))) "%" "≥ 50")
+   #("turns of a task's own thread left out of its cone" missing "" "0")])
+
 ;; * Running them
 
 (defn _print-row [row]
@@ -576,6 +627,7 @@
                (fn [] (bench-harm quick))
                (fn [] (bench-hung-provider (if quick 3 5)))
                (fn [] (bench-journal (if quick 300 2000)))
+               bench-cone
                bench-function-entries
                (fn [] (bench-reply-validators (if quick 3 20)))]]
     (for [row (bench)] (_print-row row)))

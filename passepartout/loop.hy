@@ -17,63 +17,89 @@
 
 (setv log (logging.getLogger "passepartout.loop"))
 
-;; * Memory of a session
+;; * Memory of a session: the task's causal cone
 
 (setv HISTORY-TURNS 20
+      HISTORY-KEEP 120
       HISTORY-KINDS ["input" "answer" "result"])
 
 (defn _turn [e]
+  "#(kind task message) for the event E."
   (setv data (proto-get e ':data [])
-        kind (proto-get e ':kind))
-  (cond
-    (= kind "input")
-    {"role" "user" "content" (str (or (proto-get data ':text) ""))}
-    (= kind "answer")
-    {"role" "assistant" "content" (str (or (proto-get data ':text) ""))}
-    True
-    (with-call {"role" "user"
-                "content" (+ "Result of " (proto-print (proto-get data ':action []))
-                             ":\n" (proto-print (proto-get data ':result [])))}
-               (proto-get data ':call))))
+        kind (proto-get e ':kind)
+        task (proto-get data ':task))
+  #(kind (if (is task None) None (str task))
+    (cond
+      (= kind "input")
+      {"role" "user" "content" (str (or (proto-get data ':text) ""))}
+      (= kind "answer")
+      {"role" "assistant" "content" (str (or (proto-get data ':text) ""))}
+      True
+      (with-call {"role" "user"
+                  "content" (+ "Result of " (proto-print (proto-get data ':action []))
+                               ":\n" (proto-print (proto-get data ':result [])))}
+                 (proto-get data ':call)))))
 
-(defn _turns-since [store session since]
-  "The id of the newest turn of SESSION after the id SINCE, and the last
-   HISTORY-TURNS of those turns."
+(defn turns-since [store session since]
+  "#(newest n turns): the id of the newest turn of SESSION after the id
+   SINCE, how many turns came after SINCE, and the last HISTORY-KEEP of them."
   (setv new (events store :session session :kinds HISTORY-KINDS :since-id since
-                    :limit HISTORY-TURNS :latest True))
-  #((if new (proto-get (get new -1) ':id) since)
-    (lfor e new
-          :if (!= (proto-get (proto-get e ':data []) ':by) "fallback")
-          (_turn e))))
+                    :limit HISTORY-KEEP :latest True)
+        turns (lfor e new
+                    :if (!= (proto-get (proto-get e ':data []) ':by) "fallback")
+                    (_turn e)))
+  (when (< (len new) HISTORY-KEEP)
+    (return #((if new (proto-get (get new -1) ':id) since) (len new) turns)))
+  (setv newest (proto-get (get new -1) ':id)
+        kinds (.join ", " (* ["?"] (len HISTORY-KINDS))))
+  #(newest
+    (get (.query store f"SELECT count(*) FROM events WHERE session = ? AND id > ? AND id <= ? AND kind IN ({kinds})"
+                 #(session since newest #* HISTORY-KINDS))
+         0 0)
+    turns))
 
-(defn session-history [store session [histories None]]
-  "The recent turns of SESSION as chat messages, oldest first; HISTORIES, if
-   given, remembers them between calls."
+(defn cone [turns task]
+  "Of TURNS (#(kind task message), oldest first), those TASK depends on, as
+   chat messages: its own, and the last HISTORY-TURNS said or answered."
+  (setv kept []
+        said 0)
+  (for [[kind of message] (reversed turns)]
+    (cond
+      (and task (= of task)) (.append kept message)
+      (and (!= kind "result") (< said HISTORY-TURNS)) (do (+= said 1)
+                                                          (.append kept message))))
+  (lfor m (reversed kept) (dict m)))
+
+(defn task-history [store session task [histories None]]
+  "#(messages size): the turns of SESSION that TASK depends on, as chat
+   messages, oldest first, and how many turns the session has. HISTORIES, if
+   given, remembers the session's turns between calls."
   (if (is histories None)
-      (list (get (_turns-since store session 0) 1))
-      (.turns histories store session)))
+      (do (setv [_ size turns] (turns-since store session 0))
+          #((cone turns task) size))
+      (.cone histories store session task)))
 
 (defclass SessionHistories []
   "The recent turns of the sessions served last, each with the id of the
-   newest event it includes."
+   newest event it includes and how many turns its session has."
 
   (defn __init__ [self [sessions 1000]]
     (setv self.known (OrderedDict)
           self.sessions sessions
           self.lock (threading.Lock)))
 
-  (defn turns [self store session]
+  (defn cone [self store session task]
     (with [self.lock]
-      (setv [last turns] (.get self.known session #(0 []))))
-    (setv [newest new] (_turns-since store session last)
-          turns (cut (+ turns new) (- HISTORY-TURNS) None))
+      (setv [last size turns] (.get self.known session #(0 0 []))))
+    (setv [newest n new] (turns-since store session last)
+          size (+ size n)
+          turns (cut (+ turns new) (- HISTORY-KEEP) None))
     (with [self.lock]
-      (setv (get self.known session) #(newest turns))
+      (setv (get self.known session) #(newest size turns))
       (.move-to-end self.known session)
       (while (> (len self.known) self.sessions)
         (.popitem self.known :last False)))
-    ;; copies: a model client may add to the messages it is given
-    (lfor t turns (dict t))))
+    #((cone turns task) size)))
 
 ;; * What a step writes
 
@@ -212,8 +238,8 @@
         payload (proto-get signal ':payload)
         tool-result (= (sensor-of signal) "tool-result")
         state (task-state signal)
-        histories (.get env "histories")
-        history (session-history (get env "store") session histories)
+        [history size] (task-history (get env "store") session (proto-get state ':task) (.get env "histories"))
+        figures (_cone-figures history size)
         interrupted (cut-off (get env "store") signal state))
   (when interrupted
     (return (_then writes (finish signal state (cut-off-text interrupted) "notice"))))
@@ -238,11 +264,17 @@
         state (proto-merge state [:usage (usage-add spent-before spent) :refused refused]))
   ;; the context the gates saw goes with their decisions, so that replay judges alike
   (.event writes "outcome" session (proto-merge outcome [:task (proto-get state ':task)
-                                                         :context (context-data ctx)]))
+                                                         :context (context-data ctx)
+                                                         :cone figures]))
   ;; stopped while the model thought: its cost is counted, its answer dropped
   (when (_stopped ctx)
     (return []))
   (+ (_decisions signal outcome v) (_next signal env ctx writes outcome v state repeated)))
+
+(defn _cone-figures [history size]
+  "(:turns K :history N :compression C) for a model given HISTORY of a session of SIZE turns."
+  (setv k (len history))
+  [:turns k :history size :compression (if (> size 0) (round (- 1 (/ (min k size) size)) 3) 0.0)])
 
 (defn _decisions [signal outcome v]
   "One line per proposal a gate refused on the way to OUTCOME (a refusal lists them itself)."

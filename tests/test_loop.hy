@@ -84,6 +84,56 @@
   (for [k ["input" "outcome" "result" "answer"]]
     (assert (in k kinds) f"{k} missing from {kinds}")))
 
+;; * The causal cone
+
+(defn contents [request]
+  (lfor m (proto-get request ':messages) (str (get m "content"))))
+
+(defn test-a-task-sees-its-own-thread-and-the-conversation-not-earlier-results [env]
+  (setv requests (scripted env ["(:action :shell :cmd \"echo first-result-XYZ\" :explanation \"look\")"
+                                "(:action :message :text \"the first task is done\")"
+                                "(:action :shell :cmd \"echo second-result-QRS\" :explanation \"look\")"
+                                "(:action :message :text \"the second task is done\")"]))
+  (run-task env (user-says "first question"))
+  (run-task env (user-says "second question"))
+  (expect (len requests) 4 "model calls")
+  ;; the second task's second call: the conversation, its own input and its own result
+  (setv seen (.join "\n" (contents (get requests 3))))
+  (for [want ["first question" "the first task is done" "second question" "second-result-QRS"]]
+    (assert (in want seen) f"{want !r} is not in what the model was given: {seen}"))
+  (assert (not (in "first-result-XYZ" seen)) f"an earlier task's result is in the cone: {seen}")
+  ;; the first task's second call saw its own result
+  (assert (in "first-result-XYZ" (.join "\n" (contents (get requests 1)))) "a task's own result is left out")
+  ;; each model call's outcome records what the cone left out
+  (setv cones (lfor e (events (get env "store") :kind "outcome" :session "test:t1")
+                    (proto-get (proto-get e ':data) ':cone)))
+  (expect (lfor c cones (proto-get c ':history)) [0 2 3 5] "the session's turns at each call")
+  (expect (lfor c cones (proto-get c ':turns)) [0 2 2 4] "the turns given at each call")
+  (expect (proto-get (get cones 3) ':compression) 0.2 "the last call's compression"))
+
+(defn test-two-interleaved-sessions-each-see-only-their-own-past [env]
+  (setv requests (scripted env ["(:action :message :text \"noted\")"]))
+  (for [[chat text] [["a" "alpha one"] ["b" "bravo one"] ["a" "alpha two"] ["b" "bravo two"]]]
+    (run-task env (user-says text chat)))
+  (setv [_ _ a2 b2] (lfor r requests (.join "\n" (contents r))))
+  (assert (and (in "alpha one" a2) (not (in "bravo" a2))) f"session a saw: {a2}")
+  (assert (and (in "bravo one" b2) (not (in "alpha" b2))) f"session b saw: {b2}"))
+
+(defn test-the-cone-keeps-the-last-turns-of-a-long-conversation [env]
+  (import passepartout.loop [HISTORY-TURNS])
+  (setv requests (scripted env ["(:action :message :text \"ok\")"]))
+  (for [i (range (+ HISTORY-TURNS 5))]
+    (run-task env (user-says f"message number {i}")))
+  (setv given (contents (get requests -1)))
+  (setv said (lfor c given :if (.startswith c "message number") c))
+  (assert (in f"message number {(- (+ HISTORY-TURNS 5) 2)}" said) f"the last exchange is missing: {said}")
+  (assert (not (in "message number 0" said)) f"the oldest turn is still given: {said}")
+  (expect (proto-get (proto-get (get (events (get env "store") :kind "outcome" :session "test:t1" :latest True :limit 1) 0)
+                                ':data) ':cone)
+          [:turns HISTORY-TURNS :history (* 2 (+ HISTORY-TURNS 4)) :compression
+           (round (- 1 (/ HISTORY-TURNS (* 2 (+ HISTORY-TURNS 4)))) 3)]
+          "the last call's cone"))
+
 ;; * The agent loop's limits
 
 (defn test-the-step-budget-ends-a-task [env]
