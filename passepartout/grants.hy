@@ -7,7 +7,8 @@
         passepartout.workspace [resolve-path]
         passepartout.shell [analyse judge-command]
         passepartout.shell :as shell
-        passepartout.store [event-append data-print data-read]
+        passepartout.store [data-print data-read]
+        passepartout.journal [journal-event]
         passepartout.hitl-binding [policy-version]
         passepartout.hitl-store [approvals-config _when]
         passepartout.hitl-voting [_result _voters])
@@ -109,9 +110,9 @@
                                 VALUES (?, ?, ?, ?, ?, ?, ?)"
                           #(session (data-print scope) policy now (+ now (* 60 minutes)) who approval))
                 lastrowid))
-    (event-append store "approval" session [:event "grant-created" :grant id :scope scope
-                                            :minutes minutes :who who :approval approval]
-                  :ts now))
+    (journal-event store "approval" session [:event "grant-created" :grant id :scope scope
+                                             :minutes minutes :who who :approval approval]
+                   :ts now))
   id)
 
 (defn active-grants [store session now]
@@ -155,7 +156,7 @@
                                #(now who id))
                      rowcount))
           (when (= n 1)
-            (event-append store "approval" owner [:event "grant-revoked" :grant id :who who] :ts now)))
+            (journal-event store "approval" owner [:event "grant-revoked" :grant id :who who] :ts now)))
         (_result True f"Revoked grant #{id}."))))
 
 (defn grants-text [env session]

@@ -7,8 +7,9 @@
         passepartout.context [make-context context-limit]
         passepartout.perceive [reply-signal]
         passepartout.act [act]
-        passepartout.store [event-append data-print kv-get kv-put kv-delete
+        passepartout.store [data-print kv-get kv-put kv-delete
                             notice-add notices-waiting notice-delivered]
+        passepartout.journal [journal-event]
         passepartout.task [task-state after-action ending write-records]
         passepartout.hitl-binding [action-hash binding-of binding-problem policy-version
                                    script-files _floor-problem]
@@ -129,7 +130,7 @@
   (when why
     (setv text f"Approval {code} was approved but not run: {why}. Its task has ended; ask again if it is still wanted.")
     (_fail store approval "approved" why now)
-    (event-append store "answer" asked-in [:text text :task (proto-get (proto-get approval ':task) ':task)] :ts now)
+    (journal-event store "answer" asked-in [:text text :task (proto-get (proto-get approval ':task) ':task)] :ts now)
     (return (_result False text (+ emitted (if here [] [(ending (reply-signal origin text "notice"))])))))
   (with [conn (.transaction store)]
     (setv n (. (.execute conn "UPDATE approvals SET state = 'executing', executor = ?
@@ -160,9 +161,9 @@
 (defn _run-granted [signal action outcome ctx store grant now]
   (setv session (proto-get signal ':session)
         gid (proto-get grant ':id))
-  (event-append store "approval" session [:event "grant-used" :grant gid :action action
-                                          :who (identity-of (proto-get signal ':source))]
-                :ts now)
+  (journal-event store "approval" session [:event "grant-used" :grant gid :action action
+                                           :who (identity-of (proto-get signal ':source))]
+                 :ts now)
   (_continue signal action (act action ctx) (_task-of signal outcome) ctx store
              f" (under grant #{gid}, until {(_when (proto-get grant ':expires) now)})"))
 

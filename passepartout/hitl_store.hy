@@ -7,7 +7,8 @@
         passepartout.config [ConfigError config-defaults]
         passepartout.perceive [reply-signal]
         passepartout.budget [usage-add]
-        passepartout.store [event-append data-print data-read notice-add]
+        passepartout.store [data-print data-read notice-add]
+        passepartout.journal [journal-event]
         passepartout.task [task-state]
         passepartout.hitl-binding [binding-of])
 
@@ -105,11 +106,11 @@
   (when rows (_approval (get rows 0))))
 
 (defn _event [store what approval who now [more None]]
-  (event-append store "approval" (proto-get approval ':session)
-                (+ [:event what :approval (proto-get approval ':id) :code (proto-get approval ':code)
-                    :who who]
-                   (or more []))
-                :ts now))
+  (journal-event store "approval" (proto-get approval ':session)
+                 (+ [:event what :approval (proto-get approval ':id) :code (proto-get approval ':code)
+                     :who who :task (proto-get (or (proto-get approval ':task) []) ':task)]
+                    (or more []))
+                 :ts now))
 
 ;; * Time and words
 
@@ -204,8 +205,8 @@
               text (+ f"Approval {(proto-get a ':code)} expired at {(_when (proto-get a ':expires) now)} with no answer: "
                       f"{(_shown (proto-get a ':action) 300)} was not run, and its task has ended."))
         (_event store "expired" a "expiry" now)
-        (event-append store "answer" (proto-get a ':session)
-                      [:text text :task (proto-get (proto-get a ':task) ':task)] :ts now)
+        (journal-event store "answer" (proto-get a ':session)
+                       [:text text :task (proto-get (proto-get a ':task) ':task)] :ts now)
         (.append out (reply-signal (_origin a) text "notice"))
         (notice-add store (get out -1) now))))
   out)
@@ -223,9 +224,9 @@
                     rowcount))
         (setv a (get-approval store id))
         (_event store "withdrawn" a who now)
-        (event-append store "answer" session
-                      [:text f"Approval {(proto-get a ':code)} was withdrawn by /stop; its action was not run."
-                       :task (proto-get (proto-get a ':task) ':task)] :ts now)
+        (journal-event store "answer" session
+                       [:text f"Approval {(proto-get a ':code)} was withdrawn by /stop; its action was not run."
+                        :task (proto-get (proto-get a ':task) ':task)] :ts now)
         (.append codes (proto-get a ':code)))))
   codes)
 
@@ -275,8 +276,8 @@
             text f"Approval {(proto-get a ':code)}: {why}. Its task has ended.")
       (with [_ (.transaction store)]
         (when (_fail store a state why now)
-          (event-append store "answer" (proto-get a ':session)
-                        [:text text :task (proto-get (proto-get a ':task) ':task)] :ts now)
+          (journal-event store "answer" (proto-get a ':session)
+                         [:text text :task (proto-get (proto-get a ':task) ':task)] :ts now)
           (.append out (reply-signal (_origin a) text "notice"))
           (notice-add store (get out -1) now)))))
   out)

@@ -3,7 +3,7 @@
 (import passepartout.proto [kw proto-get]
         passepartout.context [context-runtime]
         passepartout.perceive [reply-signal]
-        passepartout.store [event-append]
+        passepartout.journal [journal-event]
         passepartout.task [ending]
         passepartout.hitl-store [approvals-config expire-due find-approval get-approval
                                  pending-approvals _event _executor _origin _shown _when])
@@ -174,8 +174,8 @@
         text (+ f"Approval {code} was denied by {(proto-get approval ':decided-by)}"
                 (if note f" ({note})" "")
                 f": {(_shown (proto-get approval ':action) 300)} was not run, and its task has ended."))
-  (event-append store "answer" (proto-get approval ':session)
-                [:text text :task (proto-get (proto-get approval ':task) ':task)] :ts now)
+  (journal-event store "answer" (proto-get approval ':session)
+                 [:text text :task (proto-get (proto-get approval ':task) ':task)] :ts now)
   (cond (= session (proto-get approval ':session)) (_result True text emitted)
         (is session None)
         (+ (_result True f"Denied {code}." (+ emitted [(ending (reply-signal origin text "notice"))]))

@@ -68,6 +68,10 @@
               (+ row #((row-hash row)))))
   id)
 
+(defn journal-event [store kind session data [ts None]]
+  "Append an event of KIND in SESSION carrying the plist DATA as a turn; its id."
+  (journal-append store [:event kind :session session :data data] :ts ts))
+
 ;; * Verifying
 
 (defn journal-rows [store [session None] [since-id 0] [since-ts None]]

@@ -303,8 +303,9 @@
     (_then writes (finish signal state (+ "No model could answer: " (str (proto-get outcome ':reason)))
                           "error"))
     (= v "escalate")
-    ((.get env "escalate" _not-approvable) signal (proto-get outcome ':action)
-                                           (proto-merge outcome [:task-state state]) ctx env)
+    (do (.flush writes)
+        ((.get env "escalate" _not-approvable) signal (proto-get outcome ':action)
+                                               (proto-merge outcome [:task-state state]) ctx env))
     True
     (_carry-out signal env ctx writes outcome state)))
 

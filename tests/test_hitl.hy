@@ -204,6 +204,22 @@
   (setv times (lfor e (events (get env "store") :kind "approval") (- (proto-get e ':ts) start)))
   (expect times [0.0 5.0 5.0 5.0 5.0] "event times, from the question"))
 
+(defn test-an-approval-asked-and-answered-is-in-the-journal-as-turns-of-its-task [env]
+  (import passepartout.journal [journal-verify])
+  (setv [_ code _] (ask env))
+  (answer env f"/approve {code}")
+  (setv store (get env "store")
+        rows (.query store "SELECT id, kind, turn, task, parents FROM events WHERE kind = 'approval' ORDER BY id")
+        task (get (.query store "SELECT task FROM events WHERE kind = 'input' ORDER BY id LIMIT 1") 0 0))
+  (expect (lfor r rows (get r 2)) ["yield" "yield" "yield" "yield" "yield"] "the approval turns' type")
+  (expect (sfor r rows (get r 3)) #{task} "the task the approval turns belong to")
+  ;; each continues the task's thread: its parent is the task's turn before it
+  (for [[id _ _ _ parents] rows]
+    (setv before (get (.query store "SELECT max(id) FROM events WHERE task = ? AND id < ?" #(task id)) 0 0))
+    (expect parents (str before) f"the parent of approval turn {id}"))
+  (setv v (journal-verify store))
+  (assert (proto-get v ':ok) f"the chain does not verify: {v}"))
+
 ;; * Free text never approves
 
 (defn test-free-text-never-approves [env]
