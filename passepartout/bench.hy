@@ -222,7 +222,10 @@
          (if quick (m.bench-telegram-kill :chats 10 :per-chat 10) (m.bench-telegram-kill))
          (if quick
              (m.bench-telegram-kill-acting :chats 10 :per-chat 10 :trials 1)
-             (m.bench-telegram-kill-acting)))))
+             (m.bench-telegram-kill-acting))
+         (if quick
+             (m.bench-telegram-journal :chats 10 :per-chat 10 :rounds 1)
+             (m.bench-telegram-journal)))))
 
 ;; * The REPL
 

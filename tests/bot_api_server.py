@@ -649,6 +649,37 @@ def bench_telegram(chats=50, per_chat=20):
                     p["total"] / p["seconds"], "messages/s", "")]
 
 
+def bench_telegram_journal(chats=50, per_chat=20, rounds=3):
+    """Figure: the 50 × 20 throughput with every record a turn of the journal,
+    beside the same with records appended as plain events (the store before the
+    journal), ROUNDS runs of each, alternating; medians and their ratio."""
+    import statistics
+    from hy.models import Keyword
+    import passepartout.task as task
+    from passepartout.proto import proto_get
+    from passepartout.store import event_append
+
+    def plain(store, record, ts=None):
+        return event_append(store, str(proto_get(record, Keyword("event"))), proto_get(record, Keyword("session")),
+                            proto_get(record, Keyword("data")) or [], ts=ts)
+
+    journal = task.journal_append
+    with_journal, without = [], []
+    try:
+        for _ in range(rounds):
+            for appender, into in [(journal, with_journal), (plain, without)]:
+                task.journal_append = appender
+                r = run_in_process(chats, per_chat, server_process=True)
+                into.append(r["total"] / r["seconds"])
+    finally:
+        task.journal_append = journal
+    a, b = statistics.median(with_journal), statistics.median(without)
+    name = f"telegram {chats} × {per_chat} throughput"
+    return [(f"{name}, every record a journal turn", a, "messages/s (median)", ""),
+            (f"{name}, records as plain events (before the journal)", b, "messages/s (median)", ""),
+            (f"{name}: what the journal costs", 100 * (1 - a / b), "%", "< 10")]
+
+
 # * The daemon in a thread of this process, for tests
 
 class InProcessDaemon:
