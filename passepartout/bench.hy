@@ -482,7 +482,8 @@
         times []
         cpu [])
   (for [[label found goal] [#("labelled set" (read path) "≥ 95 %")
-                            #("unseen set" (read (/ data "reply_cases_unseen.jsonl")) "")]
+                            #("unseen set" (read (/ data "reply_cases_unseen.jsonl")) "")
+                            #("second unseen set" (read (/ data "reply_cases_unseen2.jsonl")) "")]
         [name [tp fp fn]] (.items (_reply-figures found config))]
     (.append rows #(f"reply validators, {label}: {name} precision ({tp} of {(+ tp fp)} flagged)"
                     (* 100 (/ tp (max 1 (+ tp fp)))) "%" goal))

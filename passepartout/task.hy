@@ -175,7 +175,7 @@
     #((get moved 0) (+ check (get moved 1))))
   (cond
     (= verdict "deliver")
-    (finish signal state text)
+    (with-check (finish signal state text))
     (= verdict "note")
     (with-check (finish signal state (+ text "\n\n" (proto-get review ':note))))
     (= verdict "withhold")

@@ -500,7 +500,7 @@
   (expect seen [["input" "outcome" "intent"]] "the events another process could read while the action ran")
   (expect (text-of (get replies -1)) "done" "the answer")
   (expect (lfor e (events (get env "store") :session "test:t1") (proto-get e ':kind))
-          ["input" "outcome" "intent" "result" "outcome" "answer"] "the events after the task"))
+          ["input" "outcome" "intent" "result" "outcome" "validation" "answer"] "the events after the task"))
 
 ;; * How fast a stop kills
 

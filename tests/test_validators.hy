@@ -176,6 +176,18 @@
   (setv kinds (lfor e (events (get env "store") :session "test:t1") (proto-get e ':kind)))
   (assert (in "validation" kinds) f"no validation round in the store: {kinds}"))
 
+(defn test-a-clean-round-is-a-turn-of-the-journal-too [env]
+  (scripted env [(says "Paris is the capital of France.")])
+  (run-task env (user-says "what is the capital of France?"))
+  (setv rows (.query (get env "store")
+                     "SELECT turn, task, data FROM events WHERE kind = 'validation'"))
+  (expect (len rows) 1 "validation rounds recorded")
+  (setv [turn task data] (get rows 0))
+  (expect turn "thought" "the round's turn type")
+  (assert task "the round belongs to no task")
+  (assert (in ":verdict :deliver" data) f"the round's record: {data}")
+  (assert (in ":findings ()" data) f"the round's record: {data}"))
+
 (defn test-an-ignored-correction-delivers-the-second-answer-with-a-note [env]
   (setv requests (scripted env [(says CLAIM)])
         replies (run-task env (user-says "make me a notes file")))
