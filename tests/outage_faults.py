@@ -51,6 +51,32 @@ def _stop(proc, wait=60):
         return proc.wait(10)
 
 
+def _clean_up(proc, out, model, server, folder):
+    if proc.poll() is None:
+        proc.kill()
+    out.close()
+    model.gate.set()
+    model.stop()
+    server.stop()
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _caught_up(score, back, wait):
+    """Wait up to WAIT s until SCORE() has nothing lost; the seconds from BACK
+    (when the service came back) to then, and SCORE() a second later, when a
+    duplicate would have arrived."""
+    _wait_until(lambda: score()["lost"] == 0, wait)
+    caught_up = time.monotonic()
+    time.sleep(1.0)
+    return max(0.0, caught_up - back), score()
+
+
+def _wait_until(predicate, timeout):
+    deadline = time.monotonic() + timeout
+    while not predicate() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def _tail(path, n=3000):
     try:
         return Path(path).read_text()[-n:]
@@ -79,20 +105,12 @@ def telegram_send_outage(seconds=60.0, chats=10, per_chat=10, timeout=600.0):
         server.outage("sendMessage", "500", seconds)
         back = time.monotonic() + seconds
         say_all(server, {c: t[half:] for c, t in talk.items()})
-        server.wait_for(lambda: judge(server, talk)["lost"] == 0, seconds + timeout)
-        caught_up = time.monotonic()
-        time.sleep(1.0)  # what a duplicate would need to arrive
-        result = judge(server, talk)
-        result.update(catch_up=max(0.0, caught_up - back), total=chats * per_chat, exit=_stop(proc),
+        catch_up, result = _caught_up(lambda: judge(server, talk), back, seconds + timeout)
+        result.update(catch_up=catch_up, total=chats * per_chat, exit=_stop(proc),
                       failed_sends=sum(1 for _ in server.requests("sendMessage")) - server.answered())
         return result
     finally:
-        if proc.poll() is None:
-            proc.kill()
-        out.close()
-        model.stop()
-        server.stop()
-        shutil.rmtree(folder, ignore_errors=True)
+        _clean_up(proc, out, model, server, folder)
 
 
 # * Signal: /v2/send fails for a while
@@ -137,20 +155,12 @@ def signal_send_outage(seconds=60.0, messages=100, timeout=600.0):
         server.outage("send", "500", seconds)
         back = time.monotonic() + seconds
         server.queue(*[server.message(who, t) for who, t in said[half:]])
-        server.wait_for(lambda: score()["lost"] == 0, seconds + timeout)
-        caught_up = time.monotonic()
-        time.sleep(1.0)
-        result = score()
-        result.update(catch_up=max(0.0, caught_up - back), total=messages, exit=_stop(proc),
+        catch_up, result = _caught_up(score, back, seconds + timeout)
+        result.update(catch_up=catch_up, total=messages, exit=_stop(proc),
                       failed_sends=len(server.paths("send")) - len(server.sent))
         return result
     finally:
-        if proc.poll() is None:
-            proc.kill()
-        out.close()
-        model.stop()
-        server.stop()
-        shutil.rmtree(folder, ignore_errors=True)
+        _clean_up(proc, out, model, server, folder)
 
 
 # * The disk fills up
@@ -217,12 +227,9 @@ def disk_full(seconds=10.0, chats=10, per_chat=12, size_mb=64, timeout=300.0):
         time.sleep(max(0.0, full_at + seconds - time.monotonic()))
         filler.unlink()
         freed = time.monotonic()
-        server.wait_for(lambda: judge(server, talk)["lost"] == 0, timeout)
-        caught_up = time.monotonic()
-        time.sleep(1.0)
-        result = judge(server, talk)
+        catch_up, result = _caught_up(lambda: judge(server, talk), freed, timeout)
         texts = [t for c in talk for t in server.texts(c)]
-        result.update(catch_up=caught_up - freed, filled_mb=round(filled / 2 ** 20, 1),
+        result.update(catch_up=catch_up, filled_mb=round(filled / 2 ** 20, 1),
                       answered_while_full=answered_while_full, total=chats * per_chat,
                       errors=sum("Internal error" in t for t in texts),
                       silent_chats=sum(1 for c in talk if not any(("echo: " + t) in server.texts(c)
@@ -231,13 +238,7 @@ def disk_full(seconds=10.0, chats=10, per_chat=12, size_mb=64, timeout=300.0):
                       log=_tail(folder / "daemon.out", 6000))
         return result
     finally:
-        if proc.poll() is None:
-            proc.kill()
-        out.close()
-        model.gate.set()
-        model.stop()
-        server.stop()
-        shutil.rmtree(folder, ignore_errors=True)
+        _clean_up(proc, out, model, server, folder)
 
 
 # * SIGTERM with a short grace

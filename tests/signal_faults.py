@@ -29,7 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 import hy  # noqa: F401
-from bot_api_server import daemon_command, echo_complete, echo_openai_server
+from bot_api_server import daemon_command, echo_complete, echo_openai_server, echo_providers
 from signal_server import SignalServer
 
 ACCOUNT = "+15550001111"
@@ -154,13 +154,7 @@ number = "{ACCOUNT}"
 allowed_numbers = {json.dumps([ALICE] + PEOPLE)}
 poll_interval = 0.05
 retry_delay = 0.05
-
-[[providers]]
-name = "echo"
-model = "openai/echo-model"
-api_base = "{model.url('echo')}"
-api_key_env = "PASSEPARTOUT_TEST_ECHO_KEY"
-timeout = 30
+{echo_providers(model)}
 ''')
     return config
 
