@@ -6,6 +6,7 @@
         passepartout.perceive [normalize-signal reply-signal session-name]
         passepartout.loop [Runner growing-pause]
         passepartout.task [ends-task]
+        passepartout.journal [journal-event]
         passepartout.store [inbox-add inbox-done inbox-pending outbox-add outbox-sent outbox-failed outbox-give-up
                             outbox-pending outbox-expire outbox-untold outbox-sessions])
 
@@ -108,6 +109,14 @@
       (with [_ (.transaction self.store)]
         #((write self.store #* args) None))
       (except [e Exception] #(None e)))))
+
+(defn _sent [store id session reply]
+  "Mark the kept reply ID sent, and journal that it reached its person: a
+   turn of the task it ends, when it names one."
+  (setv payload (or (proto-get reply ':payload) []))
+  (outbox-sent store id)
+  (journal-event store "delivered" session [:outbox id :kind (proto-get payload ':kind)
+                                            :task (proto-get payload ':task)]))
 
 (defclass Undeliverable [Exception]
   "What a gateway's deliver raises for a reply that no retry will get out (the
@@ -277,7 +286,7 @@
       ;; a crash between the send and this commit sends the reply again at the
       ;; next start: the one window of a reply given twice, kept to one commit
       (try
-        (await (.call self.writer outbox-sent id))
+        (await (.call self.writer _sent id session reply))
         (except [e sqlite3.Error]
           ;; it went out: the step that gave it must not be taken again
           (.warning log "a reply to %s went out but could not be marked sent (%s); the next start sends it again"

@@ -8,7 +8,7 @@
 ;; * Turn types
 
 (setv TURN-TYPES #("speech" "action" "thought" "yield" "silence")
-      _kind-types {"input" "speech" "answer" "speech" "outcome" "thought"
+      _kind-types {"input" "speech" "answer" "speech" "delivered" "speech" "outcome" "thought"
                    "intent" "action" "result" "action" "approval" "yield"})
 
 (defn turn-type [kind data [given None]]

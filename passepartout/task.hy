@@ -61,8 +61,10 @@
   (bool (proto-get (or (proto-get reply ':payload) []) ':ends-task)))
 
 (defn finish [signal state text [kind "answer"]]
-  "The task of STATE ends with TEXT told to the person: #(signals records)."
-  #([(ending (reply-signal signal text kind))]
+  "The task of STATE ends with TEXT told to the person: #(signals records).
+   The reply names the task, so that its delivery is a turn of the task too."
+  (setv reply (ending (reply-signal signal text kind)))
+  #([(proto-put reply ':payload (proto-put (proto-get reply ':payload) ':task (proto-get state ':task)))]
     [(event-record "answer" (proto-get signal ':session) [:text text :task (proto-get state ':task)])]))
 
 (defn stop [signal state why]

@@ -355,6 +355,21 @@ def test_replies_that_cannot_be_sent_are_kept_and_sent_in_order_when_the_service
     assert rows == [("sent", 3)], rows
 
 
+def test_a_reply_that_went_out_is_a_delivered_turn_of_its_task(env):
+    from passepartout.journal import journal_verify
+    rec = Recorder()
+    with InProcessDaemon(env, gateways=[rec.gateway()]) as d:
+        assert wait_for(lambda: rec.hub), "the gateway never ran"
+        asyncio.run_coroutine_threadsafe(rec.hub.receive("rec", "u1", said("hello")), d.loop).result(10)
+        assert wait_for(lambda: rec.delivered and env["store"].query(
+            "SELECT 1 FROM events WHERE kind = 'delivered'")), "no delivered turn"
+    store = env["store"]
+    (task,), = store.query("SELECT task FROM events WHERE kind = 'input'")
+    rows = store.query("SELECT turn, task, session FROM events WHERE kind = 'delivered'")
+    assert rows == [("speech", task, "rec:1")], (rows, task)
+    assert proto_get(journal_verify(store), K("ok")), journal_verify(store)
+
+
 def test_a_reply_kept_when_the_daemon_stopped_is_sent_at_the_next_start(env):
     flaky = Flaky()
     with InProcessDaemon(env, gateways=[flaky.gateway()]) as d:
@@ -438,6 +453,7 @@ def test_services_run_alongside_and_are_cancelled_at_stop(env):
         await runner.deliver([K("type"), K("reply"), K("session"), "rec:9",
                               K("source"), [K("gateway"), K("rec"), K("chat"), 9],
                               K("payload"), [K("kind"), K("notice"), K("text"), "from a service"]])
+        seen.append("delivered")
         try:
             await asyncio.sleep(3600)
         except asyncio.CancelledError:
@@ -445,9 +461,9 @@ def test_services_run_alongside_and_are_cancelled_at_stop(env):
             raise
 
     with InProcessDaemon(env, gateways=[rec.gateway()], services=[service]) as d:
-        assert wait_for(lambda: rec.delivered)
+        assert wait_for(lambda: "delivered" in seen), seen
     assert d.code == 0
-    assert seen == [True, "cancelled"], seen
+    assert seen == [True, "delivered", "cancelled"], seen
     assert rec.texts() == ["from a service"]
 
 
