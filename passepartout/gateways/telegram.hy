@@ -393,7 +393,11 @@
 (defn :async _refuse [gw key user chat]
   "One short refusal per stranger, and one log line."
   (when (is gw.refused None)
-    (setv gw.refused (set (or (await (asyncio.to-thread kv-get gw.store REFUSED-KEY)) []))))
+    (setv known (set (or (await (asyncio.to-thread kv-get gw.store REFUSED-KEY)) [])))
+    ;; the updates of a batch are handled side by side: another stranger's may
+    ;; have read the list, and added to it, while this one waited
+    (when (is gw.refused None)
+      (setv gw.refused known)))
   (when (and (await (.claim gw.hub "telegram" key "stranger"))
              (not (in user.id gw.refused)))
     (.add gw.refused user.id)
