@@ -266,6 +266,29 @@
 
 (defn proto-print [value]
   "The s-expression text of VALUE; (proto-read (proto-print x)) equals x."
+  (if (isinstance value #(list tuple))
+      (_print-list value)
+      (_print-atom value)))
+
+(defn _print-list [value]
+  ;; the atoms of a list are printed here rather than by a call each: a
+  ;; message is mostly atoms, and printing one is a step of every stage
+  (setv parts [])
+  (for [v value]
+    (.append parts (cond
+                     (isinstance v Keyword)
+                     (if (_keyword-re.match v.name)
+                         (+ ":" v.name)
+                         (_print-atom v))
+                     (isinstance v #(list tuple)) (_print-list v)
+                     (is v True) "true"
+                     (is v False) "false"
+                     (is v None) "nil"
+                     (is (type v) int) (str v)
+                     True (_print-atom v))))
+  (+ "(" (.join " " parts) ")"))
+
+(defn _print-atom [value]
   (cond
     (isinstance value Keyword)
     (if (_keyword-re.match value.name)
@@ -280,8 +303,6 @@
     (if (math.isfinite value)
         (repr value)
         (raise (ProtoError f"cannot print non-finite number {value}")))
-    (isinstance value #(list tuple))
-    (+ "(" (.join " " (map proto-print value)) ")")
     True (raise (ProtoError f"cannot print a {(. (type value) __name__)} as a message"))))
 
 (defn proto-depth [value]
@@ -316,7 +337,7 @@
   ;; Names are compared, not keywords: Keyword's own = is Python code, and a
   ;; scan that calls it on every element (values too) is slower than this loop.
   (when (isinstance plist list)
-    (setv name (. (kw key) name))
+    (setv name (if (isinstance key Keyword) key.name (. (kw key) name)))
     (for [i (range 0 (- (len plist) 1) 2)]
       (setv k (get plist i))
       (when (and (isinstance k Keyword) (= k.name name))
@@ -325,12 +346,12 @@
 
 (defn proto-has [plist key]
   "True when KEY is present in PLIST (even with a nil value)."
-  (setv key (kw key))
+  (setv key (if (isinstance key Keyword) key (kw key)))
   (any (gfor i (range 0 (- (len plist) 1) 2) (= (get plist i) key))))
 
 (defn proto-put [plist key value]
   "A copy of PLIST with KEY set to VALUE (replaced in place, or appended)."
-  (setv key (kw key)
+  (setv key (if (isinstance key Keyword) key (kw key))
         out (list plist))
   (for [i (range 0 (- (len out) 1) 2)]
     (when (= (get out i) key)
