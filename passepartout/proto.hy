@@ -281,6 +281,7 @@
                          (+ ":" v.name)
                          (_print-atom v))
                      (isinstance v #(list tuple)) (_print-list v)
+                     (isinstance v str) (_print-string v)
                      (is v True) "true"
                      (is v False) "false"
                      (is v None) "nil"
