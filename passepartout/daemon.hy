@@ -3,7 +3,7 @@
 (import asyncio fcntl logging logging.handlers os signal sys time
         pathlib [Path]
         passepartout.config [ConfigError load-config ensure-dirs config-secrets config-defaults]
-        passepartout.store [store-open store-path-for store-close inbox-count inbox-prune kv-put]
+        passepartout.store [store-open store-path-for store-close inbox-count inbox-prune kv-put HEARTBEAT-KEY]
         passepartout.proto [proto-get]
         passepartout.skills [load-skills set-immutable-skills]
         passepartout.cascade [make-cascade providers-from-config cascade-complete]
@@ -187,8 +187,6 @@
   [file err])
 
 ;; * The heartbeat
-
-(setv HEARTBEAT-KEY "daemon:heartbeat")
 
 (defn :async _heartbeat [env hub settings started [gateways None]]
   "GATEWAYS, when given, is a function of no arguments: the gateways' states."

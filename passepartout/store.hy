@@ -453,6 +453,8 @@
 
 ;; * Key-value state
 
+(setv HEARTBEAT-KEY "daemon:heartbeat")
+
 (defn kv-get [store key [default None]]
   "The value stored under KEY, or DEFAULT."
   (setv rows (.query store "SELECT value FROM kv WHERE key = ?" #((_name key "a key"))))

@@ -7,7 +7,7 @@
         passepartout.perceive [reply-signal sensor-of]
         passepartout.proto [proto-get]
         passepartout.sandbox [sandbox-summary]
-        passepartout.store [events kv-get])
+        passepartout.store [events kv-get HEARTBEAT-KEY])
 
 (defn said [signal words]
   (setv text (proto-get (proto-get signal ':payload) ':text))
@@ -55,7 +55,7 @@
 (defn _gateways [store now]
   "The gateways' states as the daemon's last heartbeat gave them, when one
    beat lately (the terminal chat has none)."
-  (setv beat (kv-get store "daemon:heartbeat"))
+  (setv beat (kv-get store HEARTBEAT-KEY))
   (when (or (not beat) (> (- now (or (proto-get beat ':time) 0)) 300))
     (return []))
   (setv pairs (list (proto-get beat ':gateways []))
