@@ -224,7 +224,7 @@
              (m.bench-telegram-kill-acting :chats 10 :per-chat 10 :trials 1)
              (m.bench-telegram-kill-acting))
          (if quick
-             (m.bench-telegram-journal :chats 10 :per-chat 10 :rounds 1)
+             (m.bench-telegram-journal :chats 10 :per-chat 10 :rounds 3)
              (m.bench-telegram-journal)))))
 
 ;; * The REPL
