@@ -225,7 +225,7 @@
              (m.bench-telegram-kill-acting))
          (if quick
              (m.bench-telegram-journal :chats 10 :per-chat 10 :rounds 3)
-             (m.bench-telegram-journal)))))
+             (m.bench-telegram-journal :rounds 5)))))
 
 ;; * The REPL
 
