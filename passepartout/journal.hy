@@ -9,7 +9,7 @@
 
 (setv TURN-TYPES #("speech" "action" "thought" "yield" "silence")
       _kind-types {"input" "speech" "answer" "speech" "delivered" "speech" "outcome" "thought"
-                   "intent" "action" "result" "action" "approval" "yield"})
+                   "intent" "action" "result" "action" "approval" "yield" "stop" "silence"})
 
 (defn turn-type [kind data [given None]]
   "The turn type of an event of KIND carrying DATA (GIVEN, when a record names it)."

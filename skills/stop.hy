@@ -4,6 +4,7 @@
 (import passepartout.act [stop-task stop-text]
         passepartout.context [context-runtime]
         passepartout.hitl [withdraw-waiting identity-of]
+        passepartout.journal [journal-event]
         passepartout.perceive [reply-signal sensor-of]
         passepartout.proto [proto-get])
 
@@ -33,7 +34,16 @@
             text (if (= text (stop-text []))
                      (+ "Stopped: " withdrawn)
                      (+ text " Also, " withdrawn))))
+    (_journal-stop signal ctx text)
     [(reply-signal signal text "notice")]))
+
+(defn _journal-stop [signal ctx text]
+  "The stop as a turn of the session's journal: who stopped it, and what they were told."
+  (setv store (context-runtime ctx "store"))
+  (when (is-not store None)
+    (journal-event store "stop" (proto-get signal ':session)
+                   [:who (identity-of (proto-get signal ':source)) :text text]
+                   :ts (proto-get ctx ':now))))
 
 (setv on-stop.immediate is-stop
       on-stop.commands [["/stop" "end the task running here: its command is killed, its model call dropped"]])

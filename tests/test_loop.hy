@@ -447,6 +447,12 @@
   (asyncio.run (main))
   (expect (lfor r delivered (text-of r)) ["Stopped: nothing was running."] "what the person was told"))
 
+(defn test-a-stop-is-a-turn-of-the-journal [env]
+  (run-task env (user-says "/stop" "z"))
+  (setv rows (.query (get env "store") "SELECT turn, session, data FROM events WHERE kind = 'stop'"))
+  (expect (lfor r rows (cut r 0 2)) [#("silence" "test:z")] "the stop's turn")
+  (assert (in "nothing was running" (get rows 0 2)) (get rows 0 2)))
+
 (defn test-a-refused-secret-is-not-echoed [env]
   (setv key "AKIAZ7Q3M4N5P6R7S2TX"
         requests (scripted env [f"(:action :message :text \"the key is {key}\")"]))
