@@ -1,10 +1,12 @@
 ;; * Why
 
-(import os re sqlite3 threading time
+(import logging os re sqlite3 threading time
         contextlib [contextmanager]
         pathlib [Path]
         hy.models [Keyword]
         passepartout.proto [ProtoError proto-get proto-print proto-read proto-depth MAX-DEPTH])
+
+(setv log (logging.getLogger "passepartout.store"))
 
 ;; * The store
 
@@ -269,11 +271,13 @@
     True
     (StoreError f"{path}: the store cannot be used ({e})")))
 
-(defn _used [folder path]
-  "True when FOLDER holds something besides the file PATH and empty folders."
+(defn _used [folder path [besides #()]]
+  "True when FOLDER holds something besides the file PATH, the entries named
+   in BESIDES and empty folders."
   (try
     (for [p (.iterdir folder)]
       (when (and (!= p.name path.name)
+                 (not (in p.name besides))
                  (or (.is-symlink p) (not (.is-dir p)) (any (.iterdir p))))
         (return True)))
     False
@@ -313,6 +317,10 @@
       (raise (StoreError (+ f"{path}: the store is empty (0 bytes), yet {path.parent} has been used, "
                             "so its history, memory and approvals are not in it; restore a backup "
                             "(see passepartout backup), or delete the empty file to start afresh"))))
+    (when (and (not (.exists path))
+               (_used path.parent path #("logs" "run")))
+      (.warning log (+ f"{path}: there is no store, yet {path.parent} has been used; a new, empty one is made. "
+                       "If the old one was lost, stop and restore a backup (see passepartout backup)")))
     (os.close (os.open path (| os.O-RDWR os.O-CREAT) 0o600))
     (setv conn (sqlite3.connect (str path) :timeout 5.0 :isolation-level None
                                 :check-same-thread False))

@@ -115,6 +115,23 @@
     (event-append store "first" None [:n 1])
     (check (len (events store)) 1 "a working store")))
 
+(defn test-a-missing-store-in-a-used-data-dir-is-made-anew-with-a-warning [tmp-path caplog]
+  (setv data (/ tmp-path "data")
+        path (store-path-for data))
+  ;; the logs alone are no sign: a first start writes them before it opens the store
+  (.mkdir (/ data "logs") :parents True)
+  (.write-text (/ data "logs" "daemon.log") "started\n")
+  (with [store (store-open path)])
+  (check (lfor r caplog.records :if (in "has been used" (.getMessage r)) r) [] "a warning on a first start")
+  (.unlink path)
+  (.mkdir (/ data "workspace"))
+  (.write-text (/ data "workspace" "notes.txt") "mine\n")
+  (with [store (store-open path)]
+    (check (len (events store)) 0 "a new, empty store"))
+  (setv said (lfor r caplog.records :if (in "has been used" (.getMessage r)) (.getMessage r)))
+  (check (len said) 1 "warnings")
+  (assert (in "restore a backup" (get said 0)) (get said 0)))
+
 (defn test-a-damaged-page-is-found-at-open [tmp-path]
   (setv path (store-path-for tmp-path))
   (with [store (store-open path)]
