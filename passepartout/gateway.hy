@@ -123,6 +123,22 @@
    service refused the request as malformed, the person blocked the bot)."
   None)
 
+(setv MAX-PIECES-KEPT 1024)
+
+(defn :async send-pieces [sent key pieces send-one]
+  "Send PIECES of one reply in order with (send-one index piece). SENT (a
+   dict, the gateway's own) remembers under KEY how many went out, so that
+   when a piece fails and the hub tries the reply again, the pieces before it
+   are not sent twice; KEY is forgotten once the last piece is out."
+  (setv start (.get sent key 0))
+  (for [[i piece] (enumerate pieces)]
+    (when (>= i start)
+      (await (send-one i piece))
+      (when (>= (len sent) MAX-PIECES-KEPT)
+        (.clear sent))
+      (setv (get sent key) (+ i 1))))
+  (.pop sent key None))
+
 (defn _gateway-of [source]
   (setv g (proto-get source ':gateway))
   (cond (is g None) None

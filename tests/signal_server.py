@@ -87,10 +87,11 @@ class SignalServer:
         with self._cond:
             return list(self._queue)
 
-    def fail(self, endpoint, kind, times=1):
+    def fail(self, endpoint, kind, times=1, after=0):
+        """Make TIMES requests to ENDPOINT fail as KIND, once AFTER more have been answered."""
         assert endpoint in ENDPOINTS and kind in KINDS, (endpoint, kind)
         with self._cond:
-            self._faults[endpoint].extend([kind] * times)
+            self._faults[endpoint].extend([None] * after + [kind] * times)
 
     def paths(self, endpoint=None):
         """The paths requested so far, oldest first."""

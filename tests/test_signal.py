@@ -349,6 +349,24 @@ def test_a_reply_to_a_server_that_stays_down_is_left_to_the_hub_to_keep():
     assert isinstance(e, ConnectionError) and f"{sig.SEND_ATTEMPTS} tries" in str(e), e
 
 
+def test_a_long_reply_tried_again_does_not_send_its_first_parts_twice(server):
+    """The server takes the first part of a long reply and fails the second
+    more often than the gateway tries: the reply is left to the hub, and when
+    it is delivered again only the parts not yet sent go out."""
+    long = "\n\n".join(f"paragraph {i} " + "word " * 300 for i in range(6))
+
+    async def go():
+        gw = sig.make_signal(section(server.url), {})
+        server.fail("send", "500", sig.SEND_ATTEMPTS, after=1)
+        with pytest.raises(sig.SignalUnreachable):
+            await gw["deliver"](reply(ALICE, long))
+        return await gw["deliver"](reply(ALICE, long))
+    assert asyncio.run(go()) is True
+    parts = sig.split_text(long)
+    assert len(parts) >= 3, len(parts)
+    assert sent_texts(server) == parts, [t[:20] for t in sent_texts(server)]
+
+
 def test_replies_sent_while_the_server_fails_longer_than_its_tries_are_kept_and_sent_later(env, server):
     """The server answers 500 to more sends than the gateway tries: the hub
     keeps the replies and sends them, in order, once the server takes them."""

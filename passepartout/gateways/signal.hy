@@ -5,7 +5,7 @@
         requests
         passepartout.proto [kw proto-get]
         passepartout.config [ConfigError]
-        passepartout.gateway [register-gateway Undeliverable])
+        passepartout.gateway [register-gateway send-pieces Undeliverable])
 
 (setv log (logging.getLogger "passepartout.gateways.signal"))
 
@@ -256,7 +256,8 @@
           self.ready False
           self.outage None
           self.delay (get settings "retry-delay")
-          self.strangers (set))))
+          self.strangers (set)
+          self.sent-pieces {})))
 
 (defn _failed [gw what e]
   "Log the failure E of WHAT once per outage; the wait before trying again."
@@ -454,8 +455,9 @@
 
 (defn :async _send-parts [gw to text]
   "Send TEXT to TO, in parts; raises Undeliverable for a refusal no retry
-   changes, SignalUnreachable when the tries run out."
-  (for [part (split-text text)]
+   changes, SignalUnreachable when the tries run out. Parts that went out
+   before a failure are not sent again when the same text is (send-pieces)."
+  (defn :async one [_ part]
     (setv delay (get gw.settings "retry-delay"))
     (for [attempt (range SEND-ATTEMPTS)]
       (try
@@ -464,7 +466,7 @@
                                          "number" gw.number
                                          "recipients" [to]}
                                   :timeout #(10 60)))
-        (break)
+        (return)
         (except [e #(requests.RequestException SignalError)]
           (when (and (isinstance e SignalError) (not e.retry))
             (raise (Undeliverable f"signal: the server refused a message to {to}: {e}") :from e))
@@ -472,7 +474,8 @@
             (raise (SignalUnreachable f"signal: could not send to {to} after {SEND-ATTEMPTS} tries: {e}") :from e))
           (.warning log "signal: sending to %s failed (attempt %d): %s" to (+ attempt 1) e)
           (await (asyncio.sleep delay))
-          (setv delay (min (* 2 delay) MAX-DELAY)))))))
+          (setv delay (min (* 2 delay) MAX-DELAY))))))
+  (await (send-pieces gw.sent-pieces #(to (hash text)) (split-text text) one)))
 
 (defn :async _send [gw to text]
   "Send the gateway's own TEXT to TO; True when every part was accepted."

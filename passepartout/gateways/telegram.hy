@@ -12,7 +12,7 @@
         passepartout.config [ConfigError config-defaults]
         passepartout.proto [kw proto-get]
         passepartout.store [StoreError kv-get kv-put]
-        passepartout.gateway [register-gateway Undeliverable growing-pause])
+        passepartout.gateway [register-gateway send-pieces Undeliverable growing-pause])
 
 (setv log (logging.getLogger "passepartout.gateways.telegram"))
 (warnings.filterwarnings "ignore" :message "Please use 'Bot.send_message'" :category PTBUserWarning)
@@ -202,7 +202,8 @@
           self.ready (asyncio.Lock)
           self.started False
           self.state "starting"
-          self.refused None)
+          self.refused None
+          self.sent-pieces {})
     (when (not self.allowed)
       (.warning log "gateways.telegram.allowed_users is empty: every message will be refused")))
 
@@ -440,12 +441,13 @@
   "Send TEXT to CHAT, cut to the message limit, MARKUP on the last piece.
    Telegram refuses a message of white space only, so such pieces are left out."
   (setv pieces (or (lfor p (split-text text) :if (.strip p) p) ["(no text)"]))
-  (for [[i piece] (enumerate pieces)]
+  (defn :async one [i piece]
     (setv fields {"chat_id" chat "text" piece})
     (when (and markup (= i (- (len pieces) 1)))
       (setv (get fields "reply_markup") markup))
     (await (_call gw "sendMessage"
-                  (fn [] (gw.bot.do-api-request "send_message" :api-kwargs fields))))))
+                  (fn [] (gw.bot.do-api-request "send_message" :api-kwargs fields)))))
+  (await (send-pieces gw.sent-pieces #(chat (hash text)) pieces one)))
 
 ;; ** Delivering
 
