@@ -497,9 +497,10 @@ def echo_openai_server():
 
 # * Running the Telegram path
 
-def write_config(folder, server, users, providers="", extra="", grace=10):
-    """A config file in FOLDER for a daemon whose Telegram gateway talks to SERVER;
-    GRACE is [daemon] shutdown_grace."""
+def write_daemon_config(folder, gateways, grace=10):
+    """A config file in FOLDER for a daemon as a process: its folders in FOLDER,
+    no sandbox, no terminal, GRACE seconds of [daemon] shutdown_grace, and the
+    TOML text GATEWAYS (its gateway sections and providers) after that."""
     folder = Path(folder)
     config = folder / "config.toml"
     config.write_text(f'''
@@ -518,7 +519,15 @@ shutdown_grace = {grace}
 
 [gateways.terminal]
 enabled = false
+{gateways}
+''')
+    return config
 
+
+def write_config(folder, server, users, providers="", extra="", grace=10):
+    """A config file in FOLDER for a daemon whose Telegram gateway talks to SERVER;
+    GRACE is [daemon] shutdown_grace."""
+    return write_daemon_config(folder, f'''
 [gateways.telegram]
 token_env = "PASSEPARTOUT_TEST_BOT_TOKEN"
 api_base = "{server.base_url}"
@@ -526,8 +535,7 @@ allowed_users = {json.dumps(sorted(users))}
 poll_timeout = 1
 {extra}
 {providers}
-''')
-    return config
+''', grace)
 
 
 def daemon_environ(folder):

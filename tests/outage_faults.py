@@ -20,7 +20,6 @@ Run `python tests/outage_faults.py [send|disk|sigterm]` for the figures
 (all three without an argument).
 """
 import errno
-import os
 import random
 import shutil
 import signal
@@ -33,7 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 import hy  # noqa: F401
-from bot_api_server import (BotAPIServer, ServerProcess, conversation, daemon_command, daemon_environ,
+from bot_api_server import (ServerProcess, conversation, daemon_command, daemon_environ,
                             echo_openai_server, echo_providers, judge, run_killed, say_all, start_daemon,
                             write_config)
 import signal_faults
@@ -126,11 +125,8 @@ def signal_send_outage(seconds=60.0, messages=100, timeout=600.0):
     people = signal_faults.PEOPLE
     said = [(people[i % len(people)], f"message {i}") for i in range(messages)]
     half = messages // 2
-    environ = dict(os.environ, HOME=str(folder), PASSEPARTOUT_TEST_ECHO_KEY="sk-loopback-echo-key",
-                   LITELLM_LOCAL_MODEL_COST_MAP="True")
     out = open(folder / "daemon.out", "w+")
-    proc = subprocess.Popen(daemon_command(config), env=environ, stdout=out, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    proc = start_daemon(config, daemon_environ(folder), out)
 
     def got(who):
         return [s["message"] for s in list(server.sent) if s["recipients"] == [who]]

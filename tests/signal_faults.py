@@ -29,7 +29,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 import hy  # noqa: F401
-from bot_api_server import daemon_command, echo_complete, echo_openai_server, echo_providers
+from bot_api_server import (daemon_command, daemon_environ, echo_complete, echo_openai_server, echo_providers,
+                            write_daemon_config)
 from signal_server import SignalServer
 
 ACCOUNT = "+15550001111"
@@ -131,23 +132,7 @@ def receive_window(receives=300, batch=1, quiet=False, folder=None):
 def write_config(folder, server, model):
     """A config in FOLDER for a daemon whose Signal gateway talks to SERVER and
     whose one model is the echo OpenAI server MODEL."""
-    folder = Path(folder)
-    config = folder / "config.toml"
-    config.write_text(f'''
-data_dir = "{folder / 'data'}"
-runtime_dir = "{folder / 'run'}"
-workspace = "{folder / 'workspace'}"
-
-[sandbox]
-mode = "off"
-
-[daemon]
-heartbeat = 0.5
-shutdown_grace = 10
-
-[gateways.terminal]
-enabled = false
-
+    return write_daemon_config(folder, f'''
 [gateways.signal]
 url = "{server.url}"
 number = "{ACCOUNT}"
@@ -156,7 +141,6 @@ poll_interval = 0.05
 retry_delay = 0.05
 {echo_providers(model)}
 ''')
-    return config
 
 
 def run_killed(messages=100, delay=0.1, timeout=120.0):
@@ -169,8 +153,7 @@ def run_killed(messages=100, delay=0.1, timeout=120.0):
     model = echo_openai_server()
     folder = Path(tempfile.mkdtemp(prefix="passepartout-signal-kill-"))
     config = write_config(folder, server, model)
-    environ = dict(os.environ, HOME=str(folder), PASSEPARTOUT_TEST_ECHO_KEY="sk-loopback-echo-key",
-                   LITELLM_LOCAL_MODEL_COST_MAP="True")
+    environ = daemon_environ(folder)
     out = open(folder / "daemon.out", "w+")
     procs = []
     said = [(PEOPLE[i % len(PEOPLE)], f"message {i}") for i in range(messages)]

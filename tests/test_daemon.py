@@ -67,6 +67,13 @@ class Recorder:
     def texts(self):
         return [text_of(r) for r in self.delivered]
 
+    def say(self, daemon, key, text):
+        """Have the hub of DAEMON (an InProcessDaemon running this gateway)
+        receive TEXT under KEY, once the gateway runs."""
+        assert wait_for(lambda: self.hub), "the gateway never ran"
+        asyncio.run_coroutine_threadsafe(self.hub.receive(self.name, key, said(text, gateway=self.name)),
+                                         daemon.loop).result(10)
+
 
 @pytest.fixture
 def env(booted, tmp_path):
@@ -341,9 +348,8 @@ class Flaky(Recorder):
 def test_replies_that_cannot_be_sent_are_kept_and_sent_in_order_when_the_service_is_back(env, caplog):
     flaky = Flaky()
     with InProcessDaemon(env, gateways=[flaky.gateway()]) as d:
-        assert wait_for(lambda: flaky.hub), "the gateway never ran"
         for i in range(3):
-            asyncio.run_coroutine_threadsafe(flaky.hub.receive("rec", f"u{i}", said(f"m{i}")), d.loop).result(10)
+            flaky.say(d, f"u{i}", f"m{i}")
         assert wait_for(lambda: flaky.tries >= 2 and inbox_count(env["store"]) == 0, 20), \
             "the messages were not answered into the outbox"
         assert flaky.delivered == []
@@ -359,8 +365,7 @@ def test_a_reply_that_went_out_is_a_delivered_turn_of_its_task(env):
     from passepartout.journal import journal_verify
     rec = Recorder()
     with InProcessDaemon(env, gateways=[rec.gateway()]) as d:
-        assert wait_for(lambda: rec.hub), "the gateway never ran"
-        asyncio.run_coroutine_threadsafe(rec.hub.receive("rec", "u1", said("hello")), d.loop).result(10)
+        rec.say(d, "u1", "hello")
         assert wait_for(lambda: rec.delivered and env["store"].query(
             "SELECT 1 FROM events WHERE kind = 'delivered'")), "no delivered turn"
     store = env["store"]
@@ -373,8 +378,7 @@ def test_a_reply_that_went_out_is_a_delivered_turn_of_its_task(env):
 def test_a_reply_kept_when_the_daemon_stopped_is_sent_at_the_next_start(env):
     flaky = Flaky()
     with InProcessDaemon(env, gateways=[flaky.gateway()]) as d:
-        assert wait_for(lambda: flaky.hub), "the gateway never ran"
-        asyncio.run_coroutine_threadsafe(flaky.hub.receive("rec", "u1", said("kept")), d.loop).result(10)
+        flaky.say(d, "u1", "kept")
         assert wait_for(lambda: flaky.tries >= 1 and inbox_count(env["store"]) == 0, 20)
     assert flaky.delivered == [] and inbox_count(env["store"]) == 0, "the message was answered, into the outbox"
     back = Recorder()
@@ -386,11 +390,10 @@ def test_a_reply_kept_when_the_daemon_stopped_is_sent_at_the_next_start(env):
 def test_a_reply_given_up_is_told_on_the_persons_next_message(env):
     flaky = Flaky()
     with InProcessDaemon(env, gateways=[flaky.gateway()]) as d:
-        assert wait_for(lambda: flaky.hub), "the gateway never ran"
-        asyncio.run_coroutine_threadsafe(flaky.hub.receive("rec", "u1", said("never mind")), d.loop).result(10)
+        flaky.say(d, "u1", "never mind")
         assert wait_for(lambda: flaky.tries >= 1 and inbox_count(env["store"]) == 0, 20)
         flaky.down = False
-        asyncio.run_coroutine_threadsafe(flaky.hub.receive("rec", "u2", said("hello again")), d.loop).result(10)
+        flaky.say(d, "u2", "hello again")
         assert wait_for(lambda: len(flaky.delivered) == 2, 20), flaky.texts()
     told, answer = flaky.texts()
     assert "1 reply to you could not be delivered" in told and "echo: never mind" in told, told
@@ -415,8 +418,7 @@ def test_a_step_the_store_would_not_take_is_taken_again_once_it_does(env, caplog
     rec = Recorder()
     try:
         with InProcessDaemon(env, gateways=[rec.gateway()]) as d:
-            assert wait_for(lambda: rec.hub), "the gateway never ran"
-            asyncio.run_coroutine_threadsafe(rec.hub.receive("rec", "u1", said("held up")), d.loop).result(10)
+            rec.say(d, "u1", "held up")
             assert wait_for(lambda: any("tried again in" in r.getMessage() for r in caplog.records), 20), \
                 "no step was tried again"
             time.sleep(1.5)

@@ -18,22 +18,11 @@
                            carry-out-answered approvals-served SERVICE-KEY
                            CODE-ALPHABET token-hash _executor]
         passepartout.cli [approvals-on-host]
-        passepartout.bench [bench-approval])
-
-(defn expect [got want [what "value"]]
-  (assert (= got want) f"{what}: expected {want !r}, got {got !r}"))
+        passepartout.bench [bench-approval]
+        steps [expect kind-of text-of is-reply run-task])
 
 (defn has [text part]
   (assert (in part text) f"{part !r} not in {text !r}"))
-
-(defn kind-of [signal]
-  (. (proto-get (proto-get signal ':payload) ':kind) name))
-
-(defn text-of [signal]
-  (proto-get (proto-get signal ':payload) ':text))
-
-(defn is-reply [signal]
-  (= (proto-get signal ':type) (kw "reply")))
 
 ;; * A daemon to talk to
 
@@ -66,15 +55,6 @@
 (defn says [text [user "alice"] [chat "t1"]]
   [:type :event :source [:gateway :test :chat chat :user user]
    :payload [:sensor :user-input :text text]])
-
-(defn run-task [env signal]
-  "Step SIGNAL and every signal it leads to; the replies, in order."
-  (setv queue [signal]
-        replies [])
-  (while queue
-    (for [out (step (.pop queue 0) env)]
-      (if (is-reply out) (.append replies out) (.append queue out))))
-  replies)
 
 (defn ask [env [text "write .env\nKEY=1"] [user "alice"] [chat "t1"]]
   "Have USER in CHAT ask for something the gates escalate; the replies and the code."

@@ -63,6 +63,16 @@ def a_task(store, session="s", task="t1", between=None):
             between()
 
 
+def tamper(path, *statements):
+    """Run STATEMENTS (SQL, or (SQL, params)) on the store at PATH as someone
+    with the file would, outside the program."""
+    conn = sqlite3.connect(path)
+    for st in statements:
+        conn.execute(*((st,) if isinstance(st, str) else st))
+    conn.commit()
+    conn.close()
+
+
 def turns(store):
     return [json.loads(line) for line in journal_export(store)]
 
@@ -110,11 +120,8 @@ def test_an_edited_turn_is_named(home, tmp_path):
     with store_open(path) as store:
         a_task(store)
     # someone with the file drops the trigger and edits what the model proposed
-    conn = sqlite3.connect(path)
-    conn.execute("DROP TRIGGER events_no_update")
-    conn.execute("UPDATE events SET data = replace(data, '\"ls\"', '\"rm -rf /\"') WHERE id = 2")
-    conn.commit()
-    conn.close()
+    tamper(path, "DROP TRIGGER events_no_update",
+           "UPDATE events SET data = replace(data, '\"ls\"', '\"rm -rf /\"') WHERE id = 2")
     r = cli(home, "journal", "verify")
     assert r.returncode == 1 and "turn 2 does not match its hash: it was edited" in r.stdout, (r.stdout, r.stderr)
 
@@ -123,11 +130,7 @@ def test_a_deleted_turn_is_named(home, tmp_path):
     path = store_path_for(tmp_path / "data")
     with store_open(path) as store:
         a_task(store)
-    conn = sqlite3.connect(path)
-    conn.execute("DROP TRIGGER events_no_delete")
-    conn.execute("DELETE FROM events WHERE id = 3")
-    conn.commit()
-    conn.close()
+    tamper(path, "DROP TRIGGER events_no_delete", "DELETE FROM events WHERE id = 3")
     r = cli(home, "journal", "verify")
     assert r.returncode == 1, (r.stdout, r.stderr)
     assert "turn 4 does not link to turn 2: turns before it were removed" in r.stdout, r.stdout
@@ -141,16 +144,12 @@ def test_an_inserted_turn_is_named(home, tmp_path):
         rows = store.query("SELECT id, hash FROM events WHERE turn IS NOT NULL ORDER BY id")
     (id2, hash2), (id3, _) = rows[1], rows[2]
     # a forger deletes the plain event after turn 2 and puts a well-formed turn in its place
-    conn = sqlite3.connect(path)
-    conn.execute("DROP TRIGGER events_no_delete")
-    conn.execute("DELETE FROM events WHERE id = ?", (id2 + 1,))
     row = (id2 + 1, 1.0, "outcome", "s", '(:verdict :allow :task "t1")', "thought", 3, str(id2), "t1",
            "", "", None, None, hash2)
-    conn.execute("INSERT INTO events (id, ts, kind, session, data, turn, clock, parents, task, state_before,"
-                 " state_after, tokens, cost, prev, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                 row + (row_hash(row),))
-    conn.commit()
-    conn.close()
+    tamper(path, "DROP TRIGGER events_no_delete", ("DELETE FROM events WHERE id = ?", (id2 + 1,)),
+           ("INSERT INTO events (id, ts, kind, session, data, turn, clock, parents, task, state_before,"
+            " state_after, tokens, cost, prev, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            row + (row_hash(row),)))
     r = cli(home, "journal", "verify")
     assert r.returncode == 1, (r.stdout, r.stderr)
     assert f"turn {id2 + 1} was inserted: turn {id3} links to the turn before it" in r.stdout, r.stdout

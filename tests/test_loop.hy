@@ -8,55 +8,11 @@
         passepartout.cascade [make-provider]
         passepartout.daemon [boot shutdown]
         passepartout.loop [step Runner]
-        passepartout.store [events])
-
-(defn expect [got want [what "value"]]
-  (assert (= got want) f"{what}: expected {want !r}, got {got !r}"))
-
-(defn kind-of [signal]
-  (. (proto-get (proto-get signal ':payload) ':kind) name))
-
-(defn text-of [signal]
-  (proto-get (proto-get signal ':payload) ':text))
+        passepartout.store [events]
+        steps [expect kind-of text-of symbolic-env user-says scripted run-task])
 
 (defn [pytest.fixture] env [tmp-path]
-  "A booted daemon on a fresh data dir whose only provider is the symbolic one."
-  (setv saved (registry-snapshot)
-        config (/ tmp-path "config.toml"))
-  ;; The loop is tested here, not the sandbox: its shell commands run the same
-  ;; on a machine without bubblewrap, where they would all wait for a person.
-  (.write-text config "[sandbox]\nmode = \"off\"\n")
-  (setv e (boot :config-path (str config)
-                :environ {"PASSEPARTOUT_DATA_DIR" (str (/ tmp-path "data")) "HOME" (str tmp-path)}
-                :providers [(make-provider "symbolic")]))
-  (yield e)
-  (shutdown e)
-  (registry-restore saved))
-
-(defn user-says [text [chat "t1"]]
-  [:type :event :source [:gateway :test :chat chat] :payload [:sensor :user-input :text text]])
-
-(defn scripted [env answers]
-  "Make ENV's cascade answer with ANSWERS in turn (the last one repeats); return the requests."
-  (setv requests []
-        answers (list answers))
-  (defn complete [request]
-    (.append requests request)
-    [:status :ok :provider "script"
-     :text (if (> (len answers) 1) (.pop answers 0) (get answers 0))])
-  (setv (get env "complete") complete)
-  requests)
-
-(defn run-task [env signal]
-  "Step SIGNAL and every signal it leads to; return the replies, in order."
-  (setv queue [signal]
-        replies [])
-  (while queue
-    (for [out (step (.pop queue 0) env)]
-      (if (= (proto-get out ':type) (kw "reply"))
-          (.append replies out)
-          (.append queue out))))
-  replies)
+  (yield :from (symbolic-env tmp-path)))
 
 ;; * A task through the symbolic provider
 

@@ -12,56 +12,14 @@
         passepartout.daemon [boot shutdown]
         passepartout.loop [step Runner]
         passepartout.store [events]
-        passepartout.validators [findings judge])
-
-(defn expect [got want [what "value"]]
-  (assert (= got want) f"{what}: expected {want !r}, got {got !r}"))
-
-(defn kind-of [signal]
-  (. (proto-get (proto-get signal ':payload) ':kind) name))
-
-(defn text-of [signal]
-  (proto-get (proto-get signal ':payload) ':text))
+        passepartout.validators [findings judge]
+        steps [expect kind-of text-of symbolic-env user-says scripted run-task])
 
 (defn [pytest.fixture] env [tmp-path]
-  "A booted daemon on a fresh data dir whose only provider is the symbolic one."
-  (setv saved (registry-snapshot)
-        config (/ tmp-path "config.toml"))
-  (.write-text config "[sandbox]\nmode = \"off\"\n")
-  (setv e (boot :config-path (str config)
-                :environ {"PASSEPARTOUT_DATA_DIR" (str (/ tmp-path "data")) "HOME" (str tmp-path)}
-                :providers [(make-provider "symbolic")]))
-  (yield e)
-  (shutdown e)
-  (registry-restore saved))
-
-(defn user-says [text [chat "t1"]]
-  [:type :event :source [:gateway :test :chat chat] :payload [:sensor :user-input :text text]])
+  (yield :from (symbolic-env tmp-path)))
 
 (defn says [text]
   (+ "(:action :message :text " (proto-print text) ")"))
-
-(defn scripted [env answers]
-  "Make ENV's cascade answer with ANSWERS in turn (the last one repeats); return the requests."
-  (setv requests []
-        answers (list answers))
-  (defn complete [request]
-    (.append requests request)
-    [:status :ok :provider "script"
-     :text (if (> (len answers) 1) (.pop answers 0) (get answers 0))])
-  (setv (get env "complete") complete)
-  requests)
-
-(defn run-task [env signal]
-  "Step SIGNAL and every signal it leads to; return the replies, in order."
-  (setv queue [signal]
-        replies [])
-  (while queue
-    (for [out (step (.pop queue 0) env)]
-      (if (= (proto-get out ':type) (kw "reply"))
-          (.append replies out)
-          (.append queue out))))
-  replies)
 
 (defn last-prompt [request]
   (get (proto-get request ':messages) -1 "content"))
