@@ -167,14 +167,6 @@
     (when (= (proto-get s ':type) (kw "reply"))
       (print (proto-get (proto-get s ':payload) ':text) :flush True))))
 
-(setv _duration-re (re.compile r"(?:for\s+)?([0-9]{1,6})\s*(m|mins?|minutes?|h|hrs?|hours?)\Z" re.I))
-
-(defn _duration [text]
-  "The minutes TEXT (\"30m\", \"2h\") names, or None."
-  (setv m (.match _duration-re (.strip text)))
-  (when m
-    (* (int (.group m 1)) (if (.startswith (.lower (.group m 2)) "h") 60 1))))
-
 (defn _handed-over-text [store approval choice]
   "What the host is told after handing CHOICE on APPROVAL to the daemon."
   (import passepartout.proto [proto-get]
@@ -195,6 +187,7 @@
   (import passepartout.daemon [boot shutdown]
           passepartout.proto [proto-get]
           passepartout.store [notice-add]
+          passepartout.grants [duration-minutes]
           passepartout.hitl [HOST-IDENTITY answer-approval expire-due find-approval
                              pending-text recover])
   (setv env (boot :config-path args.config))
@@ -202,7 +195,7 @@
     (setv store (get env "store")
           action args.action
           duration (getattr args "duration" None)
-          minutes (when duration (_duration duration)))
+          minutes (when duration (duration-minutes duration)))
     (_print-signals (+ (recover store ((get env "clock"))) (expire-due store ((get env "clock")))))
     (cond
       (= action "list")

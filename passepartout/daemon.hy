@@ -3,14 +3,15 @@
 (import asyncio fcntl logging logging.handlers os signal sys time
         pathlib [Path]
         passepartout.config [ConfigError load-config ensure-dirs config-secrets config-defaults]
-        passepartout.store [store-open store-path-for store-close inbox-count inbox-prune kv-put HEARTBEAT-KEY]
+        passepartout.store [store-open store-path-for store-close inbox-count inbox-prune kv-put HEARTBEAT-KEY
+                            store-unwell]
         passepartout.proto [proto-get]
         passepartout.skills [load-skills set-immutable-skills]
         passepartout.cascade [make-cascade providers-from-config cascade-complete]
         passepartout.hitl [escalate approvals-boot]
         passepartout.sandbox [sandbox-status]
-        passepartout.gateway [Hub configured-gateways growing-pause]
-        passepartout.loop [SessionHistories store-unwell])
+        passepartout.gateway [Hub configured-gateways]
+        passepartout.loop [SessionHistories growing-pause])
 
 (setv log (logging.getLogger "passepartout.daemon"))
 

@@ -131,12 +131,17 @@
    when a piece fails and the hub tries the reply again, the pieces before it
    are not sent twice; KEY is forgotten once the last piece is out."
   (setv start (.get sent key 0))
-  (for [[i piece] (enumerate pieces)]
-    (when (>= i start)
-      (await (send-one i piece))
-      (when (>= (len sent) MAX-PIECES-KEPT)
-        (.clear sent))
-      (setv (get sent key) (+ i 1))))
+  (try
+    (for [[i piece] (enumerate pieces)]
+      (when (>= i start)
+        (await (send-one i piece))
+        (when (>= (len sent) MAX-PIECES-KEPT)
+          (.clear sent))
+        (setv (get sent key) (+ i 1))))
+    (except [Undeliverable]
+      ;; given up: it is not tried again, so nothing of it is kept
+      (.pop sent key None)
+      (raise)))
   (.pop sent key None))
 
 (defn _gateway-of [source]

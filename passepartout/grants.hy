@@ -1,6 +1,6 @@
 ;; * Why
 
-(import os
+(import os re
         collections [Counter]
         passepartout.proto [kw proto-get]
         passepartout.act [action-name]
@@ -102,6 +102,15 @@
 
 ;; * Making, finding and revoking grants
 
+(setv _duration-re (re.compile r"(?:for\s+)?([0-9]{1,6})\s*(m|mins?|minutes?|h|hrs?|hours?)\Z" re.I))
+
+(defn duration-minutes [text]
+  "The minutes TEXT (\"30m\", \"for 2 hours\") names, or None: how long a
+   grant asked for with /approve or on the host lasts."
+  (setv m (.match _duration-re (.strip text)))
+  (when m
+    (* (int (.group m 1)) (if (.startswith (.lower (.group m 2)) "h") 60 1))))
+
 (defn add-grant [store session scope now minutes who [approval None]]
   "Grant SCOPE in SESSION for MINUTES; its id."
   (setv policy (policy-version))
@@ -125,13 +134,18 @@
 
 (defn grant-covering [store session action ctx now [decisions None]]
   "The grant of SESSION that covers ACTION, escalated with the gates' DECISIONS, now; or None."
+  ;; most sessions hold no grant: the scope and the policy's hash (which
+  ;; reads every skill file) are worked out only when one is in force
+  (setv rows (.query store "SELECT id, scope, expires, policy FROM grants
+                            WHERE session = ? AND revoked IS NULL AND expires > ?
+                            ORDER BY expires DESC, id"
+                     #(session now)))
+  (when (not rows) (return None))
   (setv scope (grant-scope action ctx decisions))
   (when (is scope None) (return None))
-  (for [[id granted expires] (.query store "SELECT id, scope, expires FROM grants
-                                            WHERE session = ? AND policy = ? AND revoked IS NULL
-                                              AND expires > ? ORDER BY expires DESC, id"
-                                     #(session (policy-version) now))]
-    (when (_covers (data-read granted) scope)
+  (setv policy (policy-version))
+  (for [[id granted expires p] rows]
+    (when (and (= p policy) (_covers (data-read granted) scope))
       (return [:id id :expires expires :scope scope]))))
 
 (defn revoke-grant [env who session id [host False]]

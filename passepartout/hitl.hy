@@ -17,7 +17,7 @@
                                  token-hash get-approval find-approval request-approval
                                  expire-due withdraw-waiting recover approvals-boot
                                  pending-approvals _select _approval _event _when _shown
-                                 _origin _task-of _executor _alive _fail]
+                                 _origin _task-of _executor _alive _fail _told]
         passepartout.hitl-voting [context-env record-answer pending-text
                                   _voters _settled-text _result _grant-minutes]
         passepartout.grants [shell-escalations grant-scope describe-scope add-grant
@@ -130,7 +130,7 @@
   (when why
     (setv text f"Approval {code} was approved but not run: {why}. Its task has ended; ask again if it is still wanted.")
     (_fail store approval "approved" why now)
-    (journal-event store "answer" asked-in [:text text :task (proto-get (proto-get approval ':task) ':task)] :ts now)
+    (_told store approval text now)
     (return (_result False text (+ emitted (if here [] [(ending (reply-signal origin text "notice"))])))))
   (with [conn (.transaction store)]
     (setv n (. (.execute conn "UPDATE approvals SET state = 'executing', executor = ?

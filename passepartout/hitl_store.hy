@@ -1,6 +1,6 @@
 ;; * Why
 
-(import hashlib os re secrets socket time uuid
+(import hashlib os secrets socket time uuid
         pathlib [Path]
         hy.models [Keyword]
         passepartout.proto [kw proto-get proto-print]
@@ -56,8 +56,7 @@
 ;; * Tokens and codes
 
 (setv CODE-ALPHABET "ACDEFHJKMNPRTUVWXY"
-      CODE-LENGTH 6
-      _code-re (re.compile f"[{CODE-ALPHABET}]{{{CODE-LENGTH}}}\\Z"))
+      CODE-LENGTH 6)
 
 (defn new-token []
   "A fresh unguessable token (192 bits, URL-safe)."
@@ -104,6 +103,19 @@
                  (.query store (+ _select "WHERE code = ? ORDER BY state = 'pending' DESC, id DESC LIMIT 1")
                          #(code))))
   (when rows (_approval (get rows 0))))
+
+(defn _told [store approval text now]
+  "Record that the person who asked for APPROVAL was told TEXT: an answer of its task."
+  (journal-event store "answer" (proto-get approval ':session)
+                 [:text text :task (proto-get (or (proto-get approval ':task) []) ':task)] :ts now))
+
+(defn _notice [store approval text now]
+  "_told, and the notice of TEXT stored for the daemon that serves the
+   conversation; the notice's reply signal."
+  (_told store approval text now)
+  (setv reply (reply-signal (_origin approval) text "notice"))
+  (notice-add store reply now)
+  reply)
 
 (defn _event [store what approval who now [more None]]
   (journal-event store "approval" (proto-get approval ':session)
@@ -205,10 +217,7 @@
               text (+ f"Approval {(proto-get a ':code)} expired at {(_when (proto-get a ':expires) now)} with no answer: "
                       f"{(_shown (proto-get a ':action) 300)} was not run, and its task has ended."))
         (_event store "expired" a "expiry" now)
-        (journal-event store "answer" (proto-get a ':session)
-                       [:text text :task (proto-get (proto-get a ':task) ':task)] :ts now)
-        (.append out (reply-signal (_origin a) text "notice"))
-        (notice-add store (get out -1) now))))
+        (.append out (_notice store a text now)))))
   out)
 
 (defn withdraw-waiting [store session who now]
@@ -224,9 +233,7 @@
                     rowcount))
         (setv a (get-approval store id))
         (_event store "withdrawn" a who now)
-        (journal-event store "answer" session
-                       [:text f"Approval {(proto-get a ':code)} was withdrawn by /stop; its action was not run."
-                        :task (proto-get (proto-get a ':task) ':task)] :ts now)
+        (_told store a f"Approval {(proto-get a ':code)} was withdrawn by /stop; its action was not run." now)
         (.append codes (proto-get a ':code)))))
   codes)
 
@@ -276,10 +283,7 @@
             text f"Approval {(proto-get a ':code)}: {why}. Its task has ended.")
       (with [_ (.transaction store)]
         (when (_fail store a state why now)
-          (journal-event store "answer" (proto-get a ':session)
-                         [:text text :task (proto-get (proto-get a ':task) ':task)] :ts now)
-          (.append out (reply-signal (_origin a) text "notice"))
-          (notice-add store (get out -1) now)))))
+          (.append out (_notice store a text now))))))
   out)
 
 (defn approvals-boot [env]

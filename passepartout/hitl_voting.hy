@@ -3,10 +3,9 @@
 (import passepartout.proto [kw proto-get]
         passepartout.context [context-runtime]
         passepartout.perceive [reply-signal]
-        passepartout.journal [journal-event]
         passepartout.task [ending]
         passepartout.hitl-store [approvals-config expire-due find-approval get-approval
-                                 pending-approvals _event _executor _origin _shown _when])
+                                 pending-approvals _event _executor _origin _shown _told _when])
 
 ;; * Who may answer, and how many
 
@@ -174,8 +173,7 @@
         text (+ f"Approval {code} was denied by {(proto-get approval ':decided-by)}"
                 (if note f" ({note})" "")
                 f": {(_shown (proto-get approval ':action) 300)} was not run, and its task has ended."))
-  (journal-event store "answer" (proto-get approval ':session)
-                 [:text text :task (proto-get (proto-get approval ':task) ':task)] :ts now)
+  (_told store approval text now)
   (cond (= session (proto-get approval ':session)) (_result True text emitted)
         (is session None)
         (+ (_result True f"Denied {code}." (+ emitted [(ending (reply-signal origin text "notice"))]))

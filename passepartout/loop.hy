@@ -1,6 +1,6 @@
 ;; * The agent loop and its limits
 
-(import asyncio hashlib logging sqlite3 threading time uuid
+(import asyncio hashlib logging threading time uuid
         collections [OrderedDict]
         concurrent.futures [ThreadPoolExecutor]
         passepartout.proto [kw proto-get proto-put proto-merge proto-print]
@@ -13,7 +13,7 @@
         passepartout.act [act add-stop-listener doing remove-stop-listener stop-mark stop-task
                           stopped-since]
         passepartout.budget [ZERO usage-add usage-tokens over-budget budget-limits day-usage day-record]
-        passepartout.store [event-append events])
+        passepartout.store [event-append events store-unwell])
 
 (setv log (logging.getLogger "passepartout.loop"))
 
@@ -356,12 +356,6 @@
    MOST. A step the store could not take, the hub's retries of a reply, the
    daemon's restarts of a gateway and a gateway's own retries all wait this way."
   (min most (** 2 (min 30 (max 0 (- n 1))))))
-
-(defn store-unwell [e]
-  "True when E is the store failing to write for a reason that may pass."
-  (and (isinstance e sqlite3.OperationalError)
-       (.startswith (or (getattr e "sqlite_errorname" None) "")
-                    #("SQLITE_FULL" "SQLITE_BUSY" "SQLITE_LOCKED" "SQLITE_IOERR"))))
 
 (defn _abandoned [job]
   "Log what an abandoned step raised, if anything."

@@ -7,7 +7,8 @@
         passepartout.skills [actuator-for actuator-table skill-functions all-skills registry-view]
         passepartout.context [context-runtime]
         passepartout.secrets [redact-value secret-tuple]
-        passepartout.extract [extract ACTIONS])
+        passepartout.extract [extract ACTIONS]
+        passepartout.cascade [CALL-KEY])
 
 ;; * Verdicts
 
@@ -453,7 +454,7 @@
    the cascade sends it as the call and a tool message to a model that calls
    tools (see \"Tools, natively or as text\" in =cascade.org=)."
   (if (and call (proto-get call ':id))
-      (| message {"passepartout_call" {"id" (str (proto-get call ':id))
+      (| message {CALL-KEY {"id" (str (proto-get call ':id))
                                        "name" (str (proto-get call ':name))
                                        "arguments" (str (or (proto-get call ':arguments) "{}"))}})
       message))

@@ -255,6 +255,12 @@
                  "a backup, or rescue what it holds with "
                  f"`sqlite3 {path} .recover | sqlite3 NEW` and put NEW in its place")))
 
+(defn store-unwell [e]
+  "True when E is the store failing to write for a reason that may pass."
+  (and (isinstance e sqlite3.OperationalError)
+       (.startswith (or (getattr e "sqlite_errorname" None) "")
+                    #("SQLITE_FULL" "SQLITE_BUSY" "SQLITE_LOCKED" "SQLITE_IOERR"))))
+
 (defn _explained [path e]
   "The one-line StoreError for the SQLite or OS error E met opening PATH."
   (setv code (or (getattr e "sqlite_errorname" None) ""))

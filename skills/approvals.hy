@@ -6,24 +6,18 @@
         passepartout.proto [proto-get]
         passepartout.perceive [reply-signal]
         passepartout.hitl [answer-approval revoke-grant pending-text grants-text
-                           context-env identity-of])
+                           context-env identity-of]
+        passepartout.grants [duration-minutes])
 
 ;; * Reading a command
 
 (setv SENSORS #{"user-input" "chat-message" "callback"}
       _command-re (re.compile r"\s*/(approve|deny|pending|grants|revoke)(?:@[A-Za-z0-9_]+)?(?:\s+(.*?))?\s*\Z"
                               (| re.S re.I))
-      _duration-re (re.compile r"(?:for\s+)?([0-9]{1,6})\s*(m|mins?|minutes?|h|hrs?|hours?)\Z" re.I)
       _key-re (re.compile r"[A-Za-z0-9_-]{6,64}\Z")
       USAGE {"approve" "Write /approve CODE to run it once, or /approve CODE 30m to also allow this kind of action here for 30 minutes."
              "deny" "Write /deny CODE, optionally followed by a reason."
              "revoke" "Write /revoke ID, with the number /grants shows."})
-
-(defn _duration [text]
-  "The minutes TEXT (\"30m\", \"for 2 hours\") names, or None."
-  (setv m (.match _duration-re (.strip text)))
-  (when m
-    (* (int (.group m 1)) (if (.startswith (.lower (.group m 2)) "h") 60 1))))
 
 (defn parse-command [text]
   "The approvals command in TEXT as a plist, or None when TEXT is not one.
@@ -44,7 +38,7 @@
     (= name "deny") [:command name :key key :reason (or (.strip tail) None)]
     (not tail) [:command name :key key :minutes None]
     True
-    (do (setv minutes (_duration tail))
+    (do (setv minutes (duration-minutes tail))
         (if (and minutes (> minutes 0))
             [:command name :key key :minutes minutes]
             [:command "usage" :for name]))))

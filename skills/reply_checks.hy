@@ -107,13 +107,14 @@
   (if (> (len sentence) 90) (+ (cut sentence 87) "…") sentence))
 
 (defn _ran [ctx]
-  (lfor pair (or (proto-get ctx ':executed) []) (str (get pair 0))))
+  "The names of the actions the task ran, its answers (:message) left out."
+  (lfor pair (or (proto-get ctx ':executed) []) :if (!= (str (get pair 0)) "message") (str (get pair 0))))
 
 ;; ** The checks
 
 (defn hallucinated-action [text ctx]
   "What TEXT claims was done with no action of that kind run in the task, or None."
-  (setv ran (lfor n (_ran ctx) :if (!= n "message") n))
+  (setv ran (_ran ctx))
   (when (any (gfor n ran (not (in n KNOWN))))
     (return None))
   (for [s (_clauses text ["earlier" "conditional" "from-person"])]
@@ -125,7 +126,7 @@
 
 (defn phantom-result [text ctx]
   "What TEXT presents as output just obtained with nothing run that reads, or None."
-  (setv ran (lfor n (_ran ctx) :if (!= n "message") n))
+  (setv ran (_ran ctx))
   (when (any (gfor n ran (or (in n READERS) (not (in n KNOWN)))))
     (return None))
   (for [s (_clauses text ["earlier" "conditional" "from-person"])]
@@ -135,7 +136,7 @@
 
 (defn empty-promise [text ctx]
   "The promise to act that TEXT ends on with no action run, or None."
-  (setv ran (lfor n (_ran ctx) :if (!= n "message") n)
+  (setv ran (_ran ctx)
         sentences (_sentences text))
   (when (or ran (not sentences)
             (.endswith (.rstrip (get sentences -1) " )\"'") "?")

@@ -12,7 +12,8 @@
         passepartout.config [ConfigError config-defaults]
         passepartout.proto [kw proto-get]
         passepartout.store [StoreError kv-get kv-put]
-        passepartout.gateway [register-gateway send-pieces Undeliverable growing-pause])
+        passepartout.gateway [register-gateway send-pieces Undeliverable]
+        passepartout.loop [growing-pause])
 
 (setv log (logging.getLogger "passepartout.gateways.telegram"))
 (warnings.filterwarnings "ignore" :message "Please use 'Bot.send_message'" :category PTBUserWarning)
