@@ -2,7 +2,7 @@
 
 (import contextlib threading
         hy.models [Keyword]
-        passepartout.proto [is-plist proto-get proto-put]
+        passepartout.proto [literal-keywords :as hy is-plist proto-get proto-put]
         passepartout.skills [actuator-for skill-functions])
 
 ;; * Results

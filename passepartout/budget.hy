@@ -1,7 +1,7 @@
 ;; * Why
 
 (import time
-        passepartout.proto [kw proto-get]
+        passepartout.proto [literal-keywords :as hy proto-values]
         passepartout.store [kv-get kv-put]
         passepartout.config [config-defaults])
 
@@ -10,21 +10,20 @@
 
 ;; * Adding up
 
-(setv _prompt (kw "prompt-tokens")
-      _completion (kw "completion-tokens")
-      _cost (kw "cost"))
-
-(defn _usage-values [u]
-  #((or (proto-get u _prompt) 0) (or (proto-get u _completion) 0) (or (proto-get u _cost) 0.0)))
+(defn usage-values [u]
+  "#(prompt-tokens completion-tokens cost) of the usage plist U, 0 where absent."
+  (setv [p c x] (proto-values u ':prompt-tokens ':completion-tokens ':cost))
+  #((or p 0) (or c 0) (or x 0.0)))
 
 (defn usage-add [a b]
   "The sum of two usage plists (:prompt-tokens N :completion-tokens N :cost X)."
-  (setv [pa ca xa] (_usage-values (or a ZERO))
-        [pb cb xb] (_usage-values (or b ZERO)))
-  [_prompt (+ pa pb) _completion (+ ca cb) _cost (+ xa xb)])
+  (setv [pa ca xa] (usage-values (or a ZERO))
+        [pb cb xb] (usage-values (or b ZERO)))
+  [:prompt-tokens (+ pa pb) :completion-tokens (+ ca cb) :cost (+ xa xb)])
 
 (defn usage-tokens [u]
-  (+ (or (proto-get u _prompt) 0) (or (proto-get u _completion) 0)))
+  (setv [p c _] (usage-values u))
+  (+ p c))
 
 ;; * The day's usage, in the store
 
@@ -49,10 +48,12 @@
 
 (defn over-budget [task-usage day-usage limits]
   "None while within LIMITS, else the sentence that tells the person which limit was reached."
-  (setv checks [#("task" "tokens" (usage-tokens task-usage) (get limits "task_tokens"))
-                #("task" "cost" (or (proto-get task-usage _cost) 0.0) (get limits "task_cost"))
-                #("day" "tokens" (usage-tokens day-usage) (get limits "day_tokens"))
-                #("day" "cost" (or (proto-get day-usage _cost) 0.0) (get limits "day_cost"))])
+  (setv [tp tc tx] (usage-values task-usage)
+        [dp dc dx] (usage-values day-usage)
+        checks [#("task" "tokens" (+ tp tc) (get limits "task_tokens"))
+                #("task" "cost" tx (get limits "task_cost"))
+                #("day" "tokens" (+ dp dc) (get limits "day_tokens"))
+                #("day" "cost" dx (get limits "day_cost"))])
   (for [[scope what used limit] checks]
     (when (and limit (>= used limit))
       (return (if (= what "cost")

@@ -4,7 +4,7 @@
         importlib.util [find-spec]
         urllib.parse [urlsplit]
         passepartout.config [did-you-mean schema-keys]
-        passepartout.proto [proto-get]
+        passepartout.proto [literal-keywords :as hy proto-get]
         passepartout.symbolic [symbolic-complete])
 
 ;; The log is the daemon's when it has one; elsewhere (the chat, a script) the

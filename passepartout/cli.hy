@@ -3,6 +3,7 @@
 (import argparse json os sys
         pathlib [Path]
         passepartout.config [ConfigError]
+        passepartout.proto [literal-keywords :as hy]
         passepartout.store [StoreError])
 
 ;; * verify
@@ -162,9 +163,9 @@
   (approvals-on-host args))
 
 (defn _print-signals [signals]
-  (import passepartout.proto [kw proto-get])
+  (import passepartout.proto [proto-get])
   (for [s signals]
-    (when (= (proto-get s ':type) (kw "reply"))
+    (when (= (proto-get s ':type) ':reply)
       (print (proto-get (proto-get s ':payload) ':text) :flush True))))
 
 (defn _handed-over-text [store approval choice]

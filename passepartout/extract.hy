@@ -1,7 +1,8 @@
 ;; * Why
 
 (import ast json re
-        passepartout.proto [ProtoError kw proto-get proto-put proto-has proto-without
+        hy.models [Keyword]
+        passepartout.proto [literal-keywords :as hy ProtoError kw proto-get proto-put proto-has proto-without
                             proto-read proto-normalize proto-from-data is-plist])
 
 ;; * Bounds and vocabulary
@@ -135,7 +136,7 @@
 (defn _aliased [action]
   "The action plist ACTION with its action's argument aliases renamed."
   (setv name (proto-get action ':action)
-        table (.get _ALIASES (if (isinstance name hy.models.Keyword) name.name "") {}))
+        table (.get _ALIASES (if (isinstance name Keyword) name.name "") {}))
   (for [[alias field] (.items table)]
     (when (and (proto-has action (kw alias)) (not (proto-has action (kw field))))
       (setv action (proto-put (proto-without action [(kw alias)]) (kw field)
@@ -209,7 +210,7 @@
     (setv name (proto-get action ':action))
     (when (isinstance name str)
       (setv action (proto-put action ':action (kw (action-name name)))))
-    (if (isinstance (proto-get action ':action) hy.models.Keyword) (_aliased action) None))
+    (if (isinstance (proto-get action ':action) Keyword) (_aliased action) None))
   (cond
     (proto-has p ':action) (fix p)
     (and (is-plist inner) (proto-has inner ':action))

@@ -1,8 +1,9 @@
 ;; * Why
 
 (import asyncio importlib logging queue re sqlite3 threading time uuid
+        hy.models [Keyword]
         passepartout.config [ConfigError]
-        passepartout.proto [ProtoError kw proto-get proto-put is-plist]
+        passepartout.proto [literal-keywords :as hy ProtoError proto-get proto-put is-plist]
         passepartout.perceive [normalize-signal reply-signal session-name]
         passepartout.loop [Runner growing-pause]
         passepartout.task [ends-task]
@@ -147,7 +148,7 @@
 (defn _gateway-of [source]
   (setv g (proto-get source ':gateway))
   (cond (is g None) None
-        (isinstance g hy.models.Keyword) g.name
+        (isinstance g Keyword) g.name
         True (str g)))
 
 (defclass Hub []
@@ -205,7 +206,7 @@
 
   (defn :async emit [self signal [key None]]
     "Deliver SIGNAL if it is a reply, else submit it under KEY (a service's output)."
-    (if (= (proto-get signal ':type) (kw "reply"))
+    (if (= (proto-get signal ':type) ':reply)
         (await (self.deliver signal))
         (await (self.submit signal key))))
 

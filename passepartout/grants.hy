@@ -2,7 +2,7 @@
 
 (import os re
         collections [Counter]
-        passepartout.proto [kw proto-get]
+        passepartout.proto [literal-keywords :as hy kw proto-get]
         passepartout.act [action-name]
         passepartout.workspace [resolve-path]
         passepartout.shell [analyse judge-command]

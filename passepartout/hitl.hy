@@ -3,7 +3,7 @@
 ;; ** The modules
 
 (import asyncio logging os time
-        passepartout.proto [kw proto-get proto-put]
+        passepartout.proto [literal-keywords :as hy proto-get proto-put]
         passepartout.context [make-context context-limit]
         passepartout.perceive [reply-signal]
         passepartout.act [act]
@@ -38,7 +38,7 @@
   "The reply that asks the person about APPROVAL."
   (setv code (proto-get approval ':code)
         gates (lfor d (proto-get outcome ':decisions [])
-                    :if (= (proto-get d ':verdict) (kw "escalate"))
+                    :if (= (proto-get d ':verdict) ':escalate)
                     f"  {(proto-get d ':gate)}: {(proto-get d ':reason)}")
         stripped (proto-get outcome ':stripped [])
         minutes (int (min 30 (get cfg "max_grant_minutes")))

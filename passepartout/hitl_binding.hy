@@ -2,7 +2,7 @@
 
 (import hashlib os
         pathlib [Path]
-        passepartout.proto [kw proto-get proto-print proto-normalize]
+        passepartout.proto [literal-keywords :as hy kw proto-get proto-print proto-normalize]
         passepartout.reason [verify]
         passepartout.act [action-name]
         passepartout.workspace [path-inside]

@@ -3,7 +3,7 @@
 (import hashlib os secrets socket time uuid
         pathlib [Path]
         hy.models [Keyword]
-        passepartout.proto [kw proto-get proto-print]
+        passepartout.proto [literal-keywords :as hy kw proto-get proto-print]
         passepartout.config [ConfigError config-defaults]
         passepartout.perceive [reply-signal]
         passepartout.budget [usage-add]
@@ -162,7 +162,7 @@
         requester (identity-of (proto-get signal ':source))
         binding (binding-of action session ctx)
         escalations (lfor d (proto-get outcome ':decisions [])
-                          :if (= (proto-get d ':verdict) (kw "escalate")) d))
+                          :if (= (proto-get d ':verdict) ':escalate) d))
   (with [conn (.transaction store)]
     (setv code (_new-code conn now)
           id (. (.execute conn "INSERT INTO approvals (code, token_hash, state, session, requester,

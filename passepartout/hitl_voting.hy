@@ -1,6 +1,6 @@
 ;; * Why
 
-(import passepartout.proto [kw proto-get]
+(import passepartout.proto [literal-keywords :as hy proto-get]
         passepartout.context [context-runtime]
         passepartout.perceive [reply-signal]
         passepartout.task [ending]
@@ -52,7 +52,7 @@
     f"Approval {code} was already approved at {at} by {by}; it is running now. Nothing more will run."
     (= state "executed")
     (+ f"Approval {code} was already approved at {at} by {by} and ran at {(_when (proto-get approval ':finished) now)}"
-       (if result f" ({(. (or (proto-get result ':status) (kw "error")) name)})" "")
+       (if result f" ({(. (or (proto-get result ':status) ':error) name)})" "")
        ". Nothing more was run.")
     (= state "failed")
     f"Approval {code} was approved at {at} by {by} but did not run: {note}."

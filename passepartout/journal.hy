@@ -1,8 +1,8 @@
 ;; * Why
 
 (import hashlib json time
-        passepartout.proto [proto-get proto-print kw]
-        passepartout.budget [usage-tokens]
+        passepartout.proto [literal-keywords :as hy proto-get proto-print proto-values]
+        passepartout.budget [usage-values]
         passepartout.store [data-print data-read])
 
 ;; * Turn types
@@ -15,7 +15,7 @@
   "The turn type of an event of KIND carrying DATA (GIVEN, when a record names it)."
   (cond
     given (str given)
-    (and (= kind "outcome") (= (proto-get data ':verdict) (kw "stopped"))) "silence"
+    (and (= kind "outcome") (= (proto-get data ':verdict) ':stopped)) "silence"
     True (.get _kind-types kind "thought")))
 
 ;; * The chain
@@ -36,14 +36,15 @@
 
 (defn journal-append [store record [ts None]]
   "Append the event RECORD (see =task.org=) as a turn; its id."
-  (setv kind (str (proto-get record ':event))
-        session (proto-get record ':session)
+  (setv [kind session data state-after turn]
+          (proto-values record ':event ':session ':data ':state-after ':turn)
+        kind (str kind)
         session (if (is session None) None (str session))
-        data (or (proto-get record ':data) [])
+        data (or data [])
         text (data-print data)
-        task (proto-get data ':task)
+        [task usage] (proto-values data ':task ':usage)
         task (if (is task None) None (str task))
-        usage (proto-get data ':usage)
+        figures (when usage (usage-values usage))
         ts (if (is ts None) (time.time) (float ts)))
   (with [conn (.transaction store)]
     (setv last (_one conn "SELECT hash FROM events WHERE turn IS NOT NULL ORDER BY id DESC LIMIT 1" #())
@@ -56,12 +57,12 @@
           parent (or thread mine)
           clock (+ 1 (max (if mine (get mine 1) 0) (if parent (get parent 1) 0)))
           before (if mine (get mine 2) GENESIS)
-          after (or (proto-get record ':state-after) before)
+          after (or state-after before)
           seq (_one conn "SELECT seq FROM sqlite_sequence WHERE name = 'events'" #())
           id (+ 1 (if seq (get seq 0) 0))
-          row #(id ts kind session text (turn-type kind data (proto-get record ':turn)) clock
+          row #(id ts kind session text (turn-type kind data turn) clock
                 (if parent (str (get parent 0)) "") task before after
-                (when usage (usage-tokens usage)) (when usage (float (or (proto-get usage ':cost) 0)))
+                (when figures (+ (get figures 0) (get figures 1))) (when figures (float (get figures 2)))
                 (if last (get last 0) GENESIS)))
     (.execute conn (+ "INSERT INTO events (" _columns ") VALUES ("
                       (.join ", " (* ["?"] 15)) ")")

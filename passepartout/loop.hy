@@ -3,7 +3,7 @@
 (import asyncio hashlib logging threading time uuid
         collections [OrderedDict]
         concurrent.futures [ThreadPoolExecutor]
-        passepartout.proto [kw proto-get proto-put proto-merge proto-print]
+        passepartout.proto [literal-keywords :as hy proto-get proto-put proto-merge proto-print]
         passepartout.context [make-context context-limit context-data]
         passepartout.perceive [perceive immediate as-signal reply-signal sensor-of]
         passepartout.reason [reason refusal-text with-call]
@@ -180,7 +180,7 @@
   (setv refused (list refused)
         repeated None)
   (for [attempt (proto-get outcome ':attempts [])]
-    (when (= (proto-get attempt ':verdict) (kw "reject"))
+    (when (= (proto-get attempt ':verdict) ':reject)
       (setv action (proto-get attempt ':action)
             mark (fingerprint action))
       (.append refused mark)
@@ -281,7 +281,7 @@
   (if (= v "refused")
       []
       (lfor a (proto-get outcome ':attempts [])
-            :if (= (proto-get a ':verdict) (kw "reject"))
+            :if (= (proto-get a ':verdict) ':reject)
             (reply-signal signal (+ "gate " (str (proto-get a ':gate)) " refused "
                                     (proto-print (or (proto-get a ':action) [])) ": "
                                     (str (proto-get a ':reason)))
@@ -324,7 +324,7 @@
     (.record writes [(intent signal action state)])
     (.flush writes))
   (setv result (act action ctx)
-        moved (if (and (= name "message") (= (proto-get result ':status) (kw "ok")))
+        moved (if (and (= name "message") (= (proto-get result ':status) ':ok))
                   ;; the answer is checked against what the task ran before it goes out
                   (after-reply signal action result state
                                (review-reply (proto-get result ':reply) ctx state))
@@ -436,7 +436,7 @@
         ;; the /stop skill is disabled: stop all the same
         (do (setv emitted [(reply-signal signal (await (asyncio.to-thread stop-task session)) "notice")])
             (await (self._emit (get emitted 0)))))
-    (.join "\n" (lfor e emitted :if (= (proto-get e ':type) (kw "reply"))
+    (.join "\n" (lfor e emitted :if (= (proto-get e ':type) ':reply)
                      (str (proto-get (proto-get e ':payload) ':text)))))
 
   (defn :async idle [self session]
@@ -451,7 +451,7 @@
 
   (defn :async _emit [self signal [mark None]]
     (setv session (proto-get signal ':session))
-    (if (= (proto-get signal ':type) (kw "reply"))
+    (if (= (proto-get signal ':type) ':reply)
         (do (setv r (self.deliver signal))
             (when (asyncio.iscoroutine r) (await r)))
         (self._put session signal mark)))

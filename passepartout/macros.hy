@@ -1,5 +1,7 @@
 ;; * defskill
 
+(import passepartout.proto [literal-keywords :as hy])
+
 (defmacro defskill [name #* body]
   "Define a skill and register it: (defskill NAME [DOC] :key value …).
 

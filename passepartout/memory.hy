@@ -1,6 +1,7 @@
 ;; * Why
 
-(import re time)
+(import re time
+        passepartout.proto [literal-keywords :as hy])
 
 ;; * Adding
 

@@ -1,6 +1,8 @@
 ;; * Why
 
-(import passepartout.proto [ProtoError kw proto-get proto-put proto-normalize is-plist]
+(import hy.models [Keyword]
+        passepartout.proto [literal-keywords :as hy ProtoError kw proto-get proto-put proto-values
+                            proto-normalize is-plist]
         passepartout.skills [pre-reason-handlers])
 
 ;; * Sessions
@@ -9,7 +11,7 @@
   "The session name of SOURCE, e.g. \"telegram:42\"."
   (setv gateway (proto-get source ':gateway)
         chat (proto-get source ':chat))
-  (setv g (if (isinstance gateway hy.models.Keyword) gateway.name (str (or gateway "local"))))
+  (setv g (if (isinstance gateway Keyword) gateway.name (str (or gateway "local"))))
   (if (is chat None) g f"{g}:{chat}"))
 
 ;; * Normalising
@@ -24,12 +26,12 @@
         payload (proto-get signal ':payload))
   (when (not (is-plist payload))
     (raise (ProtoError "a signal needs a :payload plist")))
-  (when (not (isinstance (proto-get payload ':sensor) hy.models.Keyword))
+  (when (not (isinstance (proto-get payload ':sensor) Keyword))
     (raise (ProtoError "a signal's payload needs a :sensor keyword")))
   (setv source (proto-get signal ':source [:gateway :local]))
   (when (not (is-plist source))
     (raise (ProtoError "a signal's :source must be a plist")))
-  (setv signal (proto-put (proto-put signal ':type (kw "event")) ':source source))
+  (setv signal (proto-put (proto-put signal ':type ':event) ':source source))
   (if (proto-get signal ':session)
       signal
       (proto-put signal ':session (session-name source))))
@@ -38,19 +40,19 @@
   "SIGNAL itself when it already has the shape =normalize-signal= gives (the
    hub normalised it at the edge), else SIGNAL normalised: the check of the
    stages after the edge, which costs a few lookups instead of a walk."
-  (if (and (isinstance signal list)
-           (= (proto-get signal ':type) (kw "event"))
-           (isinstance (proto-get signal ':session) str)
-           (is-plist (proto-get signal ':source))
-           (is-plist (proto-get signal ':payload))
-           (isinstance (proto-get (proto-get signal ':payload) ':sensor) hy.models.Keyword))
+  (setv [kind session source payload] (proto-values signal ':type ':session ':source ':payload))
+  (if (and (= kind ':event)
+           (isinstance session str)
+           (is-plist source)
+           (is-plist payload)
+           (isinstance (proto-get payload ':sensor) Keyword))
       signal
       (normalize-signal signal)))
 
 (defn sensor-of [signal]
   "The sensor name of SIGNAL, as a string."
   (setv s (proto-get (proto-get signal ':payload []) ':sensor))
-  (if (isinstance s hy.models.Keyword) s.name None))
+  (if (isinstance s Keyword) s.name None))
 
 ;; * Pre-reason handlers
 

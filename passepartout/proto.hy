@@ -56,6 +56,30 @@
          ["self" "value" "from_parser"])
   (setv Keyword.__init__ _remembering-init))
 
+;; ** Keyword literals, built once
+
+(import types)
+
+(defn _view [module name]
+  "A module named NAME holding MODULE's public names."
+  (setv view (types.ModuleType name))
+  (.update view.__dict__ (dfor [k v] (.items (vars module)) :if (not (.startswith k "__")) k v))
+  view)
+
+(setv _hy hy
+      literal-keywords (_view hy "hy")
+      literal-keywords.models (_view hy.models "hy.models")
+      literal-keywords.models.Keyword _keyword)
+
+(defn _from-hy [name]
+  "What Hy loads on first use (=hy.read=, =hy.eval=, ...), kept once loaded."
+  (setv value (getattr _hy name))
+  (setattr literal-keywords name value)
+  value)
+
+(setv literal-keywords.__getattr__ _from-hy
+      hy literal-keywords)
+
 (defn _unescape [body pos]
   "The string BODY with its backslash escapes decoded."
   (defn decode [m]
@@ -281,7 +305,9 @@
                          (+ ":" v.name)
                          (_print-atom v))
                      (isinstance v #(list tuple)) (_print-list v)
-                     (isinstance v str) (_print-string v)
+                     (isinstance v str) (if (_needs-escape-re.search v)
+                                            (_print-string v)
+                                            (+ "\"" v "\""))
                      (is v True) "true"
                      (is v False) "false"
                      (is v None) "nil"
@@ -327,9 +353,12 @@
 
 (defn is-plist [value]
   "True when VALUE is a list of keyword/value pairs."
-  (and (isinstance value list)
-       (= (% (len value) 2) 0)
-       (all (gfor k (cut value None None 2) (isinstance k Keyword)))))
+  (when (or (not (isinstance value list)) (% (len value) 2))
+    (return False))
+  (for [i (range 0 (len value) 2)]
+    (when (not (isinstance (get value i) Keyword))
+      (return False)))
+  True)
 
 (defn proto-get [plist key [default None]]
   "The value after KEY in PLIST, or DEFAULT.
@@ -345,10 +374,33 @@
         (return (get plist (+ i 1))))))
   default)
 
+(defn proto-values [plist #* keys]
+  "The values after each of KEYS in PLIST (None for a key it lacks), found in
+   one pass: a stage that reads several fields of a message reads it once.
+
+   (proto-values [:a 1 :b 2] ':b ':c) ⇒ [2 None]"
+  (setv values (* [None] (len keys))
+        wanted {})
+  (for [[i key] (enumerate keys)]
+    (.append (.setdefault wanted (if (isinstance key Keyword) key.name (. (kw key) name)) []) i))
+  (when (isinstance plist list)
+    (for [j (range 0 (- (len plist) 1) 2)]
+      (setv k (get plist j))
+      (when (isinstance k Keyword)
+        (for [i (.pop wanted k.name #())]
+          (setv (get values i) (get plist (+ j 1))))
+        (when (not wanted)
+          (break)))))
+  values)
+
 (defn proto-has [plist key]
   "True when KEY is present in PLIST (even with a nil value)."
-  (setv key (if (isinstance key Keyword) key (kw key)))
-  (any (gfor i (range 0 (- (len plist) 1) 2) (= (get plist i) key))))
+  (setv name (if (isinstance key Keyword) key.name (. (kw key) name)))
+  (for [i (range 0 (- (len plist) 1) 2)]
+    (setv k (get plist i))
+    (when (and (isinstance k Keyword) (= k.name name))
+      (return True)))
+  False)
 
 (defn proto-put [plist key value]
   "A copy of PLIST with KEY set to VALUE (replaced in place, or appended)."
@@ -362,10 +414,20 @@
 
 (defn proto-merge [plist #* others]
   "A copy of PLIST with every pair of OTHERS put into it, later ones winning."
-  (setv out (list plist))
+  (setv out (list plist)
+        at {})
+  (for [i (range (- (len out) 2 (% (len out) 2)) -1 -2)]
+    (when (isinstance (get out i) Keyword)
+      (setv (get at (. (get out i) name)) (+ i 1))))
   (for [other others
         i (range 0 (- (len other) 1) 2)]
-    (setv out (proto-put out (get other i) (get other (+ i 1)))))
+    (setv key (get other i)
+          key (if (isinstance key Keyword) key (kw key))
+          value (get other (+ i 1)))
+    (if (in key.name at)
+        (setv (get out (get at key.name)) value)
+        (do (.extend out [key value])
+            (setv (get at key.name) (- (len out) 1)))))
   out)
 
 (defn proto-without [plist keys]

@@ -1,7 +1,8 @@
 ;; * Why
 
 (import json re time
-        passepartout.proto [ProtoError kw proto-get proto-put proto-has proto-without proto-merge
+        hy.models [Keyword]
+        passepartout.proto [literal-keywords :as hy ProtoError kw proto-get proto-put proto-has proto-without proto-merge
                             proto-read proto-print proto-normalize proto-from-data
                             is-plist]
         passepartout.skills [actuator-for actuator-table skill-functions all-skills registry-view]
@@ -31,7 +32,7 @@
   ;; One pass over the pairs (the first of a repeated key wins, as in proto-get).
   (setv fields (dict (zip (gfor k (cut answer -2 None -2) k.name) (cut answer -1 None -2)))
         v (.get fields "verdict")
-        kind (if (isinstance v hy.models.Keyword) v.name v)
+        kind (if (isinstance v Keyword) v.name v)
         reason (.get fields "reason")
         rule (.get fields "rule"))
   (when (not (in kind VERDICTS))
@@ -63,7 +64,7 @@
        "integer" (fn [v] (and (isinstance v int) (not (isinstance v bool))))
        "number" (fn [v] (and (isinstance v #(int float)) (not (isinstance v bool))))
        "boolean" (fn [v] (isinstance v bool))
-       "keyword" (fn [v] (isinstance v hy.models.Keyword))
+       "keyword" (fn [v] (isinstance v Keyword))
        "list" (fn [v] (isinstance v list))
        "plist" (fn [v] (is-plist v))
        "any" (fn [v] True)})
@@ -73,7 +74,7 @@
   (when (not (is-plist action))
     (return "an action must be a plist of keyword/value pairs"))
   (setv name (proto-get action ':action))
-  (when (not (isinstance name hy.models.Keyword))
+  (when (not (isinstance name Keyword))
     (return "the action has no :action keyword (e.g. :action :message)"))
   (setv spec (actuator-for name))
   (when (is spec None)
@@ -97,7 +98,7 @@
 (defn _type-name [v]
   (cond (is v None) "nil"
         (isinstance v bool) "boolean"
-        (isinstance v hy.models.Keyword) "keyword"
+        (isinstance v Keyword) "keyword"
         (isinstance v str) "string"
         (isinstance v int) "integer"
         (isinstance v float) "number"
@@ -463,7 +464,7 @@
   "The chat message that presents SIGNAL to the model."
   (setv payload (proto-get signal ':payload [])
         sensor (proto-get payload ':sensor))
-  (if (= sensor (kw "tool-result"))
+  (if (= sensor ':tool-result)
       (with-call {"role" "user"
                   "content" (+ "Result of " (proto-print (proto-get payload ':action [])) ":\n"
                                (proto-print (proto-get payload ':result []))
@@ -506,7 +507,7 @@
   "Ask the cascade (the function COMPLETE) for a proposal: (:status :ok :action A …),
    (:status :unreadable :error E :text T …) or the cascade's own failure."
   (setv answer (complete (build-request signal ctx history rejections)))
-  (when (!= (proto-get answer ':status) (kw "ok"))
+  (when (!= (proto-get answer ':status) ':ok)
     (return answer))
   (setv text (proto-get answer ':text)
         calls (proto-get answer ':tool-calls))
@@ -548,19 +549,19 @@
           status (proto-get thought ':status)
           usage (_usage-add usage (proto-get thought ':usage)))
     (cond
-      (= status (kw "unreadable"))
+      (= status ':unreadable)
       (do (setv trace (_redacted [:gate "proto" :reason (+ "unreadable proposal: " (proto-get thought ':error))
                                   :action [:action :message :text (proto-get thought ':text)]]
                                  ctx))
           (.append rejections trace)
           (.append tries (+ [:attempt n :verdict :reject] trace)))
-      (!= status (kw "ok"))
+      (!= status ':ok)
       (return [:verdict :failed
                :reason (or (proto-get thought ':reason) "no provider answered")
                :attempts tries :usage usage :rejections rejections])
       True
       (do (setv outcome (verify (proto-get thought ':action) ctx)
-                rejected (= (proto-get outcome ':verdict) (kw "reject")))
+                rejected (= (proto-get outcome ':verdict) ':reject))
           ;; A refused proposal is only ever shown, never run: whatever secret it
           ;; carried is masked before it reaches the model, the person or the store.
           (when rejected (setv outcome (_redacted outcome ctx)))

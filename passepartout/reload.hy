@@ -3,7 +3,7 @@
 (import asyncio logging os threading
         pathlib [Path]
         passepartout.config [ConfigError]
-        passepartout.proto [proto-get]
+        passepartout.proto [literal-keywords :as hy proto-get]
         passepartout.perceive [reply-signal sensor-of]
         passepartout.context [context-runtime]
         passepartout.skills [builtin-skills-dir skill-files reload-skill-file set-immutable-skills])

@@ -2,7 +2,7 @@
 
 (import functools [lru-cache]
         importlib os shutil subprocess
-        passepartout.proto [proto-get]
+        passepartout.proto [literal-keywords :as hy proto-get]
         passepartout.config [config-defaults])
 
 (setv MARKER "PASSEPARTOUT_SANDBOX"

@@ -1,7 +1,9 @@
 ;; * Why
 
 (import importlib importlib.util re sys threading
-        pathlib [Path])
+        hy.models [Keyword]
+        pathlib [Path]
+        passepartout.proto [literal-keywords :as hy])
 
 ;; * Making a skill
 
@@ -259,7 +261,7 @@
 
 (defn _is-verdict [v]
   (and (hy.I.passepartout/proto.is-plist v)
-       (isinstance (hy.I.passepartout/proto.proto-get v ':verdict) hy.models.Keyword)
+       (isinstance (hy.I.passepartout/proto.proto-get v ':verdict) Keyword)
        (in (. (hy.I.passepartout/proto.proto-get v ':verdict) name) _verdict-names)))
 
 (defn smoke-check [skill [ctx None]]

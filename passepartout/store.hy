@@ -4,7 +4,7 @@
         contextlib [contextmanager]
         pathlib [Path]
         hy.models [Keyword]
-        passepartout.proto [ProtoError proto-get proto-print proto-read proto-depth MAX-DEPTH])
+        passepartout.proto [literal-keywords :as hy ProtoError proto-get proto-print proto-read proto-depth MAX-DEPTH])
 
 (setv log (logging.getLogger "passepartout.store"))
 

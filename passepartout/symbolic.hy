@@ -2,7 +2,7 @@
 
 (import re
         hy.models [Keyword]
-        passepartout.proto [proto-get proto-print proto-without])
+        passepartout.proto [literal-keywords :as hy proto-get proto-print proto-without])
 
 ;; * Answering a request
 

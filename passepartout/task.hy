@@ -1,7 +1,7 @@
 ;; * Why
 
 (import hashlib uuid
-        passepartout.proto [kw proto-get proto-put proto-merge proto-print]
+        passepartout.proto [literal-keywords :as hy proto-get proto-put proto-merge proto-print]
         passepartout.perceive [reply-signal]
         passepartout.budget [ZERO]
         passepartout.store [data-read inbox-continue]
@@ -77,12 +77,12 @@
 
 (defn _trace [signal action result note]
   (reply-signal signal (+ "ran " (proto-print action) " → "
-                          (. (or (proto-get result ':status) (kw "error")) name) note)
+                          (. (or (proto-get result ':status) ':error) name) note)
                 "trace"))
 
 (defn _ran [action result]
   "The (name status) an executed ACTION leaves in the task's state."
-  [(. (proto-get action ':action) name) (. (or (proto-get result ':status) (kw "error")) name)])
+  [(. (proto-get action ':action) name) (. (or (proto-get result ':status) ':error) name)])
 
 (setv STATE-WINDOW 8)
 

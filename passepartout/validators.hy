@@ -1,7 +1,7 @@
 ;; * Why
 
 (import time
-        passepartout.proto [kw proto-get proto-put]
+        passepartout.proto [literal-keywords :as hy proto-get proto-put]
         passepartout.skills [reply-validators])
 
 ;; * Which validators run

@@ -2,7 +2,7 @@
 
 (require passepartout.macros [defskill])
 (import passepartout.act [action-name]
-        passepartout.proto [proto-get]
+        passepartout.proto [literal-keywords :as hy proto-get]
         passepartout.skills [actuator-for])
 
 (setv MIN-EXPLANATION 3

@@ -3,7 +3,7 @@
 (require passepartout.macros [defskill])
 (import re
         passepartout.perceive [reply-signal sensor-of]
-        passepartout.proto [proto-get]
+        passepartout.proto [literal-keywords :as hy proto-get]
         passepartout.skills [get-skill pre-reason-handlers])
 
 (setv SENSORS #{"user-input" "chat-message"}

@@ -3,7 +3,7 @@
 (require passepartout.macros [defskill])
 (import passepartout.act [error-result]
         passepartout.context [context-runtime]
-        passepartout.proto [proto-get])
+        passepartout.proto [literal-keywords :as hy proto-get])
 
 (setv MAX-HITS 50)
 

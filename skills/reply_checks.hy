@@ -4,7 +4,7 @@
 
 (require passepartout.macros [defskill])
 (import re
-        passepartout.proto [proto-get])
+        passepartout.proto [literal-keywords :as hy proto-get])
 
 ;; ** The patterns, per language
 

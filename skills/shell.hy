@@ -4,7 +4,7 @@
 (import os selectors signal subprocess time
         passepartout.act [clip-output doing error-result]
         passepartout.context [context-limit]
-        passepartout.proto [proto-get]
+        passepartout.proto [literal-keywords :as hy proto-get]
         passepartout.sandbox [shell-argv])
 
 (setv ENV-NAMES #{"PATH" "HOME" "LANG" "TERM" "USER" "LOGNAME" "SHELL" "TZ" "TMPDIR"}

@@ -5,7 +5,7 @@
         passepartout.context [context-runtime]
         passepartout.hitl [active-grants describe-scope pending-approvals]
         passepartout.perceive [reply-signal sensor-of]
-        passepartout.proto [proto-get]
+        passepartout.proto [literal-keywords :as hy proto-get]
         passepartout.sandbox [sandbox-summary]
         passepartout.store [events kv-get HEARTBEAT-KEY])
 

@@ -3,7 +3,7 @@
 (import asyncio ipaddress json logging re
         urllib.parse [urlsplit quote :as url-quote]
         requests
-        passepartout.proto [kw proto-get]
+        passepartout.proto [literal-keywords :as hy proto-get]
         passepartout.config [ConfigError]
         passepartout.gateway [register-gateway send-pieces Undeliverable])
 
@@ -200,9 +200,9 @@
   (when (not (.strip text))
     (setv text "(the answer was empty)"))
   (cond
-    (and (= kind (kw "approval")) code (not (in f"/approve {code}" text)))
+    (and (= kind ':approval) code (not (in f"/approve {code}" text)))
     (+ text f"\n\nAnswer /approve {code} to let it run, or /deny {code}.")
-    (= kind (kw "trace")) (+ "· " text)
+    (= kind ':trace) (+ "· " text)
     True text))
 
 ;; * Talking to the server
@@ -412,7 +412,7 @@
   "Store the row of the triage T on its own, then do what T says."
   (setv row (_row gw t))
   (cond
-    (= (proto-get t ':do) (kw "persist")) (await (_persist gw hub #* row))
+    (= (proto-get t ':do) ':persist) (await (_persist gw hub #* row))
     row (await (_answer gw t (await (_claim hub (get row 0) (proto-get (get row 1) ':note)))))
     True (await (_answer gw t None))))
 
@@ -492,7 +492,7 @@
   (setv payload (or (proto-get reply ':payload) [])
         chat (_identity (proto-get (or (proto-get reply ':source) []) ':chat)))
   (cond
-    (and (= (proto-get payload ':kind) (kw "trace")) (not (get gw.settings "show-traces")))
+    (and (= (proto-get payload ':kind) ':trace) (not (get gw.settings "show-traces")))
     False
     (is chat None)
     (do (.warning log "signal: a reply without a chat to send it to: %r" (proto-get payload ':text))

@@ -10,7 +10,7 @@
         telegram.request [BaseRequest]
         telegram.warnings [PTBUserWarning]
         passepartout.config [ConfigError config-defaults]
-        passepartout.proto [kw proto-get]
+        passepartout.proto [literal-keywords :as hy kw proto-get]
         passepartout.store [StoreError kv-get kv-put]
         passepartout.gateway [register-gateway send-pieces Undeliverable]
         passepartout.loop [growing-pause])

@@ -3,7 +3,7 @@
 (import asyncio re sys time
         pathlib [Path]
         passepartout.act [action-name]
-        passepartout.proto [ProtoError proto-get proto-read is-plist]
+        passepartout.proto [literal-keywords :as hy ProtoError proto-get proto-read is-plist]
         passepartout.perceive [session-name])
 
 ;; * What a reply looks like
