@@ -2,7 +2,7 @@
 
 (import json os statistics subprocess sys tempfile time
         pathlib [Path]
-        passepartout.proto [proto-get proto-print])
+        passepartout.proto [literal-keywords :as hy proto-get proto-print])
 
 ;; * Helpers
 
@@ -386,6 +386,60 @@
   [#("approval: /approve to start of execution p50" (* 1000 (statistics.median times)) "ms" "< 50 ms")
    #("approval: /approve to start of execution p99" (* 1000 (_percentile times 0.99)) "ms" "")])
 
+;; * Stopping a running action
+
+(defn _running [marker]
+  "Whether a live process's command line holds MARKER."
+  (for [d (os.listdir "/proc") :if (.isdigit d)]
+    (try
+      (when (and (in (.encode marker) (.read-bytes (Path f"/proc/{d}/cmdline")))
+                 (not (.startswith (get (.split (.read-text (Path f"/proc/{d}/stat")) ") ") -1) "Z")))
+        (return True))
+      (except [OSError])))
+  False)
+
+(defn bench-stop [n]
+  "Rows (name value unit goal): /stop to the running action's processes gone, N times."
+  (import asyncio
+          passepartout.daemon [boot shutdown]
+          passepartout.cascade [make-provider]
+          passepartout.loop [Runner])
+  (setv tmp (Path (tempfile.mkdtemp :prefix "passepartout-bench-"))
+        times [])
+  (.write-text (/ tmp "config.toml") "")
+  (setv env (boot :config-path (str (/ tmp "config.toml"))
+                  :environ {"PASSEPARTOUT_DATA_DIR" (str (/ tmp "data")) "HOME" (str tmp)
+                            "PATH" (.get os.environ "PATH" "/usr/bin:/bin")}
+                  :providers [(make-provider "symbolic")]))
+  (defn said [text]
+    [:type :event :source [:gateway :bench :chat "stop"] :payload [:sensor :user-input :text text]])
+  (defn :async wait-for [check what]
+    (setv deadline (+ (time.monotonic) 10))
+    (while (not (check))
+      (when (> (time.monotonic) deadline)
+        (raise (RuntimeError f"after 10 s, {what}")))
+      (await (asyncio.sleep 0.001))))
+  (defn :async main []
+    (setv runner (Runner env (fn [r] None)))
+    (try
+      (for [i (range n)]
+        (setv marker f"sleep {(+ 700 i)}")
+        (await (.submit runner (said f"!{marker}")))
+        (await (wait-for (fn [] (_running marker)) f"`{marker}` has not started"))
+        (setv t (time.perf-counter))
+        (await (.submit runner (said "/stop")))
+        (await (wait-for (fn [] (not (_running marker))) f"`{marker}` still runs after /stop"))
+        (.append times (- (time.perf-counter) t))
+        (await (.idle runner "bench:stop")))
+      (finally
+        (await (.close runner)))))
+  (try
+    (asyncio.run (main))
+    (finally
+      (shutdown env)))
+  [#("/stop to the running action's processes gone, p50" (* 1000 (statistics.median times)) "ms" "< 100 ms")
+   #("/stop to the running action's processes gone, max" (* 1000 (max times)) "ms" "")])
+
 ;; * One message, function by function
 
 (setv _PLUMBING #("proto.hy" "budget.hy" "macros.hy"))
@@ -440,7 +494,7 @@
                   :if (not (or (.endswith (get k 0) _PLUMBING) (.startswith (get k 1) "<")))
                   k v))
   [#("one message to its reply: function entries of the project's code" (sum (.values calls))
-     f"in {(len calls)} functions of {(len (sfor k calls (get k 0)))} files" "")
+     f"in {(len calls)} functions of {(len (sfor k calls (get k 0)))} files" "≤ 1100")
    #("one message to its reply: the same without plist, usage and comprehension plumbing"
      (sum (.values own)) f"in {(len own)} functions of {(len (sfor k own (get k 0)))} files" "")])
 
@@ -623,6 +677,7 @@
                bench-chat-memory
                (fn [] (bench-repl (if quick 10 40)))
                (fn [] (bench-approval (if quick 50 300)))
+               (fn [] (bench-stop (if quick 5 20)))
                (fn [] (bench-telegram quick))
                (fn [] (bench-harm quick))
                (fn [] (bench-hung-provider (if quick 3 5)))
