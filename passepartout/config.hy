@@ -197,7 +197,7 @@
     "doc" "The headless daemon's own settings."
     "keys" {"heartbeat" (_key "number" 60 "seconds between two heartbeats")
             "shutdown_grace" (_key "number" 10 "seconds to finish the work in flight when asked to stop")
-            "inbox_keep" (_key "number" 172800 "seconds a done inbox row is kept to recognise a redelivery")
+            "inbox_keep" (_key "number" 172800 "seconds a done inbox row (to recognise a redelivery) and a sent reply are kept")
             "log_max_bytes" (_key "number" 5242880 "size at which `daemon.log` is rotated")
             "log_backups" (_key "number" 5 "rotated logs kept")
             "reply_max_hours" (_key "number" 24 "hours a reply that cannot be sent is tried again before it is given up (its person is told)")}}

@@ -3,8 +3,8 @@
 (import asyncio fcntl logging logging.handlers os signal sys time
         pathlib [Path]
         passepartout.config [ConfigError load-config ensure-dirs config-secrets config-defaults]
-        passepartout.store [store-open store-path-for store-close inbox-count inbox-prune kv-put HEARTBEAT-KEY
-                            store-unwell]
+        passepartout.store [store-open store-path-for store-close inbox-count inbox-prune outbox-prune kv-put
+                            HEARTBEAT-KEY store-unwell]
         passepartout.proto [literal-keywords :as hy proto-get]
         passepartout.skills [load-skills set-immutable-skills]
         passepartout.cascade [make-cascade providers-from-config cascade-complete]
@@ -205,6 +205,7 @@
                                  :gateways (lfor [k v] (.items states) x [k v] x)
                                  :degraded (bool down)]))
       (await (asyncio.to-thread inbox-prune store (- now (get settings "inbox_keep"))))
+      (await (asyncio.to-thread outbox-prune store (- now (get settings "inbox_keep"))))
       (if down
           (.warning log "alive but degraded: pid %s, %s sessions, %s signals pending; %s"
                     (os.getpid) sessions pending

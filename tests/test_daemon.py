@@ -23,7 +23,7 @@ from passepartout.daemon import DaemonRunning, claim_pid_file, daemon_settings, 
 from passepartout.gateway import GroupWriter, Hub, configured_gateways, register_gateway
 from passepartout.proto import proto_get
 from passepartout.skills import make_skill, register_skill
-from passepartout.store import inbox_add, inbox_count, inbox_pending, kv_get
+from passepartout.store import inbox_add, inbox_count, inbox_pending, kv_get, outbox_add, outbox_sent
 
 K = Keyword
 
@@ -496,6 +496,26 @@ def test_the_heartbeat_is_in_the_store_and_the_log(env, caplog):
     assert proto_get(beat, K("pid")) == os.getpid()
     assert proto_get(beat, K("time")) >= before
     assert any(r.getMessage().startswith("alive:") for r in caplog.records)
+
+
+def test_the_heartbeat_forgets_the_inbox_and_outbox_rows_done_long_ago(env):
+    store, keep = env["store"], 172800
+    long_ago, lately = time.time() - keep - 60, time.time() - 60
+    for n, ts in enumerate([long_ago, lately]):
+        inbox_add(store, "test", f"k{n}", said(f"m{n}"), done=True, ts=ts)
+        outbox_add(store, "test", "test:1", said(f"r{n}"), ts=ts)
+        outbox_sent(store, n + 1, ts=ts)
+    outbox_add(store, "test", "test:1", said("never sent"), ts=long_ago)
+
+    def rows(table):
+        return store.query(f"SELECT state, created FROM {table} ORDER BY id")
+
+    assert len(rows("inbox")) == 2 and len(rows("outbox")) == 3
+    with InProcessDaemon(env, gateways=[]):
+        assert wait_for(lambda: len(rows("outbox")) == 2), rows("outbox")
+    assert rows("inbox") == [("done", lately)], rows("inbox")
+    # a reply neither sent nor told of is kept, however old: given up, it waits for its person
+    assert rows("outbox") == [("sent", lately), ("expired", long_ago)], rows("outbox")
 
 
 # * Settings and the registry
