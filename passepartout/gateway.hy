@@ -111,13 +111,14 @@
         #((write self.store #* args) None))
       (except [e Exception] #(None e)))))
 
-(defn _sent [store id session reply]
-  "Mark the kept reply ID sent, and journal that it reached its person: a
-   turn of the task it ends, when it names one."
+(defn _sent [store id session reply shown]
+  "Mark the kept reply ID sent and, when it was SHOWN, journal that it reached
+   its person: a turn of the task it ends, when it names one."
   (setv payload (or (proto-get reply ':payload) []))
   (outbox-sent store id)
-  (journal-event store "delivered" session [:outbox id :kind (proto-get payload ':kind)
-                                            :task (proto-get payload ':task)]))
+  (when shown
+    (journal-event store "delivered" session [:outbox id :kind (proto-get payload ':kind)
+                                              :task (proto-get payload ':task)])))
 
 (defclass Undeliverable [Exception]
   "What a gateway's deliver raises for a reply that no retry will get out (the
@@ -290,11 +291,12 @@
     "Send the kept reply ID; True when it went out. One that did not holds its
      session's later replies behind it until the retries get it out."
     (setv gateway (.get self.gateways name (when self.fallback {"deliver" self.fallback}))
-          why None)
+          why None
+          shown True)
     (if (is gateway None)
         (setv why "it has no running gateway to go to")
         (try
-          (await ((get gateway "deliver") reply))
+          (setv shown (is-not (await ((get gateway "deliver") reply)) False))
           (except [asyncio.CancelledError] (raise))
           (except [e Undeliverable]
             (.error log "gateway %s could not deliver a reply to %s and never will (%s); it is given up"
@@ -308,7 +310,7 @@
       ;; a crash between the send and this commit sends the reply again at the
       ;; next start: the one window of a reply given twice, kept to one commit
       (try
-        (await (.call self.writer _sent id session reply))
+        (await (.call self.writer _sent id session reply shown))
         (except [e sqlite3.Error]
           ;; it went out: the step that gave it must not be taken again
           (.warning log "a reply to %s went out but could not be marked sent (%s); the next start sends it again"

@@ -2,6 +2,7 @@
 against a Bot API server on loopback (tests/bot_api_server.py), inside the
 daemon's serve."""
 import logging
+import re
 import time
 
 import hy  # noqa: F401
@@ -159,7 +160,14 @@ def test_traces_are_hidden_and_every_other_kind_shown(tg):
     tg.server.message(ALICE, ALICE, "/kinds")
     with tg.daemon():
         assert tg.server.wait_for(lambda: len(tg.server.texts(ALICE)) == 3)
+        store = tg.env["store"]
+        assert tg.server.wait_for(lambda: store.query("SELECT 1 FROM outbox WHERE state = 'pending'") == [])
     assert tg.server.texts(ALICE) == ["a notice", "an error", "the answer"]
+    # the journal's conversation holds what the person saw, not the trace kept back
+    told = store.query("SELECT data FROM events WHERE kind = 'delivered' ORDER BY id")
+    kinds = [re.search(r":kind :(\w+)", d).group(1) for (d,) in told]
+    assert kinds == ["notice", "error", "answer"], told
+    assert store.query("SELECT state FROM outbox ORDER BY id") == [("sent",)] * 4, "the trace is done with too"
 
 
 # * Buttons

@@ -459,8 +459,9 @@
         source (proto-get reply ':source [])
         chat (proto-get source ':chat))
   (cond
-    (and (= kind "trace") (not (get gw.settings "show_traces"))) None
-    (is chat None) (.warning log "telegram: a reply with no chat to go to: %s" (cut text 200))
+    (and (= kind "trace") (not (get gw.settings "show_traces"))) False
+    (is chat None) (do (.warning log "telegram: a reply with no chat to go to: %s" (cut text 200))
+                       False)
     True
     (do (when (not gw.started)
           (await (_call gw "getMe" (partial _start gw))))
