@@ -389,6 +389,33 @@ def test_replies_sent_while_the_server_fails_longer_than_its_tries_are_kept_and_
     assert outbox == [("sent", 3)], outbox
 
 
+def test_a_server_that_stops_answering_shows_as_degraded_until_it_answers_again(env, server):
+    from passepartout.daemon import degraded, gateway_states
+    gw = sig.make_signal(section(server.url), env)
+
+    def down():
+        return degraded(gateway_states([gw], {"signal": "running"}))
+
+    async def go():
+        hub = Hub(env, [gw])
+        task = asyncio.create_task(gw["run"](hub))
+        try:
+            assert await until(lambda: gw["state"]() == "polling"), gw["state"]()
+            assert down() == []
+            server.outage("receive", "500", 1.0)
+            assert await until(down, 5) == ["signal"], gw["state"]()
+            said = gw["state"]()
+            assert await until(lambda: not down(), 10), gw["state"]()
+            return said
+        finally:
+            await gw["stop"]()
+            await asyncio.wait_for(task, 5)
+            await hub.close()
+
+    said = asyncio.run(go())
+    assert said.startswith("the server does not answer") and "500" in said, said
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.text(alphabet=st.sampled_from("ab é€😀\n"), max_size=3000),
        st.integers(min_value=8, max_value=400))

@@ -506,12 +506,19 @@
 
 ;; * Registration
 
+(defn signal-state [gw]
+  "One line: what the gateway GW is doing."
+  (cond (is gw.outage None) (if gw.ready "polling" "starting")
+        (= gw.outage "json-rpc") "not polling: the server runs in json-rpc mode"
+        True f"the server does not answer ({gw.outage}); trying again"))
+
 (defn make-signal [section env]
   "The Signal gateway configured by SECTION, as the dict the hub runs."
   (setv gw (SignalState (signal-settings section)))
   {"name" "signal"
    "run" (fn :async [hub] (await (signal-run gw hub)))
    "deliver" (fn :async [reply] (await (signal-deliver gw reply)))
-   "stop" (fn :async [] (await (signal-stop gw)))})
+   "stop" (fn :async [] (await (signal-stop gw)))
+   "state" (fn [] (signal-state gw))})
 
 (register-gateway "signal" make-signal)
