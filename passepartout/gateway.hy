@@ -167,6 +167,7 @@
           self.writer (GroupWriter self.store)
           self.accepting True
           self.held (set)
+          self.unmarked {}
           self.locks {}
           self.untold (set)
           self.outstanding {}
@@ -312,9 +313,11 @@
       (try
         (await (.call self.writer _sent id session reply shown))
         (except [e sqlite3.Error]
-          ;; it went out: the step that gave it must not be taken again
-          (.warning log "a reply to %s went out but could not be marked sent (%s); the next start sends it again"
-                    session e)))
+          ;; it went out: the step that gave it must not be taken again, and
+          ;; the outbox pass marks it once the store takes writes again
+          (.warning log "a reply to %s went out but could not be marked sent (%s); it is marked when the store allows"
+                    session e)
+          (setv (get self.unmarked id) #(session reply shown))))
       (return True))
     (setv pause (growing-pause (+ attempts 1) 300))
     (.warning log "a reply to %s could not be sent through %s (%s); it is kept and tried again in %s s: %s"
@@ -335,6 +338,13 @@
       (await (asyncio.sleep every))))
 
   (defn :async _outbox-pass [self max-age]
+    ;; what went out is marked first, so that it is never taken as given up
+    (for [[id args] (list (.items self.unmarked))]
+      (try
+        (await (.call self.writer _sent id #* args))
+        (except [sqlite3.Error]
+          (return)))
+      (del (get self.unmarked id)))
     (setv now (time.time)
           expired (await (asyncio.to-thread outbox-expire self.store (- now max-age))))
     (when expired

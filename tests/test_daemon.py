@@ -433,6 +433,35 @@ def test_a_step_the_store_would_not_take_is_taken_again_once_it_does(env, caplog
     assert inbox_count(env["store"]) == 0
 
 
+def test_a_reply_that_went_out_is_marked_sent_once_the_store_takes_writes_again(env, caplog):
+    """The store will not take the commit that marks a reply sent: the reply
+    is not sent again, and is marked (and journaled) once the store is back."""
+    holder = sqlite3.connect(env["store"].path, timeout=5, isolation_level=None, check_same_thread=False)
+    rec = Recorder()
+    gateway = rec.gateway()
+    plain = gateway["deliver"]
+
+    async def deliver(reply):
+        await plain(reply)
+        if len(rec.delivered) == 1:
+            holder.execute("BEGIN EXCLUSIVE")
+
+    gateway["deliver"] = deliver
+    store = env["store"]
+    try:
+        with InProcessDaemon(env, gateways=[gateway]) as d:
+            rec.say(d, "u1", "hello")
+            assert wait_for(lambda: any("could not be marked sent" in r.getMessage() for r in caplog.records), 20), \
+                "the mark was never refused"
+            holder.execute("ROLLBACK")
+            assert wait_for(lambda: store.query("SELECT state FROM outbox") == [("sent",)], 20), \
+                store.query("SELECT state FROM outbox")
+    finally:
+        holder.close()
+    assert rec.texts() == ["echo: hello"], rec.texts()
+    assert len(store.query("SELECT 1 FROM events WHERE kind = 'delivered'")) == 1, "no delivered turn"
+
+
 def test_what_was_pending_is_answered_at_start_in_order(env, caplog):
     caplog.set_level(logging.INFO)
     for i in range(4):
