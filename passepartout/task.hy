@@ -120,18 +120,27 @@
     (ended (+ f"Stopped after {budget} actions (the step budget of one task). Last result: "
               (proto-print result)))
     True
-    (do (setv next [:type :event
-                    :source (proto-get signal ':source)
-                    :session session
-                    :payload (+ [:sensor :tool-result :action action :result result]
-                                (if call [:call call] [])
-                                (or extra [])
-                                (proto-merge state [:step (+ n 1) :states (cut (+ states [after]) (- STATE-WINDOW) None)
-                                                    :ran (+ (list (proto-get state ':ran []))
-                                                            [(_ran action result)])]))]
-              inbox (proto-get (or (proto-get signal ':source) []) ':inbox))
-        #([trace next]
-          (+ records (if (is inbox None) [] [[:inbox inbox :signal next]]))))))
+    (do (setv [next kept] (_next-step signal
+                                      (+ [:sensor :tool-result :action action :result result]
+                                         (if call [:call call] [])
+                                         (or extra []))
+                                      state
+                                      [:step (+ n 1)
+                                       :states (cut (+ states [after]) (- STATE-WINDOW) None)
+                                       :ran (+ (list (proto-get state ':ran [])) [(_ran action result)])]))
+        #([trace next] (+ records kept)))))
+
+(defn _next-step [signal fields state changes]
+  "The signal that takes the task of STATE on (a tool result: FIELDS, then
+   STATE with CHANGES), and the records that keep it as its inbox row's next
+   step, so that a daemon that dies here takes the task up where it was."
+  (setv source (proto-get signal ':source)
+        next [:type :event
+              :source source
+              :session (proto-get signal ':session)
+              :payload (+ fields (proto-merge state changes))]
+        inbox (proto-get (or source []) ':inbox))
+  #(next (if (is inbox None) [] [[:inbox inbox :signal next]])))
 
 ;; * Nothing twice
 
@@ -192,17 +201,15 @@
                   [:action :message :text "(an answer the checks discarded)"]
                   action)
         outcome [:status :held :reason "not delivered: the reply validators objected"]
-        next [:type :event
-              :source (proto-get signal ':source)
-              :session session
-              :payload (+ [:sensor :tool-result :action shown :result outcome
-                           :note (proto-get review ':correction)]
-                          (proto-merge state [:step (+ n 1)
-                                              :fired (+ (list (proto-get state ':fired []))
-                                                        (list (proto-get review ':fire [])))]))]
-        inbox (proto-get (or (proto-get signal ':source) []) ':inbox))
+        [next kept] (_next-step signal
+                                [:sensor :tool-result :action shown :result outcome
+                                 :note (proto-get review ':correction)]
+                                state
+                                [:step (+ n 1)
+                                 :fired (+ (list (proto-get state ':fired []))
+                                           (list (proto-get review ':fire [])))]))
   #([(reply-signal signal (proto-get review ':line) "decision") next]
     (+ check
        [(event-record "result" session [:action shown :result outcome
                                         :task (proto-get state ':task) :step n])]
-       (if (is inbox None) [] [[:inbox inbox :signal next]]))))
+       kept)))
