@@ -107,19 +107,15 @@
                                       #((proto-get approval ':id) who))))
     (when before
       (return (_result False (+ f"You already answered {code} ({(get before 1)}) at {(_when (get before 0) now)}; "
-                                (_tally-text conn approval voters needed))
+                                (_tally-text (_approving (_counted store approval voters)) needed))
                        emitted)))
     (.execute conn "INSERT INTO answers (approval, ts, who, session, answer, reason, minutes)
                     VALUES (?, ?, ?, ?, ?, ?, ?)"
               #((proto-get approval ':id) now who session choice reason minutes))
     (_event store "answered" approval who now [:answer choice :reason reason :minutes minutes
                                                :from (or session "host")])
-    (setv counted (lfor [w a m] (.fetchall (.execute conn "SELECT who, answer, minutes FROM answers
-                                                           WHERE approval = ? ORDER BY id"
-                                                     #((proto-get approval ':id))))
-                        :if (or (not voters) (in w voters))
-                        #(w a m))
-          yes (lfor c counted :if (= (get c 1) "approve") c)
+    (setv counted (_counted store approval voters)
+          yes (_approving counted)
           no (lfor c counted :if (= (get c 1) "deny") c)
           settled (cond (>= (len yes) needed) "approved"
                         (>= (len no) denials-end) "denied"
@@ -136,33 +132,41 @@
       (when (!= changed 1)
         (return (_result False (_settled-text (get-approval store (proto-get approval ':id)) now) emitted)))
       (setv approval (get-approval store (proto-get approval ':id))
-            grant-minutes (when (and yes (all (gfor c yes (get c 2)))) (min (gfor c yes (get c 2))))
+            grant-minutes (_grant yes)
             outcome #(settled grant-minutes))
       (_event store settled approval (proto-get approval ':decided-by) now))
     (when (is outcome None)
       (return (_result True (+ f"Counted your {(if (= choice "approve") "approval" "denial")} of {code}; "
-                               (_tally-text conn approval voters needed))
+                               (_tally-text yes needed))
                        emitted))))
   (setv [settled grant-minutes] outcome)
   (cond (= settled "denied") (_denied env approval session now emitted)
         host (+ (_result True f"Approved {code}.") [:handed-over True])
         True [:approved approval :grant-minutes grant-minutes :now now]))
 
-(defn _grant-minutes [store approval cfg]
-  "The grant the approving answers to APPROVAL asked for, in minutes, or None:
-   the shortest, when every one of them asked for one."
-  (setv [voters _ _] (_voters cfg)
-        asked (lfor [w m] (.query store "SELECT who, minutes FROM answers
-                                         WHERE approval = ? AND answer = 'approve' ORDER BY id"
-                                  #((proto-get approval ':id)))
-                    :if (or (not voters) (in w voters))
-                    m))
-  (when (and asked (all asked)) (min asked)))
+(defn _counted [store approval voters]
+  "The answers to APPROVAL that count (every one, or only the VOTERS'), as
+   #(who answer minutes), in the order they came."
+  (lfor [w a m] (.query store "SELECT who, answer, minutes FROM answers WHERE approval = ? ORDER BY id"
+                        #((proto-get approval ':id)))
+        :if (or (not voters) (in w voters))
+        #(w a m)))
 
-(defn _tally-text [conn approval voters needed]
-  (setv yes (lfor [w] (.fetchall (.execute conn "SELECT who FROM answers WHERE approval = ? AND answer = 'approve'"
-                                           #((proto-get approval ':id))))
-                  :if (or (not voters) (in w voters)) w))
+(defn _approving [counted]
+  (lfor c counted :if (= (get c 1) "approve") c))
+
+(defn _grant [yes]
+  "The grant the approving answers YES asked for, in minutes, or None: the
+   shortest, when every one of them asked for one."
+  (when (and yes (all (gfor c yes (get c 2))))
+    (min (gfor c yes (get c 2)))))
+
+(defn _grant-minutes [store approval cfg]
+  "The grant the approving answers to APPROVAL asked for (see =_grant=)."
+  (setv [voters _ _] (_voters cfg))
+  (_grant (_approving (_counted store approval voters))))
+
+(defn _tally-text [yes needed]
   f"it has {(len yes)} of the {needed} approvals it needs.")
 
 (defn _denied [env approval session now emitted]
