@@ -162,12 +162,6 @@
     (return 1))
   (approvals-on-host args))
 
-(defn _print-signals [signals]
-  (import passepartout.proto [proto-get])
-  (for [s signals]
-    (when (= (proto-get s ':type) ':reply)
-      (print (proto-get (proto-get s ':payload) ':text) :flush True))))
-
 (defn _handed-over-text [store approval choice]
   "What the host is told after handing CHOICE on APPROVAL to the daemon."
   (import passepartout.proto [proto-get]
@@ -189,15 +183,13 @@
           passepartout.proto [proto-get]
           passepartout.store [notice-add]
           passepartout.grants [duration-minutes]
-          passepartout.hitl [HOST-IDENTITY answer-approval expire-due find-approval
-                             pending-text recover])
+          passepartout.hitl [HOST-IDENTITY answer-approval find-approval pending-text])
   (setv env (boot :config-path args.config))
   (try
     (setv store (get env "store")
           action args.action
           duration (getattr args "duration" None)
           minutes (when duration (duration-minutes duration)))
-    (_print-signals (+ (recover store ((get env "clock"))) (expire-due store ((get env "clock")))))
     (cond
       (= action "list")
       (do (print (proto-get (pending-text env HOST-IDENTITY None :host True) ':text)) 0)
