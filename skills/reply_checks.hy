@@ -4,6 +4,7 @@
 
 (require passepartout.macros [defskill])
 (import re
+        functools [lru-cache]
         passepartout.proto [literal-keywords :as hy proto-get])
 
 ;; ** The patterns, per language
@@ -86,15 +87,15 @@
              g guards
              (.search (get lang g) sentence))))
 
-(defn _clauses [text guards [questions True]]
-  "The clauses of TEXT that make a statement: not in a sentence that GUARDS
-   set aside (nor in a question unless QUESTIONS), and neither denied nor
-   supposed themselves."
-  (lfor s (_sentences text)
-        :if (not (or (and (not questions) (.endswith s "?")) (_set-aside s guards)))
-        c (.split _clause-end s)
-        :if (and (.strip c) (not (_set-aside c ["negation" "supposing"])))
-        (.strip c)))
+(defn [(lru-cache :maxsize 16)] _clauses [text guards [questions True]]
+  "The clauses of TEXT that make a statement: not in a sentence that GUARDS (a
+   tuple) set aside (nor in a question unless QUESTIONS), and neither denied nor
+   supposed themselves. Two checks read an answer alike, so it is split once."
+  (tuple (gfor s (_sentences text)
+               :if (not (or (and (not questions) (.endswith s "?")) (_set-aside s guards)))
+               c (.split _clause-end s)
+               :if (and (.strip c) (not (_set-aside c ["negation" "supposing"])))
+               (.strip c))))
 
 (defn _matching [sentence key]
   "The first match of the patterns under KEY in SENTENCE, in any language."
@@ -117,7 +118,7 @@
   (setv ran (_ran ctx))
   (when (any (gfor n ran (not (in n KNOWN))))
     (return None))
-  (for [s (_clauses text ["earlier" "conditional" "from-person"])]
+  (for [s (_clauses text #("earlier" "conditional" "from-person"))]
     (for [lang _compiled
           [deed p] (.items (get lang "claims"))]
       (when (and (.search p s) (not (& (get DEEDS deed) (set ran))))
@@ -129,7 +130,7 @@
   (setv ran (_ran ctx))
   (when (any (gfor n ran (or (in n READERS) (not (in n KNOWN)))))
     (return None))
-  (for [s (_clauses text ["earlier" "conditional" "from-person"])]
+  (for [s (_clauses text #("earlier" "conditional" "from-person"))]
     (when (_matching s "results")
       (return f"you presented \"{(_quote s)}\" as a result, but nothing that reads files, runs commands or searches ran in this task")))
   None)
@@ -142,7 +143,7 @@
             (.endswith (.rstrip (get sentences -1) " )\"'") "?")
             (_set-aside (get sentences -1) ["asks"]))
     (return None))
-  (for [s (_clauses text ["conditional"] :questions False)]
+  (for [s (_clauses text #("conditional") :questions False)]
     (when (_matching s "promises")
       (return f"you promised \"{(_quote s)}\" but ended your turn without doing it; an answer is the end of the task"))))
 
@@ -151,7 +152,7 @@
   (setv executed (lfor pair (or (proto-get ctx ':executed) []) :if (!= (get pair 0) "message") pair))
   (when (and executed (= (str (get (get executed -1) 1)) "ok"))
     (return None))
-  (for [s (_clauses text ["earlier" "conditional"] :questions False)]
+  (for [s (_clauses text #("earlier" "conditional") :questions False)]
     (when (_matching s "completion")
       (return (if executed
                   f"you wrote \"{(_quote s)}\" but the last action of this task failed"
