@@ -176,18 +176,18 @@
   (defn :async receive [self gateway key signal]
     "Persist SIGNAL, received by GATEWAY under KEY, then queue it. False when
      KEY was received before (a redelivery): it is neither stored nor queued again."
-    (setv id (await (.call self.writer inbox-add gateway key signal)))
-    (when (is id None)
-      (return False))
-    (when self.accepting
-      (await (self._submit id signal)))
-    True)
+    (get (await (self._keep gateway [#(key signal)])) 0))
 
   (defn :async receive-batch [self gateway items]
     "Persist ITEMS that GATEWAY received together, in one transaction, then
      queue the new ones in order. An item is #(key signal), or #(key note True)
      for one the gateway answers itself (as claim records it, NOTE a plist). For each item,
      True when it is new, False for a redelivery."
+    (await (self._keep gateway items)))
+
+  (defn :async _keep [self gateway items]
+    "What receive, receive-batch and claim do: store ITEMS in one transaction
+     and queue the new ones that need work; for each, whether it was new."
     (setv ids (await (.call self.writer
                             (fn [store] (lfor item items (inbox-add store gateway #* item))))))
     (when self.accepting
@@ -224,7 +224,7 @@
 
   (defn :async claim [self gateway key [note "answered by the gateway"]]
     "Record KEY of GATEWAY as received and done; False when it was received before."
-    (is-not (await (.call self.writer inbox-add gateway key [:note note] True)) None))
+    (get (await (self._keep gateway [#(key [:note note] True)])) 0))
 
   (defn :async resume [self [gateway None]]
     "Queue again what was received and not answered before the last stop (of
