@@ -2,7 +2,7 @@
 
 ;; ** The modules
 
-(import fnmatch functools posixpath re shutil
+(import fnmatch functools os posixpath re shutil
         passepartout.proto [literal-keywords :as hy proto-get]
         passepartout.workspace [path-inside BUILD-FILES]
         passepartout.shell-parse [CACHE-SIZE HERE MARKERS MAX-BYTES MAX-JUDGED MAX-NEST
@@ -450,7 +450,8 @@
   (when (not (or matched (get rec "launcher") (in name KNOWN)))
     (.extend out (_default-verdicts rec pc rules)))
   (when (not (get rec "launcher"))
-    (.extend out (_known-verdicts rec rules pc)))
+    (.extend out (_known-verdicts rec rules pc))
+    (.extend out (_script-verdicts rec pc rules nest)))
   (when (= name "ln")
     (.extend out (_hard-link-verdicts rec parsed pc)))
   (when (= name "find")
@@ -495,6 +496,54 @@
   "True when the variable NAME is one of the code-loading names or globs of RULES."
   (or (in name (get rules "code-loading"))
       (any (gfor g (get rules "code-loading-globs") (fnmatch.fnmatchcase name g)))))
+
+;; ** Scripts that are already there
+
+(defn _shebang [head]
+  "The program the =#!= line of HEAD (bytes) names, or None."
+  (when (.startswith head b"#!")
+    (setv words (.split (.decode (get (.split (cut head 2 None) b"\n" 1) 0) "utf-8" "replace")))
+    (when (and words (= (posixpath.basename (get words 0)) "env"))
+      (setv words (lfor w (cut words 1 None) :if (not (.startswith w "-")) w)))
+    (when words
+      (posixpath.basename (get words 0)))))
+
+(defn _script-verdicts [rec pc rules nest]
+  "What running the existing script or program file of REC does: a shell
+   script is judged as its command line; other code is escalated, unread."
+  (setv name (get rec "name")
+        run (_run-path rec rules))
+  (when (not run)
+    (return []))
+  (setv out [])
+  (for [[path maybe _] (_concrete run (get rec "cwd") pc)]
+    (setv real (_realpath path pc))
+    ;; only where a task can have written it: a file elsewhere is read by the
+    ;; read checks, and its text must not reach a reason
+    (when (or maybe
+              (not (or (path-inside real (get pc "ws-real"))
+                       (any (gfor t (get pc "temps-real") (path-inside real t)))))
+              (not (os.path.isfile real)))
+      (continue))
+    (try
+      (with [f (open real "rb")]
+        (setv data (.read f (+ MAX-BYTES 1))))
+      (except [e OSError]
+        (.append out [ESCALATE f"runs {run}, which the gate cannot read ({e.strerror})" "script-unread"])
+        (continue)))
+    (setv by-shell (or (in name SHELLS) (in name #("source" ".")))
+          shebang (_shebang data)
+          language (cond by-shell None
+                         (_interpreter name) name
+                         (.startswith data b"\x7fELF") "compiled"
+                         (and shebang (not (in shebang SHELLS))) shebang))
+    (if language
+        (.append out [ESCALATE (if (= language "compiled")
+                                   f"runs {run}, a compiled program the gate cannot read"
+                                   f"runs {run}, {language} code the gate does not read")
+                      "script-unread"])
+        (.extend out (_judge-nested (.decode data "utf-8" "replace") pc rules nest run "script"))))
+  out)
 
 ;; ** Across the command line
 
@@ -545,7 +594,10 @@
                     "go" "pytest" "tox" "nox" "rake" "bundle" "gradle" "gradlew" "mvn" "ant"
                     "just" "task" "pip" "pip3" "uv" "poetry" "pipenv" "hatch" "pdm" "deno"
                     "docker" "docker-compose" "podman" "bazel" "scons" "composer" "mix" "sbt"}
-      _copy-writers #{"cp" "mv" "install" "ln" "tee" "dd"})
+      _copy-writers #{"cp" "mv" "install" "ln" "tee" "dd"}
+      MAKERS (| BUILD-TOOLS #{"git" "svn" "hg" "tar" "bsdtar" "unzip" "7z" "7za" "cpio" "ar"
+                                       "rsync" "scp" "sftp" "patch" "gunzip" "gzip" "bunzip2" "bzip2"
+                                       "xz" "unxz" "zstd" "unzstd"}))
 
 (defn _written [out pc rules]
   "The paths the command line OUT writes: its redirections, and the files
@@ -593,6 +645,12 @@
         (when (any (gfor b BUILD-FILES (fnmatch.fnmatchcase (posixpath.basename w) b)))
           (.append verdicts [ESCALATE f"`{(get rec "text")}` — {(get rec "name")} reads {(posixpath.basename w)}, which this same command line writes" "write-then-run"])
           (break)))))
+  (setv makers (lfor c commands :if (in (get c "name") MAKERS) (get c "name")))
+  (when makers
+    (for [rec commands :if (not (in (get rec "name") MAKERS))]
+      (setv run (_run-path rec rules))
+      (when (and run (not (any (gfor p (_paths run rec pc) (os.path.exists (_realpath p pc))))))
+        (.append verdicts [ESCALATE f"`{(get rec "text")}` — runs {run}, which is not there yet: {(get makers 0)} on this command line may make it" "make-then-run"]))))
   (when (> (len (lfor c commands :if (not (get c "launcher")) c)) 1)
     (for [rec commands]
       (when (= (get rec "name") "ln")
