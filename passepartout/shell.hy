@@ -517,11 +517,12 @@
     (return []))
   (setv out [])
   (for [[path maybe _] (_concrete run (get rec "cwd") pc)]
+    (when (or maybe (in "\x00" path))
+      (continue))
     (setv real (_realpath path pc))
     ;; only where a task can have written it: a file elsewhere is read by the
     ;; read checks, and its text must not reach a reason
-    (when (or maybe
-              (not (or (path-inside real (get pc "ws-real"))
+    (when (or (not (or (path-inside real (get pc "ws-real"))
                        (any (gfor t (get pc "temps-real") (path-inside real t)))))
               (not (os.path.isfile real)))
       (continue))
@@ -649,7 +650,8 @@
   (when makers
     (for [rec commands :if (not (in (get rec "name") MAKERS))]
       (setv run (_run-path rec rules))
-      (when (and run (not (any (gfor p (_paths run rec pc) (os.path.exists (_realpath p pc))))))
+      (when (and run (not (any (gfor p (_paths run rec pc)
+                                      (and (not (in "\x00" p)) (os.path.exists (_realpath p pc)))))))
         (.append verdicts [ESCALATE f"`{(get rec "text")}` — runs {run}, which is not there yet: {(get makers 0)} on this command line may make it" "make-then-run"]))))
   (when (> (len (lfor c commands :if (not (get c "launcher")) c)) 1)
     (for [rec commands]

@@ -579,7 +579,7 @@
           (.startswith a "--command=") (return {"code" (cut a 10 None)})
           (= a "--command") (setv code True i (+ i 1))
           (.startswith a "--") (+= i 1)
-          (and (in (get a 0) "-+") (> (len a) 1))
+          (and (> (len a) 1) (in (get a 0) "-+"))
           (do (when (and (= (get a 0) "-") (in "c" a)) (setv code True))
               (when (in "s" (cut a 1 None)) (setv stdin True))
               (+= i 1))
