@@ -36,6 +36,8 @@
     (return [[REJECT f"{what}: command strings are nested too deep, or too many to judge" "floor-too-deep"]]))
   (when (or (in "\x00" text) (> (len text) MAX-BYTES))
     (return [[REJECT f"{what} runs a command line that cannot be judged" "floor-too-long"]]))
+  (when (.search _private-use-re text)
+    (return [[REJECT f"{what} runs a command line holding private-use Unicode characters, which the shell parser cannot be trusted with" "floor-private-use"]]))
   (setv [verdicts _] (_judge-out (analyse text) pc rules (+ nest 1))
         worst (_worst verdicts))
   (if worst

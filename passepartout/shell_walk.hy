@@ -5,7 +5,7 @@
         passepartout.shell-parse [CACHE-SIZE HERE HOME MARKERS MAX-BYTES MAX-COMMANDS
                                   MAX-DEPTH MAX-EXPANSION MAX-NEST MAX-NODES MAX-VARIANTS
                                   SPLIT UNKNOWN _argument-lists _bounded _cached-tree
-                                  _fields _lookup _readings _text _union])
+                                  _fields _lookup _private-use-re _readings _text _union])
 
 ;; * Walking the tree
 
@@ -617,9 +617,12 @@
 
 (defn _nested [text st out depth what [record None]]
   "Walk the command line TEXT that WHAT runs."
-  (when (in UNKNOWN text)
+  ;; what the outer line expands is marked (UNKNOWN, the home folder in
+  ;; private-use characters, which the parser is never given): to the command
+  ;; string that is a value only known when it runs
+  (when (or (in UNKNOWN text) (_private-use-re.search text))
     (when record (setv (get record "dynamic-code") True))
-    (setv text (.replace text UNKNOWN "${__unknown__}")))
+    (setv text (_private-use-re.sub "${__unknown__}" (.replace text UNKNOWN "${__unknown__}"))))
   (when (>= (get st "nest") MAX-NEST)
     (_issue out REJECT f"command strings are nested more than {MAX-NEST} deep" "floor-too-deep")
     (return))

@@ -237,6 +237,8 @@ def test_a_script_written_earlier_is_judged_by_what_it_runs(tmp_path):
         assert verdict == "reject" and "rm -rf ~" in reason, (cmd, verdict, reason)
     for cmd in ["sh hello.sh", "./hello.sh", "bash missing.sh", "python3 missing.py"]:
         assert judge(cmd, ctx)[0] == "allow", (cmd, judge(cmd, ctx))
+    (ws / "odd.sh").write_text("echo \ue001{\n")
+    assert judge("sh odd.sh", ctx)[:2] == ("reject", "floor-private-use"), judge("sh odd.sh", ctx)
 
 
 
@@ -323,7 +325,7 @@ ODD = [
     "echo `" * 200,
     "\udcff\udcfe",
     "x | " * 4000 + "y",
-    "sh \"\"", "source \"\"", ".(a",
+    "sh \"\"", "source \"\"", ".(a", "bash -c=$ ~", "bash -c''rmsource $HOME!=", "bash -c (<#\t|#",
     "ls " * 5000,
 ]
 
