@@ -13,7 +13,7 @@
         passepartout.shell-rules [ShellRulesError load-rules parse-options rule-matches
                                   rule-operands rules-for _entry-holds _rule-options
                                   _rules-about _spec _unmodelled]
-        passepartout.shell-paths [_concrete _device _glob-re _judge-delete _judge-write
+        passepartout.shell-paths [_concrete _device _glob-re _in-places _judge-delete _judge-write
                                   _name-match _named-paths _names-regex _norm _places
                                   _read-verdicts _realpath _resolve _shown _tree-verdicts])
 
@@ -37,7 +37,7 @@
   (when (or (in "\x00" text) (> (len text) MAX-BYTES))
     (return [[REJECT f"{what} runs a command line that cannot be judged" "floor-too-long"]]))
   (when (.search _private-use-re text)
-    (return [[REJECT f"{what} runs a command line holding private-use Unicode characters, which the shell parser cannot be trusted with" "floor-private-use"]]))
+    (return [[REJECT f"{what} runs a command line holding private-use Unicode characters (or what the line around it expands), which the shell parser is not given" "floor-private-use"]]))
   (setv [verdicts _] (_judge-out (analyse text) pc rules (+ nest 1))
         worst (_worst verdicts))
   (if worst
@@ -519,14 +519,12 @@
     (return []))
   (setv out [])
   (for [[path maybe _] (_concrete run (get rec "cwd") pc)]
-    (when (or maybe (in "\x00" path))
+    (when maybe
       (continue))
     (setv real (_realpath path pc))
     ;; only where a task can have written it: a file elsewhere is read by the
     ;; read checks, and its text must not reach a reason
-    (when (or (not (or (path-inside real (get pc "ws-real"))
-                       (any (gfor t (get pc "temps-real") (path-inside real t)))))
-              (not (os.path.isfile real)))
+    (when (or (not (_in-places real pc)) (not (os.path.isfile real)))
       (continue))
     (try
       (with [f (open real "rb")]
@@ -636,9 +634,10 @@
   (setv verdicts []
         commands (lfor c (get out "commands") :if (get c "name") c)
         downloads (when (& (sfor c commands (get c "name")) FETCHERS) (_downloaded out pc rules))
-        written (when (> (len commands) 1) (set (_written out pc rules))))
+        written (when (> (len commands) 1) (set (_written out pc rules)))
+        makers (lfor c commands :if (in (get c "name") MAKERS) (get c "name")))
   (for [rec commands]
-    (setv run (when (or downloads written) (_run-path rec rules)))
+    (setv run (when (or downloads written makers) (_run-path rec rules)))
     (when (and run downloads (& (set (_paths run rec pc)) (set downloads)))
       (.append verdicts [REJECT f"`{(get rec "text")}` — runs {run}, which this command line downloads" "floor-download-to-interpreter"]))
     (when (and run written (_runs-written (_paths run rec pc) written))
@@ -647,14 +646,10 @@
       (for [w written]
         (when (any (gfor b BUILD-FILES (fnmatch.fnmatchcase (posixpath.basename w) b)))
           (.append verdicts [ESCALATE f"`{(get rec "text")}` — {(get rec "name")} reads {(posixpath.basename w)}, which this same command line writes" "write-then-run"])
-          (break)))))
-  (setv makers (lfor c commands :if (in (get c "name") MAKERS) (get c "name")))
-  (when makers
-    (for [rec commands :if (not (in (get rec "name") MAKERS))]
-      (setv run (_run-path rec rules))
-      (when (and run (not (any (gfor p (_paths run rec pc)
-                                      (and (not (in "\x00" p)) (os.path.exists (_realpath p pc)))))))
-        (.append verdicts [ESCALATE f"`{(get rec "text")}` — runs {run}, which is not there yet: {(get makers 0)} on this command line may make it" "make-then-run"]))))
+          (break))))
+    (when (and run makers (not (in (get rec "name") MAKERS))
+               (not (any (gfor p (_paths run rec pc) (os.path.exists (_realpath p pc))))))
+      (.append verdicts [ESCALATE f"`{(get rec "text")}` — runs {run}, which is not there yet: {(get makers 0)} on this command line may make it" "make-then-run"])))
   (when (> (len (lfor c commands :if (not (get c "launcher")) c)) 1)
     (for [rec commands]
       (when (= (get rec "name") "ln")

@@ -58,11 +58,12 @@
        (except [ValueError] False)))
 
 (defn _realpath [p pc]
-  "os.path.realpath of P, once per command."
+  "os.path.realpath of P, once per command; P itself when part of it is
+   unknown (an unknown home folder, say), which no file system can resolve."
   (setv memo (get pc "resolved")
         key #("real" p))
   (when (not (in key memo))
-    (setv (get memo key) (os.path.realpath p)))
+    (setv (get memo key) (if (in UNKNOWN p) p (os.path.realpath p))))
   (get memo key))
 
 (defn _resolve [given pc]
@@ -75,6 +76,12 @@
   (when (not (in given memo))
     (setv (get memo given) (_resolve-new given pc)))
   (get memo given))
+
+(defn _in-places [real pc]
+  "True when the resolved path REAL lies in the workspace or a temp folder,
+   the places commands may write (and so where a task can have written)."
+  (or (path-inside real (get pc "ws-real"))
+      (any (gfor t (get pc "temps-real") (path-inside real t)))))
 
 (defn _resolve-new [given pc]
   (when (.search _control-re given)
@@ -91,8 +98,7 @@
   (for [r (get pc "protected-real")]
     (when (path-inside real r)
       (return #(False "it is one of the daemon's own files"))))
-  (when (or (path-inside real (get pc "ws-real"))
-            (any (gfor t (get pc "temps-real") (path-inside real t))))
+  (when (_in-places real pc)
     (return #(True real)))
   #(False f"it resolves to {real}, outside the workspace and the temp folders"))
 

@@ -617,12 +617,18 @@
 
 (defn _nested [text st out depth what [record None]]
   "Walk the command line TEXT that WHAT runs."
-  ;; what the outer line expands is marked (UNKNOWN, the home folder in
-  ;; private-use characters, which the parser is never given): to the command
-  ;; string that is a value only known when it runs
-  (when (or (in UNKNOWN text) (_private-use-re.search text))
+  ;; what the outer line expands is marked in the string (UNKNOWN, and in
+  ;; private-use characters, which the parser is never given, the home and
+  ;; temp folders and the workspace): an unknown part is a value only known
+  ;; when it runs; a folder cannot be put back as text the inner shell would
+  ;; read alike inside its own quotes, so that string is not judged but refused
+  (setv text (.replace text SPLIT " "))
+  (when (in UNKNOWN text)
     (when record (setv (get record "dynamic-code") True))
-    (setv text (_private-use-re.sub "${__unknown__}" (.replace text UNKNOWN "${__unknown__}"))))
+    (setv text (.replace text UNKNOWN "${__unknown__}")))
+  (when (_private-use-re.search text)
+    (_issue out REJECT f"the command string given to {what} holds the home folder, the temp folder or the workspace as the line around it expands them, which the gate does not follow into it" "floor-nested-expansion")
+    (return))
   (when (>= (get st "nest") MAX-NEST)
     (_issue out REJECT f"command strings are nested more than {MAX-NEST} deep" "floor-too-deep")
     (return))
