@@ -253,6 +253,12 @@ def test_a_script_that_is_a_secret_is_not_read_into_a_reason(tmp_path):
     assert verdict == "reject" and "SECRET-KEY-MATERIAL" not in reason, (verdict, reason)
 
 
+def test_a_command_string_holding_the_home_folder_the_outer_line_expands_is_refused(ctx):
+    for cmd in ['bash -c "rm -rf $HOME"', "sh -c \"cat '$HOME/.ssh/id_rsa'\"", 'bash -c "ls $TMPDIR"']:
+        verdict, rule, reason = judge(cmd, ctx)
+        assert (verdict, rule) == ("reject", "floor-nested-expansion"), (cmd, verdict, rule, reason)
+
+
 def test_code_the_gate_does_not_read_is_escalated(tmp_path):
     ws = tmp_path / "ws"
     ws.mkdir()
