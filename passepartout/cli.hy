@@ -60,18 +60,19 @@
   "The config and a gate context for commands that judge without a daemon."
   (import passepartout.config [load-config config-secrets]
           passepartout.context [make-context]
-          passepartout.skills [load-skills]
+          passepartout.skills [Registry load-skills]
           passepartout.proto [proto-get])
   (setv config (load-config args.config))
   (when (getattr args "workspace" None)
     (setv (get config "workspace") (str (.resolve (Path args.workspace)))))
-  (setv skills (.get config "skills" {}))
-  (for [r (load-skills :folders (.get skills "dirs" []) :disabled (.get skills "disabled" []))]
+  (setv skills (.get config "skills" {})
+        registry (Registry))
+  (for [r (load-skills registry :folders (.get skills "dirs" []) :disabled (.get skills "disabled" []))]
     (when (proto-get r ':error)
       (print f"passepartout: skill file {(proto-get r ':file)} failed to load: {(proto-get r ':error)}"
              :file sys.stderr)))
   (make-context :workspace (get config "workspace") :session "verify"
-                :config config :secrets (config-secrets config)))
+                :config config :secrets (config-secrets config) :skills registry))
 
 (defn cmd-verify [args]
   (setv ctx (_gate-context args)
@@ -113,7 +114,7 @@
           passepartout.gateways.terminal [chat-terminal chat-lines format-reply])
   (defn :async show [r] (print (format-reply r) :flush True))
   (setv hub (Hub env [{"name" "terminal" "deliver" show}] :fallback show
-                 :concurrency (get env "config" "limits" "model_concurrency"))
+                 :concurrency (get env.config "limits" "model_concurrency"))
         background [(asyncio.create-task (serve-repl env hub))
                     (asyncio.create-task (watch-skills env))
                     (asyncio.create-task (approvals-service env hub))
@@ -123,7 +124,7 @@
     (when (await (.resume hub "terminal"))
       (for [s (.sessions hub)] (await (.idle hub s))))
     (if interactive
-        (await (chat-terminal hub :history-path (/ (Path (get env "config" "data_dir")) "chat_history")))
+        (await (chat-terminal hub :history-path (/ (Path (get env.config "data_dir")) "chat_history")))
         (await (chat-lines hub)))
     (finally
       (for [t background] (.cancel t))
@@ -136,8 +137,8 @@
           passepartout.sandbox [sandbox-summary])
   (setv env (boot :config-path args.config :workspace args.workspace))
   (for [line (skill-failures env)] (print "passepartout:" line :file sys.stderr))
-  (print (+ "Passepartout — workspace " (get env "config" "workspace") ". Type /help for the commands, /quit or Ctrl-D to leave."))
-  (print (+ "Protection: " (sandbox-summary (get env "sandbox")) "."))
+  (print (+ "Passepartout — workspace " (get env.config "workspace") ". Type /help for the commands, /quit or Ctrl-D to leave."))
+  (print (+ "Protection: " (sandbox-summary env.sandbox) "."))
   (try
     (asyncio.run (_chat env (and (.isatty sys.stdin) (.isatty sys.stdout))))
     (except [KeyboardInterrupt] (print)))
@@ -179,14 +180,15 @@
 (defn approvals-on-host [args]
   "The approvals command once it is known to be a person's: ARGS has .action
    (list, approve, deny), .code, .duration (\"30m\"), .reason, .config."
-  (import passepartout.daemon [boot shutdown]
+  (import asyncio
+          passepartout.daemon [boot shutdown]
           passepartout.proto [proto-get]
           passepartout.store [notice-add]
           passepartout.grants [duration-minutes]
           passepartout.hitl [HOST-IDENTITY answer-approval find-approval pending-text])
   (setv env (boot :config-path args.config))
   (try
-    (setv store (get env "store")
+    (setv store env.store
           action args.action
           duration (getattr args "duration" None)
           minutes (when duration (duration-minutes duration)))
@@ -202,10 +204,11 @@
                  :file sys.stderr)
           2)
       True
-      (do (setv r (answer-approval env HOST-IDENTITY None args.code action
-                                   :reason (getattr args "reason" None) :minutes minutes :host True))
+      (do (setv r (asyncio.run (answer-approval env HOST-IDENTITY None args.code action
+                                                :reason (getattr args "reason" None) :minutes minutes
+                                                :host True)))
           (for [s (proto-get r ':emit)]
-            (notice-add store s ((get env "clock"))))
+            (notice-add store s (env.clock)))
           (print (if (proto-get r ':handed-over)
                      (+ (proto-get r ':text) " "
                         (_handed-over-text store (find-approval store args.code) action))

@@ -44,7 +44,7 @@
 
 (defn make-context [[workspace "."] [session "local"] [config None] [store None]
                     [secrets None] [now None] [env None] [sandbox None] [cascade None]
-                    [notify None]]
+                    [notify None] [skills None] [stops None] [services None]]
   "The context plist for one signal. SANDBOX is the protection in force (the
    daemon finds it at boot); by default it is found from CONFIG, once."
   (setv config (or config {})
@@ -61,14 +61,34 @@
    :limits (lfor [k v] (.items limits) x [(kw (.replace k "_" "-")) v] x)
    :secrets (list (or secrets []))
    :sandbox (if (is sandbox None) (sandbox-status config) sandbox)
-   :runtime {"store" store "config" config "cascade" cascade "notify" notify}])
+   :runtime {"store" store "config" config "cascade" cascade "notify" notify
+             "skills" skills "stops" stops "services" services}])
+
+(defn context-for [services session [notify None] [now None]]
+  "The context of a step of SESSION in the daemon whose parts are SERVICES
+   (=services.org=); NOTIFY tells the person something at once. The one way a
+   step, an approval carried out or a REPL form gets its context."
+  (setv config services.config)
+  (make-context :workspace (.get config "workspace" ".")
+                :session session
+                :config config
+                :store services.store
+                :secrets services.secrets
+                :sandbox services.sandbox
+                :cascade services.cascade
+                :skills services.skills
+                :stops services.stops
+                :services services
+                :notify notify
+                :now (if (is now None) (services.clock) now)))
 
 (defn context-limit [ctx name [default None]]
   "The limit NAME (a string like \"shell-timeout\") from CTX."
   (proto-get (proto-get ctx ':limits []) name default))
 
 (defn context-runtime [ctx name]
-  "The runtime handle NAME (\"store\", \"config\", \"cascade\", \"notify\") from CTX, or None."
+  "The runtime handle NAME (\"store\", \"config\", \"cascade\", \"notify\",
+   \"skills\", \"stops\", \"services\") from CTX, or None."
   (.get (or (proto-get ctx ':runtime) {}) name))
 
 (defn context-data [ctx]

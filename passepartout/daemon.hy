@@ -6,12 +6,13 @@
         passepartout.store [store-open store-path-for store-close inbox-count inbox-prune outbox-prune kv-put
                             HEARTBEAT-KEY store-unwell]
         passepartout.proto [literal-keywords :as hy proto-get]
-        passepartout.skills [load-skills set-immutable-skills]
-        passepartout.cascade [make-cascade providers-from-config cascade-complete]
+        passepartout.skills [Registry load-skills set-immutable-skills]
+        passepartout.cascade [make-cascade providers-from-config]
         passepartout.hitl [escalate approvals-boot]
         passepartout.sandbox [sandbox-status]
+        passepartout.services [Services]
         passepartout.gateway [Hub configured-gateways]
-        passepartout.loop [SessionHistories growing-pause])
+        passepartout.backoff [growing-pause])
 
 (setv log (logging.getLogger "passepartout.daemon"))
 
@@ -24,7 +25,8 @@
       (raise (ConfigError f"providers: {e}")))))
 
 (defn boot [[config-path None] [workspace None] [environ None] [providers None]]
-  "The env of a running daemon. PROVIDERS, when given, replaces the configured cascade."
+  "The services of a running daemon (=services.org=). PROVIDERS, when given,
+   replaces the configured cascade."
   (setv environ (if (is environ None) os.environ environ)
         config (load-config config-path environ))
   (when workspace
@@ -32,8 +34,9 @@
   (ensure-dirs config)
   (setv store (store-open (store-path-for (get config "data_dir")))
         skills (.get config "skills" {})
-        report (load-skills :folders (.get skills "dirs" []) :disabled (.get skills "disabled" []))
-        _ (set-immutable-skills (.get skills "immutable" []))
+        registry (Registry)
+        report (load-skills registry :folders (.get skills "dirs" []) :disabled (.get skills "disabled" []))
+        _ (set-immutable-skills registry (.get skills "immutable" []))
         cascade-cfg (| (config-defaults "cascade") (.get config "cascade" {}))
         cascade (make-cascade (if (is providers None) (_providers config environ) providers)
                               :cooldown (get cascade-cfg "cooldown")
@@ -43,29 +46,25 @@
       (.error log "skill file %s failed to load: %s"
               (proto-get r ':file)
               (proto-get r ':error))))
-  (setv env {"config" config
-             "store" store
-             "cascade" cascade
-             "complete" (fn [request] (cascade-complete cascade request))
-             "escalate" escalate
-             "secrets" (config-secrets config environ)
-             "skill-report" report
-             "sandbox" (sandbox-status config)
-             "histories" (SessionHistories)
-             "clock" time.time})
-  (approvals-boot env)
-  env)
+  (setv services (Services config store registry cascade
+                          :escalate escalate
+                          :secrets (config-secrets config environ)
+                          :skill-report report
+                          :sandbox (sandbox-status config)
+                          :environ environ))
+  (approvals-boot services)
+  services)
 
 (defn skill-failures [env]
   "Lines describing every skill file that failed to load."
-  (lfor r (get env "skill-report")
+  (lfor r env.skill-report
         :if (proto-get r ':error)
         (+ "skill file " (proto-get r ':file) " failed to load: "
            (proto-get r ':error))))
 
 (defn shutdown [env]
   "Release what boot acquired."
-  (store-close (get env "store")))
+  (store-close env.store))
 
 ;; * One daemon per data dir
 
@@ -191,21 +190,21 @@
 
 (defn :async _heartbeat [env hub settings started [gateways None]]
   "GATEWAYS, when given, is a function of no arguments: the gateways' states."
-  (setv store (get env "store"))
+  (setv store env.store)
   (while True
     (try
       (setv now (time.time)
-            pending (await (asyncio.to-thread inbox-count store))
+            pending (inbox-count store)
             sessions (len (.sessions hub))
             states (if gateways (gateways) {})
             down (degraded states))
-      (await (asyncio.to-thread kv-put store HEARTBEAT-KEY
-                                [:time now :pid (os.getpid) :started started
-                                 :sessions sessions :pending pending
-                                 :gateways (lfor [k v] (.items states) x [k v] x)
-                                 :degraded (bool down)]))
-      (await (asyncio.to-thread inbox-prune store (- now (get settings "inbox_keep"))))
-      (await (asyncio.to-thread outbox-prune store (- now (get settings "inbox_keep"))))
+      (kv-put store HEARTBEAT-KEY
+              [:time now :pid (os.getpid) :started started
+               :sessions sessions :pending pending
+               :gateways (lfor [k v] (.items states) x [k v] x)
+               :degraded (bool down)])
+      (inbox-prune store (- now (get settings "inbox_keep")))
+      (outbox-prune store (- now (get settings "inbox_keep")))
       (if down
           (.warning log "alive but degraded: pid %s, %s sessions, %s signals pending; %s"
                     (os.getpid) sessions pending
@@ -289,7 +288,7 @@
   "Run the daemon on ENV until SIGTERM, SIGINT or the asyncio.Event STOP; 0.
    GATEWAYS default to the configured ones; SERVICES are (fn :async [env hub]),
    given the hub, the one way in."
-  (setv config (get env "config")
+  (setv config env.config
         settings (daemon-settings config)
         gateways (if (is gateways None) (configured-gateways env) (list gateways))
         stop (or stop (asyncio.Event))
@@ -323,7 +322,7 @@
           drained (asyncio.create-task (.drain hub (get settings "shutdown_grace"))))
     (await (asyncio.wait [hurried drained] :return-when asyncio.FIRST-COMPLETED))
     (.cancel hurried)
-    (setv left (await (asyncio.to-thread inbox-count (get env "store"))))
+    (setv left (inbox-count env.store))
     (if (and (.done drained) (.result drained))
         (.info log "stopped: every signal received was answered")
         (.warning log "stopped with %s signals unfinished; they will be handled at the next start" left))
@@ -359,7 +358,7 @@
   "What a person starting the daemon is told: what runs, where to reach it, where it logs."
   (import passepartout.repl [socket-path]
           passepartout.sandbox [sandbox-summary])
-  (setv config (get env "config")
+  (setv config env.config
         names (lfor [name section] (.items (.get config "gateways" {}))
                     :if (and (isinstance section dict) (.get section "enabled" True))
                     name))
@@ -367,18 +366,18 @@
                f"  gateways: {(if names (.join ", " names) "none configured (see README, Configuration)")}"
                f"  REPL socket: {(socket-path config)}"
                f"  log: {(/ (Path (get config "data_dir")) "logs" "daemon.log")}"
-               f"  protection: {(sandbox-summary (get env "sandbox"))}"]))
+               f"  protection: {(sandbox-summary env.sandbox)}"]))
 
 (defn cmd-daemon [args]
   "Run the headless daemon; the exit status."
   (import passepartout.sandbox [sandbox-summary])
   (setv env (boot :config-path args.config :workspace (getattr args "workspace" None))
-        handlers (setup-logging (get env "config")))
+        handlers (setup-logging env.config))
   (for [line (skill-failures env)]
     (.error log "%s" line))
   ;; Said at every start, and on stderr when shell actions run with less than the sandbox.
-  (.log log (if (= (proto-get (get env "sandbox") ':kind) "bubblewrap") logging.INFO logging.WARNING)
-        "protection: %s" (sandbox-summary (get env "sandbox")))
+  (.log log (if (= (proto-get env.sandbox ':kind) "bubblewrap") logging.INFO logging.WARNING)
+        "protection: %s" (sandbox-summary env.sandbox))
   (print (start-banner env) :flush True)
   (try
     (asyncio.run (serve env :services (daemon-services)))

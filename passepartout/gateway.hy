@@ -1,11 +1,12 @@
 ;; * Why
 
-(import asyncio importlib logging queue re sqlite3 threading time uuid
+(import asyncio importlib logging re sqlite3 time uuid
         hy.models [Keyword]
         passepartout.config [ConfigError]
         passepartout.proto [literal-keywords :as hy ProtoError proto-get proto-put is-plist]
         passepartout.perceive [normalize-signal reply-signal session-name]
-        passepartout.loop [Runner growing-pause]
+        passepartout.runner [Runner]
+        passepartout.backoff [growing-pause]
         passepartout.task [ends-task]
         passepartout.journal [journal-event]
         passepartout.store [inbox-add inbox-done inbox-pending outbox-add outbox-sent outbox-failed outbox-give-up
@@ -15,31 +16,25 @@
 
 ;; * The registry
 
-(setv _gateways {}
-      _name-re (re.compile r"[a-z][a-z0-9_]*\Z"))
+(setv _name-re (re.compile r"[a-z][a-z0-9_]*\Z"))
 
-(defn register-gateway [name factory [headless True]]
-  "Make the gateway NAME available: (FACTORY section env) builds it."
-  (setv (get _gateways name) {"factory" factory "headless" headless})
-  factory)
-
-(defn gateway-factories [[headless False]]
-  "NAME → factory of every registered gateway (with HEADLESS, those a daemon can run)."
-  (dfor [n g] (.items _gateways)
-        :if (or (not headless) (get g "headless"))
-        n (get g "factory")))
-
-(defn _import-gateway [name]
-  "Import passepartout.gateways.NAME if there is such a module."
+(defn _module-gateway [name]
+  "The GATEWAY of the module passepartout.gateways.NAME, or None when there is none."
   (setv module f"passepartout.gateways.{name}")
   (try
-    (importlib.import-module module)
+    (getattr (importlib.import-module module) "GATEWAY" None)
     (except [e ModuleNotFoundError]
-      (when (!= e.name module) (raise)))))
+      (when (!= e.name module) (raise))
+      None)))
 
-(defn configured-gateways [env]
-  "The gateways the config of ENV enables and a daemon can run, built."
-  (setv sections (.get (get env "config") "gateways" {})
+(defn find-gateway [services name]
+  "The GATEWAY dict of the gateway NAME for the daemon SERVICES, or None."
+  (or (.get services.gateways name)
+      (when (_name-re.match name) (_module-gateway name))))
+
+(defn configured-gateways [services]
+  "The gateways the config of SERVICES enables and a daemon can run, built."
+  (setv sections (.get services.config "gateways" {})
         out [])
   (when (not (isinstance sections dict))
     (raise (ConfigError "gateways should be a table of gateway tables")))
@@ -48,13 +43,11 @@
       (raise (ConfigError f"gateways.{name} should be a table")))
     (when (not (.get section "enabled" True))
       (continue))
-    (when (_name-re.match name)
-      (_import-gateway name))
-    (setv g (.get _gateways name))
+    (setv g (find-gateway services name))
     (cond
       (is g None) (.info log "gateways.%s: no such gateway here; left out" name)
-      (not (get g "headless")) (.info log "gateways.%s needs a terminal; the daemon leaves it out" name)
-      True (.append out ((get g "factory") section env))))
+      (not (.get g "headless" True)) (.info log "gateways.%s needs a terminal; the daemon leaves it out" name)
+      True (.append out ((get g "factory") section services))))
   out)
 
 ;; * The hub
@@ -66,44 +59,41 @@
         (.set-exception done error))))
 
 (defclass GroupWriter []
-  "A thread that runs (WRITE store #* args) for each call, in one store transaction
-   for all the calls waiting when it comes round."
+  "Runs (WRITE store #* args) for each call on the event loop, in one store
+   transaction for all the calls asked for in the same turn of the loop."
 
   (defn __init__ [self store]
     (setv self.store store
-          self.queue (queue.SimpleQueue)
-          self.thread (threading.Thread :target self._run :name "passepartout-inbox" :daemon True))
-    (.start self.thread))
+          self.pending []
+          self.scheduled False))
 
   (defn :async call [self write #* args]
     "The value of (WRITE store #* args), written in the next commit."
     (setv loop (asyncio.get-running-loop)
           done (.create-future loop))
-    (.put self.queue #(write args loop done))
+    (.append self.pending #(write args done))
+    (when (not self.scheduled)
+      (setv self.scheduled True)
+      (.call-soon loop self.flush))
     (await done))
 
-  (defn close [self]
-    "Write what is queued, then end the thread."
-    (.put self.queue None)
-    (.join self.thread 30))
-
-  (defn _run [self]
-    (setv going True)
-    (while going
-      (setv batch [(.get self.queue)])
-      (while (not (.empty self.queue))
-        (.append batch (.get self.queue)))
-      (setv going (not (in None batch))
-            batch (lfor item batch :if (is-not item None) item))
+  (defn flush [self]
+    "Write what was asked for, in one transaction (each alone when that fails)."
+    (setv batch self.pending
+          self.pending []
+          self.scheduled False)
+    (when batch
       (try
         (with [_ (.transaction self.store)]
-          (setv outcomes (lfor [write args _ _] batch #((write self.store #* args) None))))
+          (setv outcomes (lfor [write args _] batch #((write self.store #* args) None))))
         (except [Exception]
-          (setv outcomes (lfor [write args _ _] batch (self._alone write args)))))
-      (for [[[_ _ loop done] [result error]] (zip batch outcomes)]
-        (try
-          (.call-soon-threadsafe loop _settle done result error)
-          (except [RuntimeError])))))
+          (setv outcomes (lfor [write args _] batch (self._alone write args)))))
+      (for [[[_ _ done] [result error]] (zip batch outcomes)]
+        (_settle done result error))))
+
+  (defn close [self]
+    "Write what is still asked for."
+    (self.flush))
 
   (defn _alone [self write args]
     (try
@@ -156,14 +146,14 @@
   "Between the gateways and the runner: what comes in is persisted before it
    is queued, and each reply goes to the gateway of its chat."
 
-  (defn __init__ [self env gateways [concurrency 4] [fallback None]]
-    "FALLBACK, if given, delivers the replies whose gateway is not running
-     (the terminal chat shows them all)."
-    (setv self.env env
-          self.store (get env "store")
+  (defn __init__ [self services gateways [concurrency 4] [fallback None]]
+    "SERVICES are the daemon's. FALLBACK, if given, delivers the replies whose
+     gateway is not running (the terminal chat shows them all)."
+    (setv self.services services
+          self.store services.store
           self.gateways (dfor g gateways (get g "name") g)
           self.fallback fallback
-          self.runner (Runner env self.deliver :concurrency concurrency)
+          self.runner (Runner services self.deliver :concurrency concurrency)
           self.writer (GroupWriter self.store)
           self.accepting True
           self.held (set)
@@ -230,9 +220,9 @@
     "Queue again what was received and not answered before the last stop (of
      GATEWAY only, if given); how many. The replies still in the outbox wait
      for the outbox service, and their sessions' new replies behind them."
-    (setv self.held (set (await (asyncio.to-thread outbox-sessions self.store "pending")))
-          self.untold (set (await (asyncio.to-thread outbox-sessions self.store "expired")))
-          rows (await (asyncio.to-thread inbox-pending self.store gateway)))
+    (setv self.held (set (outbox-sessions self.store "pending"))
+          self.untold (set (outbox-sessions self.store "expired"))
+          rows (inbox-pending self.store gateway))
     (for [row rows]
       (await (self._submit (proto-get row ':id) (proto-get row ':signal))))
     (len rows))
@@ -346,7 +336,7 @@
           (return)))
       (del (get self.unmarked id)))
     (setv now (time.time)
-          expired (await (asyncio.to-thread outbox-expire self.store (- now max-age))))
+          expired (outbox-expire self.store (- now max-age)))
     (when expired
       (.warning log "replies to %s could not be sent for %s s and were given up; each person is told on their next message"
                 (.join ", " (map str expired)) max-age)
@@ -355,7 +345,7 @@
       ;; under the session's lock no new reply slips in between the last
       ;; pending one going out and the session being let go
       (with [:async (self._lock session)]
-        (setv rows (await (asyncio.to-thread outbox-pending self.store None session))
+        (setv rows (outbox-pending self.store None session)
               clear True)
         (for [row rows]
           (when (or (> (proto-get row ':next-try) now)
@@ -370,7 +360,7 @@
     "Tell the person of SIGNAL's session of replies that expired unsent, once."
     (setv session (proto-get signal ':session))
     (.discard self.untold session)
-    (setv rows (await (asyncio.to-thread outbox-untold self.store session)))
+    (setv rows (outbox-untold self.store session))
     (when rows
       (setv shown (lfor [_ r] (cut rows 3) (+ "  " (cut (str (proto-get (proto-get r ':payload []) ':text "")) 200)))
             text (+ f"{(len rows)} {(if (= (len rows) 1) "reply" "replies")} to you could not be delivered "
@@ -402,4 +392,4 @@
     (for [t (list (.values self.watchers))] (.cancel t))
     (await (asyncio.gather #* (.values self.watchers) :return-exceptions True))
     (await (.close self.runner))
-    (await (asyncio.to-thread self.writer.close))))
+    (.close self.writer)))

@@ -111,9 +111,9 @@
   (when m
     (* (int (.group m 1)) (if (.startswith (.lower (.group m 2)) "h") 60 1))))
 
-(defn add-grant [store session scope now minutes who [approval None]]
-  "Grant SCOPE in SESSION for MINUTES; its id."
-  (setv policy (policy-version))
+(defn add-grant [store session scope now minutes who registry [approval None]]
+  "Grant SCOPE in SESSION for MINUTES, under the policy of REGISTRY; its id."
+  (setv policy (policy-version registry))
   (with [conn (.transaction store)]
     (setv id (. (.execute conn "INSERT INTO grants (session, scope, policy, created, expires, created_by, approval)
                                 VALUES (?, ?, ?, ?, ?, ?, ?)"
@@ -143,16 +143,16 @@
   (when (not rows) (return None))
   (setv scope (grant-scope action ctx decisions))
   (when (is scope None) (return None))
-  (setv policy (policy-version))
+  (setv policy (policy-version (context-runtime ctx "skills")))
   (for [[id granted expires p] rows]
     (when (and (= p policy) (_covers (data-read granted) scope))
       (return [:id id :expires expires :scope scope]))))
 
 (defn revoke-grant [env who session id [host False]]
   "Revoke grant ID on behalf of WHO in SESSION; a result plist like answer-approval's."
-  (setv store (get env "store")
-        cfg (approvals-config (get env "config"))
-        now ((get env "clock"))
+  (setv store env.store
+        cfg (approvals-config env.config)
+        now (env.clock)
         rows (.query store "SELECT session, expires, revoked, revoked_by FROM grants WHERE id = ?" #(id)))
   (when (not rows)
     (return (_result False f"There is no grant #{id}.")))
@@ -174,8 +174,8 @@
         (_result True f"Revoked grant #{id}."))))
 
 (defn grants-text [env session]
-  (setv now ((get env "clock"))
-        rows (active-grants (get env "store") session now))
+  (setv now (env.clock)
+        rows (active-grants env.store session now))
   (if (not rows)
       "No grants are in force in this conversation."
       (.join "\n" (+ ["Grants in force here (/revoke ID ends one):"]

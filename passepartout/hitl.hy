@@ -4,7 +4,7 @@
 
 (import asyncio logging os time
         passepartout.proto [literal-keywords :as hy proto-get proto-put]
-        passepartout.context [make-context context-limit]
+        passepartout.context [context-for context-limit context-runtime]
         passepartout.perceive [reply-signal]
         passepartout.act [act]
         passepartout.store [data-print kv-get kv-put kv-delete
@@ -12,7 +12,7 @@
         passepartout.journal [journal-event]
         passepartout.task [task-state after-action ending write-records]
         passepartout.hitl-binding [action-hash binding-of binding-problem policy-version
-                                   script-files _floor-problem]
+                                   script-files floor-problem]
         passepartout.hitl-store [CODE-ALPHABET HOST-IDENTITY approvals-config identity-of
                                  token-hash get-approval find-approval request-approval
                                  expire-due withdraw-waiting recover approvals-boot
@@ -59,18 +59,18 @@
                                 [:approval [:code code :token token
                                             :expires (proto-get approval ':expires)]])))
 
-(defn escalate [signal action outcome ctx env]
+(defn :async escalate [signal action outcome ctx env]
   "The signals answering an escalated ACTION: run it under a grant, or store it
-   and ask a person. The loop calls this as env[\"escalate\"]."
-  (setv store (get env "store")
-        config (get env "config")
+   and ask a person. ENV is the daemon's services, whose escalate this is."
+  (setv store env.store
+        config env.config
         cfg (approvals-config config)
         now (proto-get ctx ':now)
         session (proto-get signal ':session)
         _ (expire-due store now)
         grant (grant-covering store session action ctx now (proto-get outcome ':decisions)))
   (when grant
-    (return (_run-granted signal action outcome ctx store grant now)))
+    (return (await (_run-granted signal action outcome ctx store grant now))))
   (setv rows (.query store (+ _select "WHERE session = ? AND state = 'pending' AND action_hash = ?
                                         ORDER BY id DESC LIMIT 1")
                      #(session (action-hash action))))
@@ -86,7 +86,7 @@
 
 ;; * Answering
 
-(defn answer-approval [env who session key choice [reason None] [minutes None] [host False]]
+(defn :async answer-approval [env who session key choice [reason None] [minutes None] [host False]]
   "Record WHO's answer CHOICE (\"approve\" or \"deny\") to the approval whose code
    or token is KEY, given in SESSION (None on the host); run the approval when
    this answer approved it here."
@@ -94,19 +94,9 @@
         approval (proto-get r ':approved))
   (if (is approval None)
       r
-      (_execute env approval who session (proto-get r ':now) (proto-get r ':grant-minutes) [])))
+      (await (_execute env approval who session (proto-get r ':now) (proto-get r ':grant-minutes) []))))
 
 ;; * Running what was approved
-
-(defn _context [env session now]
-  (setv config (get env "config"))
-  (make-context :workspace (.get config "workspace" ".")
-                :session session
-                :config config
-                :store (get env "store")
-                :secrets (.get env "secrets" [])
-                :sandbox (.get env "sandbox")
-                :now now))
 
 (defn _continue [origin action result state ctx store [note ""]]
   "The signals that carry RESULT of ACTION back to the task whose STATE is
@@ -117,16 +107,16 @@
     (write-records store records (proto-get ctx ':now)))
   signals)
 
-(defn _execute [env approval who session now grant-minutes [emitted None]]
-  (setv store (get env "store")
+(defn :async _execute [env approval who session now grant-minutes [emitted None]]
+  (setv store env.store
         code (proto-get approval ':code)
         asked-in (proto-get approval ':session)
         origin (_origin approval)
-        ctx (_context env asked-in now)
+        ctx (context-for env asked-in :now now)
         action (proto-get approval ':action)
         here (= session asked-in)
         emitted (list (or emitted []))
-        why (or (binding-problem approval ctx) (_floor-problem action ctx)))
+        why (or (binding-problem approval ctx) (await (floor-problem action ctx env.gates.verify))))
   (when why
     (setv text f"Approval {code} was approved but not run: {why}. Its task has ended; ask again if it is still wanted.")
     (_fail store approval "approved" why now)
@@ -145,26 +135,26 @@
   (when grant-minutes
     (setv scope (grant-scope action ctx (proto-get approval ':decisions)))
     (if scope
-        (do (setv gid (add-grant store asked-in scope now grant-minutes who (proto-get approval ':id)))
+        (do (setv gid (add-grant store asked-in scope now grant-minutes who env.skills (proto-get approval ':id)))
             (setv grant-note f" Grant #{gid} allows {(describe-scope scope)} in this conversation until {(_when (+ now (* 60 grant-minutes)) now)}."))
         (setv grant-note " No grant was made: an escalation of this command belongs to no single program, or its program is only known when it runs.")))
-  (setv result (act action (proto-put ctx ':approved True)))
+  (setv result (await (act action (proto-put ctx ':approved True))))
   (with [conn (.transaction store)]
     (.execute conn "UPDATE approvals SET state = 'executed', finished = ?, result = ?
                     WHERE id = ? AND state = 'executing'"
-              #(((get env "clock")) (data-print result) (proto-get approval ':id)))
+              #((env.clock) (data-print result) (proto-get approval ':id)))
     (_event store "executed" approval who now [:status (proto-get result ':status)]))
   (setv continued (_continue origin action result (task-state origin (proto-get approval ':task)) ctx store
                              f" (approved as {code})"))
   (_result True (+ f"Approved {code}." grant-note) (+ emitted continued)))
 
-(defn _run-granted [signal action outcome ctx store grant now]
+(defn :async _run-granted [signal action outcome ctx store grant now]
   (setv session (proto-get signal ':session)
         gid (proto-get grant ':id))
   (journal-event store "approval" session [:event "grant-used" :grant gid :action action
                                            :who (identity-of (proto-get signal ':source))]
                  :ts now)
-  (_continue signal action (act action ctx) (_task-of signal outcome) ctx store
+  (_continue signal action (await (act action ctx)) (_task-of signal outcome) ctx store
              f" (under grant #{gid}, until {(_when (proto-get grant ':expires) now)})"))
 
 ;; * The approvals service
@@ -178,17 +168,17 @@
   (when (and mark (_alive (proto-get mark ':executor) (proto-get mark ':since)))
     (int (get (.split (proto-get mark ':executor) ":") -2))))
 
-(defn carry-out-answered [env]
+(defn :async carry-out-answered [env]
   "Run every approval answered elsewhere and waiting for the daemon; the signals
    for the conversations that asked, which are also stored for delivery."
-  (setv store (get env "store")
-        cfg (approvals-config (get env "config"))
+  (setv store env.store
+        cfg (approvals-config env.config)
         out [])
   (for [row (.query store (+ _select "WHERE state = 'approved' AND executor IS NULL ORDER BY id"))]
     (setv a (_approval row)
-          now ((get env "clock"))
+          now (env.clock)
           who (proto-get a ':decided-by)
-          r (_execute env a who None now (_grant-minutes store a cfg)))
+          r (await (_execute env a who None now (_grant-minutes store a cfg))))
     (setv code (proto-get a ':code)
           signals (+ (if (proto-get r ':ok)
                          [(reply-signal (_origin a)
@@ -202,25 +192,25 @@
     (+= out signals))
   out)
 
-(defn _approvals-pass [env]
-  (setv store (get env "store"))
-  (expire-due store ((get env "clock")))
-  (carry-out-answered env)
+(defn :async _approvals-pass [env]
+  (setv store env.store)
+  (expire-due store (env.clock))
+  (await (carry-out-answered env))
   (notices-waiting store))
 
 (defn :async _deliver [env runner id signal]
   (await (.emit runner signal :key f"notice:{id}"))
-  (notice-delivered (get env "store") id ((get env "clock"))))
+  (notice-delivered env.store id (env.clock)))
 
 (defn :async approvals-service [env runner]
   "Expire approvals, carry out the ones answered elsewhere, deliver the stored
    notices; until cancelled."
-  (setv store (get env "store"))
+  (setv store env.store)
   (kv-put store SERVICE-KEY [:executor (_executor) :since (time.time)])
   (try
     (while True
       (try
-        (for [[id signal] (await (asyncio.to-thread _approvals-pass env))]
+        (for [[id signal] (await (_approvals-pass env))]
           ;; a stop does not come between a delivery and its mark
           (await (asyncio.shield (_deliver env runner id signal))))
         (except [asyncio.CancelledError] (raise))

@@ -3,8 +3,8 @@
 (import hashlib os
         pathlib [Path]
         passepartout.proto [literal-keywords :as hy kw proto-get proto-print proto-normalize]
-        passepartout.reason [verify]
         passepartout.act [action-name]
+        passepartout.context [context-runtime]
         passepartout.workspace [path-inside]
         passepartout.shell [analyse]
         passepartout.shell :as shell
@@ -27,11 +27,11 @@
   (try (.read-bytes (Path path))
        (except [OSError] b"")))
 
-(defn policy-version []
-  "A hash of the loaded skills and the rules files beside them."
+(defn policy-version [registry]
+  "A hash of the skills of REGISTRY and the rules files beside them."
   (setv h (hashlib.sha256)
         folders (set))
-  (for [s (all-skills)]
+  (for [s (all-skills registry)]
     (.update h (.encode f"{(get s "name")}\x00{(get s "priority")}\x00{(or (get s "source") "")}\x00"
                         "utf-8" "surrogatepass"))
     (when (get s "source")
@@ -94,7 +94,8 @@
 (defn binding-of [action session ctx]
   "The binding of ACTION asked for in SESSION, under the policy loaded now."
   (setv ws (proto-get ctx ':workspace)
-        out [:action-hash (action-hash action) :session session :policy (policy-version) :cwd ws])
+        out [:action-hash (action-hash action) :session session
+             :policy (policy-version (context-runtime ctx "skills")) :cwd ws])
   (when (= (action-name action) "shell")
     (+= out [:scripts (lfor p (script-files (proto-get action ':cmd) ws) [p (_file-hash p)])]))
   out)
@@ -124,10 +125,11 @@
               True f"the command now runs {(get added 0)}, which it did not when it was asked for"))
     True None))
 
-(defn _floor-problem [action ctx]
-  "Why the gates would not let ACTION through now, or None. An escalation is what
-   was approved; a rejection, or a change to the action, is not."
-  (setv outcome (verify action ctx)
+(defn :async floor-problem [action ctx judge]
+  "Why the gates (run by JUDGE, as verify is) would not let ACTION through now,
+   or None. An escalation is what was approved; a rejection, or a change to the
+   action, is not."
+  (setv outcome (await (judge action ctx))
         v (. (proto-get outcome ':verdict) name))
   (cond (= v "reject")
         f"the gates now refuse it: {(proto-get outcome ':gate)}: {(proto-get outcome ':reason)}"

@@ -290,9 +290,9 @@
   "What a booting daemon does for approvals: check the [approvals] config (a
    ConfigError stops the boot), settle what a dead process left half done, expire
    what fell due while it was down. Returns the notices it stored for the daemon."
-  (approvals-config (get env "config"))
-  (setv store (get env "store")
-        now ((get env "clock")))
+  (approvals-config env.config)
+  (setv store env.store
+        now (env.clock))
   (+ (recover store now) (expire-due store now)))
 
 ;; * Listing

@@ -1,6 +1,7 @@
 ;; * Why
 
-(import passepartout.proto [literal-keywords :as hy proto-get]
+(import copy
+        passepartout.proto [literal-keywords :as hy proto-get]
         passepartout.context [context-runtime]
         passepartout.perceive [reply-signal]
         passepartout.task [ending]
@@ -66,13 +67,13 @@
   [:ok ok :text text :emit (or emit [])])
 
 (defn context-env [ctx]
-  "The handles answering needs, from the context CTX a pre-reason handler is given.
-   Its clock stands still at the time the command arrived."
-  (setv now (proto-get ctx ':now))
-  {"store" (context-runtime ctx "store")
-   "config" (or (context-runtime ctx "config") {})
-   "secrets" (proto-get ctx ':secrets [])
-   "clock" (fn [] now)})
+  "The daemon's services, from the context CTX a pre-reason handler is given,
+   as answering needs them: their clock stands still at the time the command
+   arrived."
+  (setv now (proto-get ctx ':now)
+        env (copy.copy (context-runtime ctx "services")))
+  (setv env.clock (fn [] now))
+  env)
 
 (defn record-answer [env who session key choice [reason None] [minutes None] [host False]]
   "Record WHO's answer CHOICE (\"approve\" or \"deny\") to the approval whose code
@@ -80,9 +81,9 @@
    when the answers suffice. A result plist, or, for an approval this answer
    settled as approved and that is not left to the daemon,
    (:approved APPROVAL :grant-minutes M :now NOW) for the caller to run."
-  (setv store (get env "store")
-        cfg (approvals-config (get env "config"))
-        now ((get env "clock"))
+  (setv store env.store
+        cfg (approvals-config env.config)
+        now (env.clock)
         emitted []
         _ (expire-due store now)
         approval (find-approval store key))
@@ -170,7 +171,7 @@
   f"it has {(len yes)} of the {needed} approvals it needs.")
 
 (defn _denied [env approval session now emitted]
-  (setv store (get env "store")
+  (setv store env.store
         origin (_origin approval)
         code (proto-get approval ':code)
         note (proto-get approval ':note)
@@ -190,9 +191,9 @@
 (defn pending-text [env who session [host False]]
   "The pending approvals WHO may see, as a result plist like answer-approval's:
    their conversation's, or every one for a configured approver and on the host."
-  (setv store (get env "store")
-        cfg (approvals-config (get env "config"))
-        now ((get env "clock"))
+  (setv store env.store
+        cfg (approvals-config env.config)
+        now (env.clock)
         [voters needed _] (_voters cfg)
         _ (expire-due store now)
         rows (pending-approvals store (if (or host (in who voters)) None session)))

@@ -1,105 +1,20 @@
 ;; * The agent loop and its limits
 
-(import asyncio hashlib logging threading time uuid
-        collections [OrderedDict]
-        concurrent.futures [ThreadPoolExecutor]
+(import asyncio logging time
         passepartout.proto [literal-keywords :as hy proto-get proto-put proto-merge proto-print]
-        passepartout.context [make-context context-limit context-data]
-        passepartout.perceive [perceive immediate as-signal reply-signal sensor-of]
-        passepartout.reason [reason refusal-text with-call]
+        passepartout.context [context-for context-limit context-data context-runtime]
+        passepartout.perceive [perceive as-signal reply-signal sensor-of]
+        passepartout.reason [reason refusal-text]
         passepartout.validators [review-reply]
-        passepartout.task [task-state after-action after-reply finish stop ending intent cut-off cut-off-text
-                           fingerprint event-record write-records]
-        passepartout.act [act add-stop-listener doing remove-stop-listener stop-mark stop-task
-                          stopped-since]
-        passepartout.budget [ZERO usage-add usage-tokens over-budget budget-limits day-usage day-record]
-        passepartout.store [event-append events store-unwell])
+        passepartout.history [task-history cone-figures]
+        passepartout.task [task-state after-outcome after-act is-answer refused-again refusal-lines
+                           not-approvable finish stop intent cut-off cut-off-text event-record
+                           write-records]
+        passepartout.act [act]
+        passepartout.runner [doing stop-mark stopped-since]
+        passepartout.budget [ZERO usage-add usage-tokens over-budget budget-limits day-usage day-record])
 
 (setv log (logging.getLogger "passepartout.loop"))
-
-;; * Memory of a session: the task's causal cone
-
-(setv HISTORY-TURNS 20
-      HISTORY-KEEP 120
-      HISTORY-KINDS ["input" "answer" "result"])
-
-(defn _turn [e]
-  "#(kind task message) for the event E."
-  (setv data (proto-get e ':data [])
-        kind (proto-get e ':kind)
-        task (proto-get data ':task))
-  #(kind (if (is task None) None (str task))
-    (cond
-      (= kind "input")
-      {"role" "user" "content" (str (or (proto-get data ':text) ""))}
-      (= kind "answer")
-      {"role" "assistant" "content" (str (or (proto-get data ':text) ""))}
-      True
-      (with-call {"role" "user"
-                  "content" (+ "Result of " (proto-print (proto-get data ':action []))
-                               ":\n" (proto-print (proto-get data ':result [])))}
-                 (proto-get data ':call)))))
-
-(defn turns-since [store session since]
-  "#(newest n turns): the id of the newest turn of SESSION after the id
-   SINCE, how many turns came after SINCE, and the last HISTORY-KEEP of them."
-  (setv new (events store :session session :kinds HISTORY-KINDS :since-id since
-                    :limit HISTORY-KEEP :latest True)
-        turns (lfor e new
-                    :if (!= (proto-get (proto-get e ':data []) ':by) "fallback")
-                    (_turn e)))
-  (when (< (len new) HISTORY-KEEP)
-    (return #((if new (proto-get (get new -1) ':id) since) (len new) turns)))
-  (setv newest (proto-get (get new -1) ':id)
-        kinds (.join ", " (* ["?"] (len HISTORY-KINDS))))
-  #(newest
-    (get (.query store f"SELECT count(*) FROM events WHERE session = ? AND id > ? AND id <= ? AND kind IN ({kinds})"
-                 #(session since newest #* HISTORY-KINDS))
-         0 0)
-    turns))
-
-(defn cone [turns task]
-  "Of TURNS (#(kind task message), oldest first), those TASK depends on, as
-   chat messages: its own, and the last HISTORY-TURNS said or answered."
-  (setv kept []
-        said 0)
-  (for [[kind of message] (reversed turns)]
-    (cond
-      (and task (= of task)) (.append kept message)
-      (and (!= kind "result") (< said HISTORY-TURNS)) (do (+= said 1)
-                                                          (.append kept message))))
-  (lfor m (reversed kept) (dict m)))
-
-(defn task-history [store session task [histories None]]
-  "#(messages size): the turns of SESSION that TASK depends on, as chat
-   messages, oldest first, and how many turns the session has. HISTORIES, if
-   given, remembers the session's turns between calls."
-  (if (is histories None)
-      (do (setv [_ size turns] (turns-since store session 0))
-          #((cone turns task) size))
-      (.cone histories store session task)))
-
-(defclass SessionHistories []
-  "The recent turns of the sessions served last, each with the id of the
-   newest event it includes and how many turns its session has."
-
-  (defn __init__ [self [sessions 1000]]
-    (setv self.known (OrderedDict)
-          self.sessions sessions
-          self.lock (threading.Lock)))
-
-  (defn cone [self store session task]
-    (with [self.lock]
-      (setv [last size turns] (.get self.known session #(0 0 []))))
-    (setv [newest n new] (turns-since store session last)
-          size (+ size n)
-          turns (cut (+ turns new) (- HISTORY-KEEP) None))
-    (with [self.lock]
-      (setv (get self.known session) #(newest size turns))
-      (.move-to-end self.known session)
-      (while (> (len self.known) self.sessions)
-        (.popitem self.known :last False)))
-    #((cone turns task) size)))
 
 ;; * What a step writes
 
@@ -145,54 +60,18 @@
 
 ;; * One step
 
-(defn _not-approvable [signal action outcome ctx env]
-  [(ending (reply-signal signal
-                         (+ "This action needs a person's approval and approvals are not set up, so it was not run: "
-                            (proto-print action) " — " (str (proto-get outcome ':reason)))
-                         "approval"))])
-
-(defn context-for [signal env]
-  "The context of SIGNAL in ENV."
-  (setv config (get env "config"))
-  (make-context :workspace (.get config "workspace" ".")
-                :session (proto-get signal ':session)
-                :config config
-                :store (get env "store")
-                :secrets (.get env "secrets" [])
-                :sandbox (.get env "sandbox")
-                :cascade (.get env "cascade")
-                :notify (_notifier signal env)
-                :now ((.get env "clock" time.time))))
-
-(defn _notifier [signal env]
+(defn _notifier [signal notify]
   "A function telling the person of SIGNAL a TEXT at once, while the step goes
    on (a =:progress= reply, which ends nothing); None when nothing delivers."
-  (setv deliver (.get env "notify"))
-  (when deliver
+  (when notify
     (fn [text [kind "progress"]]
-      (deliver (reply-signal signal text kind)))))
+      (notify (reply-signal signal text kind)))))
 
-(setv REFUSALS-TO-STOP 3)
-
-(defn _refused-again [refused outcome]
-  "REFUSED with the actions OUTCOME's attempts were refused for, and the action
-   now refused REFUSALS-TO-STOP times, if any."
-  (setv refused (list refused)
-        repeated None)
-  (for [attempt (proto-get outcome ':attempts [])]
-    (when (= (proto-get attempt ':verdict) ':reject)
-      (setv action (proto-get attempt ':action)
-            mark (fingerprint action))
-      (.append refused mark)
-      (when (>= (.count refused mark) REFUSALS-TO-STOP)
-        (setv repeated #(action (proto-get attempt ':gate) (proto-get attempt ':reason))))))
-  #(refused repeated))
-
-(defn _budget-check [env writes usage [spending ZERO]]
+(defn _budget-check [services writes usage [spending ZERO]]
   "None while USAGE (the task's) and the day's usage, each with SPENDING (what
    the current model calls cost so far), are within budget, else why not."
   (over-budget (usage-add usage spending) (usage-add (.day writes) spending)
-               (budget-limits (get env "config"))))
+               (budget-limits services.config)))
 
 (defn _then [writes moved]
   "Gather the records of MOVED, a task's #(signals records); its signals."
@@ -202,45 +81,48 @@
 
 (defn _stopped [ctx]
   "True when the task of CTX's step was stopped since the step began."
-  (stopped-since (proto-get ctx ':session) (proto-get ctx ':stop-mark)))
+  (stopped-since (context-runtime ctx "stops")
+                 (proto-get ctx ':session) (proto-get ctx ':stop-mark)))
 
-(defn step [signal env [mark None]]
-  "The signals that SIGNAL leads to: replies for the person, the task's next
-   step. MARK is the session's stop count when the step was handed out (the
-   runner's); a stop after it ends the step at its next check."
-  (setv [done signal ctx] (perceive-step signal env mark))
+(defn :async step [signal services [mark None] [notify None]]
+  "The signals that SIGNAL leads to in the daemon SERVICES: replies for the
+   person, the task's next step. MARK is the session's stop count when the step
+   was handed out (the runner's); NOTIFY delivers a reply at once."
+  (setv [done signal ctx] (await (perceive-step signal services mark notify)))
   (if (is-not done None)
       done
-      (reason-step signal env ctx)))
+      (await (reason-step signal services ctx))))
 
-(defn perceive-step [signal env [mark None]]
+(defn :async perceive-step [signal services [mark None] [notify None]]
   "The first half of a step, which needs no model: #(EMITTED signal ctx), where
    EMITTED is what a handler answered (or [] for a signal ignored), or None
    when the signal goes on to reason-step with that context."
   (setv signal (as-signal signal)
-        mark (if (is mark None) (stop-mark (proto-get signal ':session)) mark)
-        ctx (proto-put (context-for signal env) ':stop-mark mark)
-        seen (perceive signal ctx))
+        session (proto-get signal ':session)
+        mark (if (is mark None) (stop-mark services.stops session) mark)
+        ctx (proto-put (context-for services session :notify (_notifier signal notify))
+                       ':stop-mark mark)
+        seen (await (perceive signal ctx)))
   #((cond (proto-get seen ':handled-by) (proto-get seen ':emit)
           (proto-get seen ':ignored) []
           True None)
     signal ctx))
 
-(defn reason-step [signal env ctx]
-  "The rest of a step: reason, then act or escalate, then continue."
-  (setv writes (StepWrites (get env "store") (proto-get ctx ':now)))
+(defn :async reason-step [signal services ctx]
+  "The rest of a step: reason, then act or ask, then go on."
+  (setv writes (StepWrites services.store (proto-get ctx ':now)))
   (try
-    (_step signal env ctx writes)
+    (await (_step signal services ctx writes))
     (finally (.flush writes))))
 
-(defn _step [signal env ctx writes]
+(defn :async _step [signal services ctx writes]
   (setv session (proto-get signal ':session)
         payload (proto-get signal ':payload)
         tool-result (= (sensor-of signal) "tool-result")
         state (task-state signal)
-        [history size] (task-history (get env "store") session (proto-get state ':task) (.get env "histories"))
-        figures (_cone-figures history size)
-        interrupted (cut-off (get env "store") signal state))
+        [history size] (task-history services.store session (proto-get state ':task) services.histories)
+        figures (cone-figures history size)
+        interrupted (cut-off services.store signal state))
   (when interrupted
     (return (_then writes (finish signal state (cut-off-text interrupted) "notice"))))
   ;; A tool result is already the last turn of the history; the signal presents it.
@@ -248,19 +130,19 @@
       (setv history (cut history 0 -1))
       (.event writes "input" session [:text (proto-get payload ':text) :task (proto-get state ':task)]))
   (setv spent-before (proto-get state ':usage)
-        why (_budget-check env writes spent-before))
+        why (_budget-check services writes spent-before))
   (when why
     (return (_then writes (stop signal state (+ why ".")))))
   (when (_stopped ctx)
     (return []))
-  (with [_ (doing session "the model call")]
-    (setv outcome (reason signal ctx (get env "complete") history
-                          :attempts (context-limit ctx "attempts" 3)
-                          :guard (fn [spent] (_budget-check env writes spent-before spent)))))
-  (setv v (. (proto-get outcome ':verdict) name)
-        spent (or (proto-get outcome ':usage) ZERO))
+  (with [_ (doing services.stops session "the model call")]
+    (setv outcome (await (reason signal ctx services.complete history
+                                 :attempts (context-limit ctx "attempts" 3)
+                                 :guard (fn [spent] (_budget-check services writes spent-before spent))
+                                 :judge services.gates.verify))))
+  (setv spent (or (proto-get outcome ':usage) ZERO))
   (.spend writes spent)
-  (setv [refused repeated] (_refused-again (proto-get state ':refused) outcome)
+  (setv [refused repeated] (refused-again (proto-get state ':refused) outcome)
         state (proto-merge state [:usage (usage-add spent-before spent) :refused refused]))
   ;; the context the gates saw goes with their decisions, so that replay judges alike
   (.event writes "outcome" session (proto-merge outcome [:task (proto-get state ':task)
@@ -269,51 +151,43 @@
   ;; stopped while the model thought: its cost is counted, its answer dropped
   (when (_stopped ctx)
     (return []))
-  (+ (_decisions signal outcome v) (_next signal env ctx writes outcome v state repeated)))
+  (setv after (after-outcome signal outcome state repeated (refusal-text outcome))
+        then (proto-get after ':then))
+  (+ (refusal-lines signal outcome)
+     (cond
+       (= then ':ask)
+       (do (.flush writes)
+           (await (_ask signal services ctx outcome state)))
+       (= then ':act)
+       (await (_carry-out signal services ctx writes outcome state))
+       True
+       (_then writes (proto-get after ':moved)))))
 
-(defn _cone-figures [history size]
-  "(:turns K :history N :compression C) for a model given HISTORY of a session of SIZE turns."
-  (setv k (len history))
-  [:turns k :history size :compression (if (> size 0) (round (- 1 (/ (min k size) size)) 3) 0.0)])
+(defn :async _ask [signal services ctx outcome state]
+  "The signals asking a person about the escalated action of OUTCOME."
+  (setv action (proto-get outcome ':action))
+  (if (is services.escalate None)
+      (not-approvable signal action outcome)
+      (await (services.escalate signal action (proto-merge outcome [:task-state state]) ctx services))))
 
-(defn _decisions [signal outcome v]
-  "One line per proposal a gate refused on the way to OUTCOME (a refusal lists them itself)."
-  (if (= v "refused")
-      []
-      (lfor a (proto-get outcome ':attempts [])
-            :if (= (proto-get a ':verdict) ':reject)
-            (reply-signal signal (+ "gate " (str (proto-get a ':gate)) " refused "
-                                    (proto-print (or (proto-get a ':action) [])) ": "
-                                    (str (proto-get a ':reason)))
-                          "decision"))))
+(defn :async _settled [job]
+  "What JOB (an act under way when its step was stopped) comes back with: the
+   stop killed what it ran, so it ends at once; one that does not within a few
+   seconds is cancelled."
+  (setv [done _] (await (asyncio.wait [job] :timeout 5)))
+  (when (not done)
+    (.cancel job)
+    (try (await job) (except [BaseException])))
+  (if (and (.done job) (not (.cancelled job)) (is (.exception job) None))
+      (.result job)
+      [:status :error :error "stopped by the person" :stopped True]))
 
-(defn _next [signal env ctx writes outcome v state repeated]
-  "What follows OUTCOME: a reply, an approval request, or the action and the task going on."
-  (cond
-    (= v "refused")
-    (_then writes (finish signal state (refusal-text outcome) "refusal"))
-    repeated
-    (_then writes (stop signal state
-                        (+ f"the gates refused the same action {REFUSALS-TO-STOP} times in this task: "
-                           (proto-print (get repeated 0)) " — " (str (get repeated 1)) ": "
-                           (str (get repeated 2)))))
-    (= v "stopped")
-    (_then writes (stop signal state (+ (str (proto-get outcome ':reason)) ".")))
-    (= v "failed")
-    (_then writes (finish signal state (+ "No model could answer: " (str (proto-get outcome ':reason)))
-                          "error"))
-    (= v "escalate")
-    (do (.flush writes)
-        ((.get env "escalate" _not-approvable) signal (proto-get outcome ':action)
-                                               (proto-merge outcome [:task-state state]) ctx env))
-    True
-    (_carry-out signal env ctx writes outcome state)))
-
-(defn _carry-out [signal env ctx writes outcome state]
+(defn :async _carry-out [signal services ctx writes outcome state]
   "Act on an allowed OUTCOME; what follows is the task's to say."
   (setv action (proto-get outcome ':action)
         name (. (proto-get action ':action) name)
-        why (_budget-check env writes (proto-get state ':usage)))
+        budget (context-limit ctx "step-budget" 8)
+        why (_budget-check services writes (proto-get state ':usage)))
   (when why
     (return (_then writes (stop signal state (+ "before " (proto-print action) ": " why ".")))))
   (when (_stopped ctx)
@@ -323,243 +197,20 @@
   (when (!= name "message")
     (.record writes [(intent signal action state)])
     (.flush writes))
-  (setv result (act action ctx)
-        moved (if (and (= name "message") (= (proto-get result ':status) ':ok))
-                  ;; the answer is checked against what the task ran before it goes out
-                  (after-reply signal action result state
-                               (review-reply (proto-get result ':reply) ctx state))
-                  (after-action signal action result state (context-limit ctx "step-budget" 8)
-                                :extra (when (proto-get outcome ':note) [:note (proto-get outcome ':note)])
-                                :call (proto-get outcome ':call))))
-  (setv moved (_marked-fallback moved outcome))
+  (setv job (asyncio.ensure-future (act action ctx)))
+  (try
+    (setv result (await (asyncio.shield job)))
+    (except [asyncio.CancelledError]
+      (setv result (await (_settled job)))
+      (.record writes (lfor r (get (after-act signal action result state outcome budget) 1)
+                            :if (proto-get r ':event) r))
+      (raise)))
+  (setv review (when (is-answer action result)
+                 ;; the answer is checked against what the task ran before it goes out
+                 (review-reply (proto-get result ':reply) ctx state))
+        moved (after-act signal action result state outcome budget review))
   (when (_stopped ctx)
     ;; the result is history all the same; the task goes no further
     (.record writes (lfor r (get moved 1) :if (proto-get r ':event) r))
     (return []))
   (_then writes moved))
-
-(defn _marked-fallback [moved outcome]
-  "MOVED with its answer marked as the fallback's when the symbolic provider
-   gave it: the history never shows a model those words as its own."
-  (setv [signals records] moved)
-  (if (!= (proto-get outcome ':provider) "symbolic")
-      moved
-      #(signals (lfor r records
-                      (if (= (proto-get r ':event) "answer")
-                          (proto-put r ':data (proto-put (proto-get r ':data) ':by "fallback"))
-                          r)))))
-
-;; * The runner
-
-(defn growing-pause [n [most 60]]
-  "Seconds to wait before try N+1 after N failures in a row: 1, 2, 4, … at most
-   MOST. A step the store could not take, the hub's retries of a reply, the
-   daemon's restarts of a gateway and a gateway's own retries all wait this way."
-  (min most (** 2 (min 30 (max 0 (- n 1))))))
-
-(defn _abandoned [job]
-  "Log what an abandoned step raised, if anything."
-  (when (and (not (.cancelled job)) (.exception job))
-    (.warning log "a stopped task's step failed: %s" (.exception job))))
-
-(defclass Runner []
-  "Feeds signals to step: in order within a session, sessions concurrently."
-
-  (defn __init__ [self env deliver [concurrency 4]]
-    (setv self.env env
-          self.deliver deliver
-          self.queues {}
-          self.arrivals 0
-          self.workers {}
-          self.busy (set)
-          self.sources {}
-          self.wakes {}
-          self.store-failures {}
-          self.loop None
-          self.limit (asyncio.Semaphore concurrency)
-          ;; enough threads that steps waiting for a slot, or abandoned in a
-          ;; hung model call, never keep a command from running
-          self.threads (ThreadPoolExecutor :max-workers (+ (* 4 concurrency) 16)
-                                           :thread-name-prefix "passepartout-step"))
-    (setv (get env "notify") self.notify)
-    (add-stop-listener self._heard-stop))
-
-  (defn notify [self reply]
-    "Deliver REPLY from any thread, without waiting for it to go out."
-    (setv loop self.loop)
-    (when (and loop (not (.is-closed loop)))
-      (asyncio.run-coroutine-threadsafe (self._emit reply) loop)))
-
-  (defn _heard-stop [self session]
-    "A stop of SESSION, heard on any thread: wake its worker."
-    (setv wake (.get self.wakes session)
-          loop self.loop)
-    (when (and wake loop (not (.is-closed loop)))
-      (.call-soon-threadsafe loop wake.set)))
-
-  (defn _queue [self session]
-    "The queue of SESSION, with its worker started on first use."
-    (when (is self.loop None)
-      (setv self.loop (asyncio.get-running-loop)))
-    (when (not (in session self.queues))
-      (setv (get self.queues session) (asyncio.PriorityQueue)
-            (get self.wakes session) (asyncio.Event)
-            (get self.workers session) (asyncio.create-task (self._work session))))
-    (get self.queues session))
-
-  (defn :async submit [self signal]
-    "Queue SIGNAL on its session, or step it now when it must not wait (a stop)."
-    (setv signal (as-signal signal)
-          session (proto-get signal ':session))
-    (self._queue session)
-    (setv (get self.sources session) (proto-get signal ':source))
-    (if (immediate signal)
-        (await (self._now signal))
-        (self._put session signal))
-    session)
-
-  (defn :async _now [self signal]
-    "Step SIGNAL outside its session's queue; what it emitted."
-    (setv emitted (await (self._thread step signal self.env)))
-    (for [e emitted] (await (self._emit e)))
-    emitted)
-
-  (defn :async stop [self session]
-    "Stop SESSION's task as a /stop said there would; what the person was told."
-    (self._queue session)
-    (setv signal [:type :event
-                  :source (.get self.sources session [:gateway :repl])
-                  :session session
-                  :payload [:sensor :user-input :text "/stop"]])
-    (if (immediate signal)
-        (setv emitted (await (self._now signal)))
-        ;; the /stop skill is disabled: stop all the same
-        (do (setv emitted [(reply-signal signal (await (asyncio.to-thread stop-task session)) "notice")])
-            (await (self._emit (get emitted 0)))))
-    (.join "\n" (lfor e emitted :if (= (proto-get e ':type) ':reply)
-                     (str (proto-get (proto-get e ':payload) ':text)))))
-
-  (defn :async idle [self session]
-    "Wait until SESSION has nothing left to do."
-    (when (in session self.queues)
-      (await (.join (get self.queues session)))))
-
-  (defn :async emit [self signal [key None]]
-    "Deliver SIGNAL if it is a reply, else queue it on its session (a service's
-     output). KEY is for the hub's inbox; the runner keeps nothing."
-    (await (self._emit signal)))
-
-  (defn :async _emit [self signal [mark None]]
-    (setv session (proto-get signal ':session))
-    (if (= (proto-get signal ':type) ':reply)
-        (do (setv r (self.deliver signal))
-            (when (asyncio.iscoroutine r) (await r)))
-        (self._put session signal mark)))
-
-  (defn _put [self session signal [mark None]]
-    "Queue SIGNAL: a task's own next step first, then by arrival. MARK is the
-     stop count of the step that emitted it."
-    (+= self.arrivals 1)
-    (setv waiting None)
-    (when (= (sensor-of signal) "tool-result")
-      (setv held (doing session "the task's next step"
-                        :mark (if (is mark None) (stop-mark session) mark))
-            waiting #(held (.__enter__ held))))
-    (.put-nowait (self._queue session)
-                 #((if waiting 0 1) self.arrivals signal waiting)))
-
-  (defn :async _thread [self f #* args]
-    (await (.run-in-executor (asyncio.get-running-loop) self.threads (fn [] (f #* args)))))
-
-  (defn :async _step [self signal mark]
-    "Step SIGNAL on worker threads: perceive at once, and reason only once it
-     holds a slot. Cancelled (its task was stopped), it gives the slot back at
-     once; the thread finishes on its own."
-    (setv [done signal ctx] (await (self._thread perceive-step signal self.env mark)))
-    (when (is-not done None)
-      (return done))
-    (with [:async self.limit]
-      (setv thread (asyncio.ensure-future (self._thread reason-step signal self.env ctx)))
-      (try
-        (await (asyncio.shield thread))
-        (except [asyncio.CancelledError]
-          (.add-done-callback thread _abandoned)
-          (raise)))))
-
-  (defn :async _unless-stopped [self session mark job]
-    "What JOB emitted, or nothing as soon as SESSION is stopped (JOB then
-     finishes on its own thread and its output is dropped)."
-    (setv wake (get self.wakes session))
-    (while True
-      (setv waiter (asyncio.ensure-future (.wait wake)))
-      (try
-        (await (asyncio.wait [job waiter] :return-when asyncio.FIRST-COMPLETED))
-        (finally (.cancel waiter)))
-      (cond
-        (stopped-since session mark) (do (.cancel job)
-                                         (return []))
-        (.done job) (return (.result job))
-        True (.clear wake))))
-
-  (defn :async _work [self session]
-    (setv queue (get self.queues session)
-          wake (get self.wakes session))
-    (while True
-      (setv [_ _ signal waiting] (await (.get queue)))
-      (try
-        ;; the count is read while a queued step is still registered: a stop
-        ;; from then on either marks it or moves the count
-        (.clear wake)
-        (setv mark (stop-mark session))
-        (when waiting
-          (setv [held record] waiting)
-          (.__exit__ held None None None)
-          (when (get record "stopped") (continue)))
-        (.add self.busy session)
-        (setv emitted (await (self._unless-stopped session mark
-                                                   (asyncio.ensure-future (self._step signal mark)))))
-        (for [e emitted]
-          (when (stopped-since session mark) (break))
-          (await (self._emit e mark)))
-        (.pop self.store-failures session None)
-        (except [asyncio.CancelledError] (raise))
-        (except [e Exception]
-          (if (store-unwell e)
-              (await (self._again-later session signal mark e))
-              (await (self._failed session signal e))))
-        (finally
-          (.discard self.busy session)
-          (.task-done queue)))))
-
-  (defn :async _failed [self session signal e]
-    "Tell SESSION its step failed with E, which ends the task."
-    (.exception log "step failed on session %s" session)
-    (try
-      (await (self._emit (ending (reply-signal signal f"Internal error: {(. (type e) __name__)}: {e}"
-                                               "error"))))
-      (except [asyncio.CancelledError] (raise))
-      (except [Exception]
-        (.exception log "the error reply to session %s could not be sent either" session))))
-
-  (defn :async _again-later [self session signal mark e]
-    "Queue SIGNAL again, first of SESSION's, after a pause: the store could not
-     take what its step wrote (E). Not if the task was stopped meanwhile."
-    (setv n (+ (.get self.store-failures session 0) 1)
-          (get self.store-failures session) n
-          pause (growing-pause n 30))
-    (.warning log "the store could not write a step of %s (%s); it is tried again in %s s" session e pause)
-    (await (asyncio.sleep pause))
-    (if (stopped-since session mark)
-        (.info log "a step of %s waiting for the store was stopped" session)
-        (.put-nowait (get self.queues session) #(-1 (- n) signal None))))
-
-  (defn :async close [self]
-    "Stop every session worker."
-    (remove-stop-listener self._heard-stop)
-    (for [t (.values self.workers)] (.cancel t))
-    (await (asyncio.gather #* (.values self.workers) :return-exceptions True))
-    (for [queue (.values self.queues)]
-      (while (not (.empty queue))
-        (setv [_ _ _ waiting] (.get-nowait queue))
-        (when waiting (.__exit__ (get waiting 0) None None None))))
-    (.shutdown self.threads :wait False)))

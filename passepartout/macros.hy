@@ -3,7 +3,7 @@
 (import passepartout.proto [literal-keywords :as hy])
 
 (defmacro defskill [name #* body]
-  "Define a skill and register it: (defskill NAME [DOC] :key value …).
+  "Define a skill and declare it in this module: (defskill NAME [DOC] :key value …).
 
    Keys: :priority (int, higher runs first), :trigger, :gate, :filter,
    :validator, :validators, :augment, :prompt, :actuators, :handlers,
@@ -28,5 +28,6 @@
         doc None)
   (when (and body (isinstance (get body 0) hy.models.String))
     (setv doc (str (.pop body 0))))
-  `(hy.I.passepartout/skills.register-skill
+  `(hy.I.passepartout/skills.declare-skill
+     (globals)
      (hy.I.passepartout/skills.make-skill ~(str name) :doc ~doc ~@body)))

@@ -1,8 +1,10 @@
 ;; * Why
 
-(import hy.models [Keyword]
+(import inspect
+        hy.models [Keyword]
         passepartout.proto [literal-keywords :as hy ProtoError kw proto-get proto-put proto-values
                             proto-normalize is-plist]
+        passepartout.context [context-runtime]
         passepartout.skills [pre-reason-handlers])
 
 ;; * Sessions
@@ -63,19 +65,22 @@
    :source (proto-get signal ':source)
    :payload [:kind (kw kind) :text text]])
 
-(defn immediate [signal]
-  "True when a handler that must not wait its turn claims SIGNAL."
-  (any (gfor [_ handler] (pre-reason-handlers)
+(defn immediate [signal registry]
+  "True when a handler of REGISTRY that must not wait its turn claims SIGNAL."
+  (any (gfor [_ handler] (pre-reason-handlers registry)
              :if (callable (getattr handler "immediate" None))
              ((. handler immediate) signal))))
 
-(defn perceive [signal ctx]
+(defn :async perceive [signal ctx]
   "(:signal S) when S goes on to reason, (:handled-by NAME :emit [...]) when a
-   handler answered, (:ignored REASON) when there is nothing to do."
+   handler answered, (:ignored REASON) when there is nothing to do. The
+   handlers are those of the registry in CTX."
   (setv signal (as-signal signal))
-  (for [[name handler] (pre-reason-handlers)]
+  (for [[name handler] (pre-reason-handlers (context-runtime ctx "skills"))]
     (try
       (setv emitted (handler signal ctx))
+      (when (inspect.isawaitable emitted)
+        (setv emitted (await emitted)))
       (except [e Exception]
         (return [:handled-by name
                  :emit [(reply-signal signal f"{name} failed: {(. (type e) __name__)}: {e}" "error")]])))

@@ -1,6 +1,6 @@
 ;; * Why
 
-(import json re time
+(import inspect json re time
         hy.models [Keyword]
         passepartout.proto [literal-keywords :as hy ProtoError kw proto-get proto-put proto-has proto-without proto-merge
                             proto-read proto-print proto-normalize proto-from-data
@@ -69,16 +69,16 @@
        "plist" (fn [v] (is-plist v))
        "any" (fn [v] True)})
 
-(defn check-schema [action]
-  "None when ACTION fits its actuator's schema, else the reason it does not."
+(defn check-schema [action registry]
+  "None when ACTION fits the schema of its actuator in REGISTRY, else the reason it does not."
   (when (not (is-plist action))
     (return "an action must be a plist of keyword/value pairs"))
   (setv name (proto-get action ':action))
   (when (not (isinstance name Keyword))
     (return "the action has no :action keyword (e.g. :action :message)"))
-  (setv spec (actuator-for name))
+  (setv spec (actuator-for registry name))
   (when (is spec None)
-    (setv known (.join ", " (gfor a (sorted (actuator-table)) (+ ":" a))))
+    (setv known (.join ", " (gfor a (sorted (actuator-table registry)) (+ ":" a))))
     (return f"unknown action :{name.name}; known actions: {known}"))
   (setv schema (get spec "schema"))
   (for [i (range 0 (len schema) 2)]
@@ -300,7 +300,7 @@
       (= kind "escalate") (when (is escalation None) (setv escalation #(name reason rule)))
       (= kind "modify")
       (do (setv [new _] (strip-authority new)
-                problem (check-schema new))
+                problem (check-schema new (context-runtime ctx "skills")))
           (when problem
             (setv reason f"gate {name} modified the action into an invalid one: {problem}")
             (.append decisions (_decision name "reject" reason))
@@ -314,13 +314,14 @@
 (defn verify [action ctx [gates None] [clock time.thread-time] [budget None]]
   "The outcome of running the gates over ACTION in CTX. Each gate has BUDGET
    seconds (GATE-BUDGET unless given)."
-  (setv gates (if (is gates None) (skill-functions "gate") gates)
+  (setv registry (context-runtime ctx "skills")
+        gates (if (is gates None) (skill-functions registry "gate") gates)
         budget (or budget GATE-BUDGET)
         proposed action
         stripped [])
   (when (is-plist action)
     (setv [action stripped] (strip-authority action)))
-  (setv problem (check-schema action)
+  (setv problem (check-schema action registry)
         decisions [(_decision "schema" (if problem "reject" "allow") problem)])
   (defn outcome [kind gate reason final rule]
     (+ [:verdict (kw kind) :gate gate :reason reason :action final
@@ -366,23 +367,24 @@
     (proto-get proposal ':action) proposal
     True (raise (ProtoError "a proposal needs :action (or :type :request :payload (:action …))"))))
 
-(defn _known-actions []
-  (| ACTIONS (set (actuator-table))))
+(defn _known-actions [registry]
+  (| ACTIONS (set (actuator-table registry))))
 
-(defn parse-answer [text [tool-calls None]]
+(defn parse-answer [text [tool-calls None] [registry None]]
   "#(action unrun) for the model's TEXT or TOOL-CALLS: the action to verify and
-   the further actions of the same answer that will not run.
+   the further actions of the same answer that will not run. The actions
+   REGISTRY's skills add are known by name too.
    Raises ProtoError when it tried to propose one and failed."
-  (setv r (extract text tool-calls (_known-actions)))
+  (setv r (extract text tool-calls (if registry (_known-actions registry) ACTIONS)))
   (if (proto-has r ':message)
       #([:action :message :text (proto-get r ':message)] [])
       #((proposal-action (proto-get r ':proposal))
         (lfor p (proto-get r ':unrun) (proposal-action p)))))
 
-(defn parse-proposal [text [tool-calls None]]
+(defn parse-proposal [text [tool-calls None] [registry None]]
   "The action plist the model proposed, from its TEXT or its TOOL-CALLS.
    Raises ProtoError when it tried to propose one and failed."
-  (get (parse-answer text tool-calls) 0))
+  (get (parse-answer text tool-calls registry) 0))
 
 (defn unrun-note [unrun]
   "What the model is told about the actions of its answer that were not run."
@@ -397,13 +399,13 @@
 
 (setv RULES "Answer with exactly one action: as a plist such as (:action :shell :cmd \"ls -la\" :explanation \"list the workspace\"), as JSON such as {\"action\": \"shell\", \"cmd\": \"ls -la\", \"explanation\": \"list the workspace\"}, or as a tool call. To answer the person, use (:action :message :text \"…\"). Every action that changes anything needs an :explanation, as listed below. If a proposal is refused, the reason is given: propose something acceptable instead, or explain to the person.")
 
-(defn tool-belt []
-  "The registered actions and their fields, as prompt text."
-  (registry-view "tool-belt" _tool-belt))
+(defn tool-belt [registry]
+  "The actions of REGISTRY and their fields, as prompt text."
+  (registry-view registry "tool-belt" (fn [] (_tool-belt registry))))
 
-(defn _tool-belt []
+(defn _tool-belt [registry]
   (setv lines [])
-  (for [[name spec] (sorted (.items (actuator-table)))]
+  (for [[name spec] (sorted (.items (actuator-table registry)))]
     (setv schema (get spec "schema")
           fields (lfor i (range 0 (len schema) 2)
                        (do (setv f (get schema (+ i 1)))
@@ -414,16 +416,17 @@
     (.append lines (+ "(:action :" name " " (.join " " fields) ") — " (get spec "doc"))))
   (.join "\n" lines))
 
-(defn tool-definitions []
-  "The registered actions as OpenAI-format tool definitions (a fresh copy
+(defn tool-definitions [registry]
+  "The actions of REGISTRY as OpenAI-format tool definitions (a fresh copy
    each time: a model client may change what it is given)."
-  (json.loads (registry-view "tool-definitions" (fn [] (json.dumps (_tool-definitions))))))
+  (json.loads (registry-view registry "tool-definitions"
+                             (fn [] (json.dumps (_tool-definitions registry))))))
 
-(defn _tool-definitions []
+(defn _tool-definitions [registry]
   (setv json-types {"string" "string" "integer" "integer" "number" "number"
                     "boolean" "boolean" "list" "array" "keyword" "string"
                     "plist" "object" "any" "string"})
-  (lfor [name spec] (sorted (.items (actuator-table)))
+  (lfor [name spec] (sorted (.items (actuator-table registry)))
         (do (setv schema (get spec "schema")
                   props {}
                   required [])
@@ -481,13 +484,14 @@
 
 (defn build-request [signal ctx [history None] [rejections None]]
   "The request plist for the cascade."
-  (setv augments (_call-each (skill-functions "augment") ctx)
-        prompt-skill (next (gfor s (all-skills)
+  (setv registry (context-runtime ctx "skills")
+        augments (_call-each (skill-functions registry "augment") ctx)
+        prompt-skill (next (gfor s (all-skills registry)
                                  :if (and (get s "prompt") (get s "trigger")
                                           (try ((get s "trigger") ctx) (except [Exception] False)))
                                  s)
                            None)
-        system (.join "\n\n" (+ [IDENTITY RULES (+ "Actions:\n" (tool-belt))
+        system (.join "\n\n" (+ [IDENTITY RULES (+ "Actions:\n" (tool-belt registry))
                                  f"Workspace: {(proto-get ctx ':workspace)}"]
                                 augments))
         messages (+ [{"role" "system" "content" system}]
@@ -500,19 +504,21 @@
   (when rejections
     (.append messages (_rejection-message rejections)))
   (setv notify (context-runtime ctx "notify"))
-  (+ [:messages messages :tools (tool-definitions) :signal signal :rejections (list (or rejections []))]
+  (+ [:messages messages :tools (tool-definitions registry) :signal signal :rejections (list (or rejections []))]
      (if notify [:notify notify] [])))
 
-(defn think [signal ctx complete [history None] [rejections None]]
+(defn :async think [signal ctx complete [history None] [rejections None]]
   "Ask the cascade (the function COMPLETE) for a proposal: (:status :ok :action A …),
    (:status :unreadable :error E :text T …) or the cascade's own failure."
   (setv answer (complete (build-request signal ctx history rejections)))
+  (when (inspect.isawaitable answer)
+    (setv answer (await answer)))
   (when (!= (proto-get answer ':status) ':ok)
     (return answer))
   (setv text (proto-get answer ':text)
         calls (proto-get answer ':tool-calls))
   (try
-    (setv [action unrun] (parse-answer text calls)
+    (setv [action unrun] (parse-answer text calls (context-runtime ctx "skills"))
           call (next (gfor c (or calls []) :if (proto-get c ':id) c) None))
     (proto-merge answer (+ [:action action]
                            ;; the call the action came from, which its result answers
@@ -534,18 +540,22 @@
   "VALUE with every secret in its strings replaced by a marker."
   (get (redact-value value (secret-tuple (proto-get ctx ':secrets))) 0))
 
-(defn reason [signal ctx complete [history None] [attempts 3] [guard None]]
+(defn :async _verify-here [action ctx]
+  (verify action ctx))
+
+(defn :async reason [signal ctx complete [history None] [attempts 3] [guard None] [judge None]]
   "Think and verify until a proposal passes or ATTEMPTS are used. GUARD, when
    given, is asked before every model call with the usage so far; a reason it
-   returns stops the loop (the budget)."
+   returns stops the loop (the budget). JUDGE runs the gates (verify here by default)."
   (setv rejections []
         tries []
+        judge (or judge _verify-here)
         usage [:prompt-tokens 0 :completion-tokens 0 :cost 0.0])
   (for [n (range 1 (+ attempts 1))]
     (setv why (when guard (guard usage)))
     (when why
       (return [:verdict :stopped :reason why :attempts tries :usage usage :rejections rejections]))
-    (setv thought (think signal ctx complete history rejections)
+    (setv thought (await (think signal ctx complete history rejections))
           status (proto-get thought ':status)
           usage (_usage-add usage (proto-get thought ':usage)))
     (cond
@@ -560,7 +570,7 @@
                :reason (or (proto-get thought ':reason) "no provider answered")
                :attempts tries :usage usage :rejections rejections])
       True
-      (do (setv outcome (verify (proto-get thought ':action) ctx)
+      (do (setv outcome (await (judge (proto-get thought ':action) ctx))
                 rejected (= (proto-get outcome ':verdict) ':reject))
           ;; A refused proposal is only ever shown, never run: whatever secret it
           ;; carried is masked before it reaches the model, the person or the store.

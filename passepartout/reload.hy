@@ -1,6 +1,6 @@
 ;; * Why
 
-(import asyncio logging os threading
+(import asyncio logging os
         pathlib [Path]
         passepartout.config [ConfigError]
         passepartout.proto [literal-keywords :as hy proto-get]
@@ -11,9 +11,6 @@
 (setv log (logging.getLogger "passepartout.reload"))
 
 ;; * Which files, and whether they changed
-
-(setv _stamps {}
-      _reload-lock (threading.Lock))
 
 (defn config-immutable [config]
   "The skill names the config's [skills] immutable lists."
@@ -34,32 +31,41 @@
     (except [OSError]
       None)))
 
-(defn note-skill-files [config]
-  "Take the skill files as they are now as the ones loaded."
-  (with [_reload-lock]
-    (for [[p _] (skill-paths config)]
-      (setv (get _stamps (str p)) (_stamp p)))))
+(defn _stamps [registry]
+  (or (getattr registry "stamps" None)
+      (do (setv registry.stamps {})
+          registry.stamps)))
 
-(defn changed-skill-files [config]
+(defn note-skill-files [services]
+  "Take the skill files as they are now as the ones loaded into SERVICES' registry."
+  (setv stamps (_stamps services.skills))
+  (for [[p _] (skill-paths services.config)]
+    (setv (get stamps (str p)) (_stamp p))))
+
+(defn changed-skill-files [services]
   "The (path builtin) pairs of the skill files new or changed since they were loaded."
-  (lfor [p builtin] (skill-paths config)
-        :if (!= (.get _stamps (str p)) (_stamp p))
+  (setv stamps (_stamps services.skills))
+  (lfor [p builtin] (skill-paths services.config)
+        :if (!= (.get stamps (str p)) (_stamp p))
         #(p builtin)))
 
 ;; * Reloading
 
-(defn reload-skills [config [force False]]
-  "Reload the skill files that changed (every one with FORCE), each with the
-   fail-safe swap; the result plist of each file reloaded."
-  (with [_reload-lock]
-    (set-immutable-skills (config-immutable config))
-    (setv disabled (.get (.get config "skills" {}) "disabled" [])
-          results [])
-    (for [[p builtin] (if force (skill-paths config) (changed-skill-files config))]
-      (setv stamp (_stamp p))
-      (.append results (reload-skill-file p :builtin builtin :disabled disabled))
-      (setv (get _stamps (str p)) stamp))
-    results))
+(defn reload-skills [services [force False]]
+  "Reload the skill files that changed (every one with FORCE) into the
+   registry of SERVICES, each with the fail-safe swap; the result plist of
+   each file reloaded."
+  (setv config services.config
+        registry services.skills
+        stamps (_stamps registry))
+  (set-immutable-skills registry (config-immutable config))
+  (setv disabled (.get (.get config "skills" {}) "disabled" [])
+        results [])
+  (for [[p builtin] (if force (skill-paths config) (changed-skill-files services))]
+    (setv stamp (_stamp p))
+    (.append results (reload-skill-file registry p :builtin builtin :disabled disabled))
+    (setv (get stamps (str p)) stamp))
+  results)
 
 (defn reload-summary [results]
   "RESULTS (from reload-skills) in words, one line per file."
@@ -78,15 +84,14 @@
 ;; * The watcher
 
 (defn :async watch-skills [env [interval 1.0] [report None]]
-  "Reload changed skill files every INTERVAL seconds until cancelled. REPORT,
-   when given, receives the results of each reload."
-  (setv config (get env "config"))
-  (note-skill-files config)
+  "Reload changed skill files of the daemon ENV (its services) every INTERVAL
+   seconds until cancelled. REPORT, when given, receives the results of each reload."
+  (note-skill-files env)
   (while True
     (await (asyncio.sleep interval))
     (try
-      (when (changed-skill-files config)
-        (setv results (await (asyncio.to-thread reload-skills config)))
+      (when (changed-skill-files env)
+        (setv results (await (asyncio.to-thread reload-skills env)))
         (for [r results]
           (if (proto-get r ':error)
               (.error log "skill file %s not reloaded: %s" (proto-get r ':file) (proto-get r ':error))
@@ -110,5 +115,8 @@
     (return None))
   (when (not (in (cut words 1 None) [[] ["all"]]))
     (return [(reply-signal signal "usage: /reload, or /reload all to reload every skill file" "error")]))
-  (setv results (reload-skills (or (context-runtime ctx "config") {}) :force (= words ["/reload" "all"])))
-  [(reply-signal signal (reload-summary results) "notice")])
+  (defn :async reloaded []
+    (setv results (await (asyncio.to-thread reload-skills (context-runtime ctx "services")
+                                            :force (= words ["/reload" "all"]))))
+    [(reply-signal signal (reload-summary results) "notice")])
+  (reloaded))

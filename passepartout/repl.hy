@@ -1,8 +1,7 @@
 ;; * Why
 
-(import asyncio ctypes json logging os secrets socket stat struct sys
+(import asyncio json logging os secrets socket stat struct sys
         threading time traceback types
-        concurrent.futures [ThreadPoolExecutor]
         importlib
         pathlib [Path]
         hy.errors [HyLanguageError]
@@ -12,7 +11,7 @@
         passepartout.sandbox [in-action-process]
         passepartout.context [context-runtime]
         passepartout.store [event-append]
-        passepartout.skills [all-skills set-immutable-skills]
+        passepartout.skills [set-immutable-skills]
         passepartout.reload [config-immutable reload-skills])
 
 (setv log (logging.getLogger "passepartout.repl"))
@@ -90,32 +89,42 @@
 
 ;; * The namespace
 
-(setv _register-head (hy.read "hy.I.passepartout/skills.register-skill")
-      _replace-head (hy.read "hy.I.passepartout/skills.replace-skill"))
+(setv _declare-head (hy.read "hy.I.passepartout/skills.declare-skill"))
 
 (defn _repl-defskill [name #* body]
   "defskill as the REPL reads it: the same form, installed by replace-skill."
   (setv macro (get (. (importlib.import-module "passepartout.macros") _hy_macros) "defskill")
         form (macro name #* body))
-  (when (!= (get form 0) _register-head)
-    (raise (ReplError "defskill no longer expands to register-skill; the REPL cannot swap it safely")))
-  (hy.models.Expression [_replace-head #* (cut form 1 None)]))
+  (when (!= (get form 0) _declare-head)
+    (raise (ReplError "defskill no longer expands to declare-skill; the REPL cannot swap it safely")))
+  (setv text (hy.repr (hy.models.Expression [(hy.models.Symbol "defskill") name #* body])))
+  `(replace-skill ~(get form 2) :form ~text))
 
 (setv _prelude "(import passepartout.proto [kw proto-read proto-print proto-get proto-put proto-merge]
-                        passepartout.skills [get-skill all-skills register-skill replace-skill
-                                             unregister-skill make-skill])"
+                        passepartout.skills [make-skill])"
       _namespaces (iter (range 1 (** 2 62))))
 
-(defn make-namespace [[bindings None]]
-  "A fresh module for REPL forms, holding BINDINGS (a dict of Hy names) besides the usual ones."
+(defn make-namespace [[bindings None] [registry None]]
+  "A fresh module for REPL forms, holding BINDINGS (a dict of Hy names) besides
+   the usual ones; the skill functions act on REGISTRY."
+  (import passepartout.skills :as sk)
   (setv name f"passepartout_repl_ns{(next _namespaces)}"
         ns (types.ModuleType name "Forms evaluated at the REPL."))
   (setv (. ns hy) hy
         (. ns _hy_macros) {"defskill" _repl-defskill}
         (get sys.modules name) ns)
   (hy.eval (hy.read _prelude) :globals (. ns __dict__) :module ns)
-  (for [[k v] (.items (| {"skills" (fn [] (lfor s (all-skills) (get s "name")))
-                           "skill" (fn [name] (hy.I.passepartout/skills.get-skill name))}
+  (defn replace [skill [form None]]
+    (when form (setv (get skill "form") form))
+    (sk.replace-skill registry skill))
+  (for [[k v] (.items (| {"registry" registry
+                           "skills" (fn [] (lfor s (sk.all-skills registry) (get s "name")))
+                           "skill" (fn [name] (sk.get-skill registry name))
+                           "get-skill" (fn [name] (sk.get-skill registry name))
+                           "all-skills" (fn [] (sk.all-skills registry))
+                           "register-skill" (fn [skill] (sk.register-skill registry skill))
+                           "replace-skill" replace
+                           "unregister-skill" (fn [name] (sk.unregister-skill registry name))}
                           (or bindings {})))]
     (setv (get (. ns __dict__) (hy.mangle k)) v))
   ns)
@@ -123,14 +132,31 @@
 ;; * Evaluating with a timeout
 
 (defclass EvaluationTimeout [BaseException]
-  "Raised inside a form's thread when its time is up.")
+  "Raised in a form's own code, on its own thread, once its time is up.")
 
-(defn _interrupt [thread]
-  (ctypes.pythonapi.PyThreadState_SetAsyncExc (ctypes.c-ulong thread.ident)
-                                              (ctypes.py-object EvaluationTimeout)))
-
-(setv _own-files #{(os.path.realpath __file__)
+(setv STOP-GRACE 1.0
+      _own-files #{(os.path.realpath __file__)
                    (os.path.realpath (. (importlib.import-module "hy.compiler") __file__))})
+
+(defclass Evaluation []
+  "One request's forms on their thread: their text, when they began, whether
+   they were asked to stop, and their answer once they ended."
+  (defn __init__ [self text]
+    (setv self.text text
+          self.started (time.monotonic)
+          self.stop False
+          self.answer None
+          self.thread None)))
+
+(defn _tracer [evaluation]
+  "A trace function that stops EVALUATION's own code once it was asked to."
+  (defn local [frame event arg]
+    (when (and evaluation.stop (= event "line"))
+      (raise (EvaluationTimeout "the time given to the forms is up")))
+    local)
+  (fn [frame event arg]
+    (when (= frame.f-code.co-filename "<repl>")
+      local)))
 
 (defn _traceback [e]
   "The traceback of E from the first frame of the forms on; for a form that is
@@ -157,43 +183,72 @@
     (except [Exception]
       (repr value))))
 
-(defn evaluate [ns text [timeout DEFAULT-TIMEOUT]]
-  "Evaluate the forms TEXT in the namespace NS for at most TIMEOUT seconds.
+(defn _work [ns evaluation capture]
+  "The body of EVALUATION's thread."
+  (setv (. _capture current) capture)
+  (sys.settrace (_tracer evaluation))
+  (try
+    (setv answer {"ok" True "value" (truncate (_run-forms ns evaluation.text) MAX-VALUE)})
+    (except [e BaseException]
+      (setv answer (if (isinstance e EvaluationTimeout)
+                       {"ok" False "traceback" ""
+                        "error" "Timeout: the forms did not finish in time; they were interrupted"}
+                       (_error-answer e))))
+    (finally
+      (sys.settrace None)))
+  (setv evaluation.answer answer))
+
+(defn :async evaluate-async [ns text [timeout DEFAULT-TIMEOUT] [running None]]
+  "Evaluate the forms TEXT in the namespace NS on a thread of their own, for at
+   most TIMEOUT seconds, without holding up the event loop. RUNNING, a list,
+   holds the Evaluation for as long as its thread runs on past its answer.
    A dict: {ok: true, value, output} or {ok: false, error, traceback, output}."
   (_capture-output)
-  (setv capture (_Capture)
-        state {"done" False "answer" None}
-        lock (threading.Lock)
-        finished (threading.Event))
-  (defn work []
-    (setv (. _capture current) capture)
+  (setv loop (asyncio.get-running-loop)
+        capture (_Capture)
+        evaluation (Evaluation text)
+        ended (asyncio.Event))
+  (defn body []
     (try
+      (_work ns evaluation capture)
+      (finally
+        (try (.call-soon-threadsafe loop ended.set)
+             (except [RuntimeError])))))
+  (setv evaluation.thread (threading.Thread :target body :name "repl-eval" :daemon True))
+  (.start evaluation.thread)
+  (try
+    (await (asyncio.wait-for (.wait ended) (min timeout threading.TIMEOUT-MAX)))
+    (except [asyncio.TimeoutError]
+      (setv evaluation.stop True)
       (try
-        (setv answer {"ok" True "value" (truncate (_run-forms ns text) MAX-VALUE)})
-        (except [e BaseException]
-          (setv answer (_error-answer e))))
-      (with [lock]
-        (setv (get state "done") True
-              (get state "answer") answer))
-      (.set finished)
-      (except [BaseException]
-        ;; an interruption that landed after the forms had ended
-        None)))
-  (setv thread (threading.Thread :target work :name "repl-eval" :daemon True))
-  (.start thread)
-  (.wait finished (min timeout threading.TIMEOUT-MAX))
-  (with [lock]
-    (setv answer (get state "answer"))
-    (when (not (get state "done"))
-      (_interrupt thread)
-      (setv answer {"ok" False
-                    "error" f"Timeout: the forms did not finish within {timeout :g} s; they were interrupted"
-                    "traceback" ""})))
+        (await (asyncio.wait-for (.wait ended) STOP-GRACE))
+        (except [asyncio.TimeoutError]))))
+  (setv answer evaluation.answer)
+  (when (is answer None)
+    (when (is-not running None)
+      (.append running evaluation)
+      (defn :async forget []
+        (await (.wait ended))
+        (when (in evaluation running) (.remove running evaluation)))
+      (setv evaluation.watch (asyncio.ensure-future (forget))))
+    (setv answer {"ok" False "traceback" ""
+                  "error" (+ f"the forms did not finish within {timeout :g} s and did not stop when asked to: "
+                             "they are still running in the daemon (/status shows them; restart the daemon to end them)")}))
+  (when (and (not (get answer "ok")) (.startswith (get answer "error") "Timeout:"))
+    (setv answer (| answer {"error" f"Timeout: the forms did not finish within {timeout :g} s; they were interrupted"})))
   (| answer {"output" (.text capture)}))
 
-;; * The handler
+(defn evaluate [ns text [timeout DEFAULT-TIMEOUT]]
+  "evaluate-async run to its end, for a caller with no event loop of its own."
+  (asyncio.run (evaluate-async ns text timeout)))
 
-(setv _pending {})
+(defn running-text [running [now None]]
+  "One line per form of RUNNING still running past its answer, for /status."
+  (setv now (or now (time.monotonic)))
+  (lfor e running
+        f"REPL forms still running for {(int (- now e.started))} s (restart the daemon to end them): {(truncate (.join " " (.split e.text)) 80)}"))
+
+;; * The handler
 
 (defn record-evaluation [store session uid forms answer [seconds None] [refused None]]
   "Append the kind \"repl\" event of one evaluation (or refusal) to STORE."
@@ -236,7 +291,9 @@
     (return None))
   (setv payload (proto-get signal ':payload)
         rid (proto-get payload ':request)
-        repl (if (isinstance rid str) (.pop _pending rid None) None)
+        services (context-runtime ctx "services")
+        server (getattr services "repl" None)
+        repl (if (and server (isinstance rid str)) (.pop server.pending rid None) None)
         store (context-runtime ctx "store")
         forms (proto-get payload ':forms)
         uid (proto-get payload ':uid))
@@ -244,11 +301,14 @@
     (record-evaluation store (proto-get signal ':session) uid None None
                        :refused "a :repl-eval signal that did not come from the socket")
     (return [(reply-signal signal "refused: only forms that come through the REPL socket are evaluated" "error")]))
-  (setv started (time.monotonic)
-        answer (evaluate repl.namespace forms (proto-get payload ':timeout DEFAULT-TIMEOUT)))
-  (record-evaluation store (proto-get signal ':session) uid forms answer
-                     :seconds (- (time.monotonic) started))
-  [(answer-signal signal answer)])
+  (defn :async evaluated []
+    (setv started (time.monotonic)
+          answer (await (evaluate-async repl.namespace forms (proto-get payload ':timeout DEFAULT-TIMEOUT)
+                                        repl.running)))
+    (record-evaluation store (proto-get signal ':session) uid forms answer
+                       :seconds (- (time.monotonic) started))
+    [(answer-signal signal answer)])
+  (evaluated))
 
 (defn _answer-of [emitted]
   "The wire answer in what step emitted for a :repl-eval signal."
@@ -333,12 +393,14 @@
 (defclass Repl []
   "The REPL socket of one daemon."
 
-  (defn __init__ [self env [runner None] [path None] [uid None] [workers 4]]
+  (defn __init__ [self env [runner None] [path None] [uid None]]
+    "ENV is the daemon's services; RUNNER its hub or runner, when it has one."
     (setv self.env env
           self.runner runner
-          self.path (Path (or path (socket-path (get env "config"))))
+          self.path (Path (or path (socket-path env.config)))
           self.uid (if (is uid None) (os.getuid) uid)
-          self.executor (ThreadPoolExecutor :max-workers workers :thread-name-prefix "repl")
+          self.pending {}
+          self.running []
           self.connections (set)
           self.server None
           self.inode None
@@ -346,12 +408,12 @@
           self.namespace None))
 
   (defn _bindings [self]
-    (setv config (get self.env "config"))
-    {"env" self.env
-     "config" config
-     "store" (.get self.env "store")
+    {"services" self.env
+     "env" self.env
+     "config" self.env.config
+     "store" self.env.store
      "runner" self.runner
-     "reload-skills" (fn [[force False]] (reload-skills config :force force))
+     "reload-skills" (fn [[force False]] (reload-skills self.env :force force))
      "submit" (fn [signal] (self.submit signal))
      "stop" (fn [session] (self.stop session))})
 
@@ -363,19 +425,22 @@
 
   (defn stop [self session]
     "Stop SESSION's task from any thread, as a /stop said there; what the person was told."
-    (if (is self.runner None)
-        (hy.I.passepartout/act.stop-task session)
-        (.result (asyncio.run-coroutine-threadsafe (.stop self.runner session) self.loop) 30)))
+    (defn :async stopped []
+      (if (is self.runner None)
+          (hy.I.passepartout/runner.stop-task self.env.stops session)
+          (await (.stop self.runner session))))
+    (.result (asyncio.run-coroutine-threadsafe (stopped) self.loop) 30))
 
   (defn :async start [self]
     "Listen on the socket."
-    (set-immutable-skills (config-immutable (get self.env "config")))
+    (set-immutable-skills self.env.skills (config-immutable self.env.config))
     (when (> (len (os.fsencode self.path)) 107)
       (raise (ReplError f"{self.path}: too long for a Unix socket path")))
     (_private-dir self.path.parent)
     (_clear-stale self.path)
     (setv self.loop (asyncio.get-running-loop)
-          self.namespace (make-namespace (self._bindings))
+          self.namespace (make-namespace (self._bindings) self.env.skills)
+          self.env.repl self
           self.server (await (asyncio.start-unix-server self._serve :path (str self.path)
                                                         :limit (+ MAX-REQUEST 2))))
     (os.chmod self.path 0o600)
@@ -394,7 +459,8 @@
       (when (= (. (os.stat self.path) st-ino) self.inode)
         (os.unlink self.path))
       (except [FileNotFoundError]))
-    (.shutdown self.executor :wait False)
+    (when (is (getattr self.env "repl" None) self)
+      (setv self.env.repl None))
     (when self.namespace
       (.pop sys.modules (. self.namespace __name__) None)))
 
@@ -411,22 +477,19 @@
         (.discard self.connections task)
         (.close writer))))
 
-  (defn :async _in-pool [self f #* args]
-    (await (.run-in-executor self.loop self.executor f #* args)))
-
   (defn :async _answer [self reader writer]
     (try
       (setv [pid uid gid] (peer-credentials (.get-extra-info writer "socket")))
       (except [e OSError]
         (return (_refusal f"the peer's credentials cannot be read ({e})"))))
     (when (not (peer-allowed uid self.uid))
-      (await (self._in-pool record-evaluation (.get self.env "store") "repl" uid None None
-                            None f"peer uid {uid} (pid {pid}) is not the daemon's"))
+      (record-evaluation self.env.store "repl" uid None None
+                         None f"peer uid {uid} (pid {pid}) is not the daemon's")
       (return (_refusal "this REPL answers only the user the daemon runs as")))
-    (setv inside (await (self._in-pool in-action-process pid)))
+    (setv inside (in-action-process pid))
     (when inside
-      (await (self._in-pool record-evaluation (.get self.env "store") "repl" uid None None
-                            None f"peer pid {pid} runs inside an action: {inside}"))
+      (record-evaluation self.env.store "repl" uid None None
+                         None f"peer pid {pid} runs inside an action: {inside}")
       (return (_refusal (+ "this REPL answers people only, and the caller runs inside "
                            f"one of the agent's actions ({inside})"))))
     (try
@@ -451,14 +514,14 @@
                   :source [:gateway :repl :user uid]
                   :session "repl"
                   :payload [:sensor :repl-eval :forms forms :timeout timeout :uid uid :request rid]])
-    (setv (get _pending rid) self)
+    (setv (get self.pending rid) self)
     (try
-      (_answer-of (await (self._in-pool step signal self.env)))
+      (_answer-of (await (step signal self.env)))
       (except [e Exception]
         (.exception log "a REPL request failed")
         {"ok" False "error" f"Internal error: {(. (type e) __name__)}: {e}" "traceback" "" "output" ""})
       (finally
-        (.pop _pending rid None)))))
+        (.pop self.pending rid None)))))
 
 ;; ** Running it
 

@@ -3,7 +3,7 @@
 (import importlib importlib.util re sys threading
         hy.models [Keyword]
         pathlib [Path]
-        passepartout.proto [literal-keywords :as hy])
+        passepartout.proto [literal-keywords :as hy proto-get])
 
 ;; * Making a skill
 
@@ -81,104 +81,108 @@
 
 ;; * The registry
 
-(setv _lock (threading.RLock)
-      _registry {}
-      _version [0]
-      _cache {}
-      _staging [None])
+(defclass Registry []
+  "The skills of one daemon, by name; the names kept immutable; a version that
+   changes with every change, and the views computed for it. One lock guards them."
+  (defn __init__ [self]
+    (setv self.lock (threading.RLock)
+          self.skills {}
+          self.immutable (set)
+          self.version 0
+          self.cache {})))
 
-(defn _changed []
-  (+= (get _version 0) 1)
-  (.clear _cache))
+(defn _changed [registry]
+  (+= registry.version 1)
+  (.clear registry.cache))
 
-(defn registry-version []
+(defn registry-version [registry]
   "A number that changes whenever a skill is added, replaced or removed."
-  (get _version 0))
+  registry.version)
 
-(defn _install [skills]
+(defn _install [registry skills]
   "Install SKILLS at once, or none of them if an action would have two actuators."
-  (with [_lock]
+  (with [registry.lock]
     (setv incoming (sfor s skills (get s "name")))
     (for [s skills
           action (get s "actuators")
-          other (.values _registry)]
+          other (.values registry.skills)]
       (when (and (not (in (get other "name") incoming)) (in action (get other "actuators")))
         (raise (SkillError f"skill {(get s "name")}: action {action} is already provided by skill {(get other "name")}"))))
     (for [s skills]
-      (setv (get _registry (get s "name")) s))
-    (_changed))
+      (setv (get registry.skills (get s "name")) s))
+    (_changed registry))
   skills)
 
-(defn register-skill [skill]
-  "Add SKILL (from make-skill), replacing a skill of the same name. While a skill
-   file is loading, the skill is held back until the whole file has loaded."
-  (if (is (get _staging 0) None)
-      (_install [skill])
-      (.append (get _staging 0) skill))
+(defn register-skill [registry skill]
+  "Add SKILL (from make-skill) to REGISTRY, replacing a skill of the same name."
+  (_install registry [skill])
   skill)
 
-(defn unregister-skill [name]
+(defn unregister-skill [registry name]
   "Remove the skill called NAME; true when there was one."
-  (with [_lock]
-    (setv found (is-not (.pop _registry name None) None))
-    (when found (_changed))
+  (with [registry.lock]
+    (setv found (is-not (.pop registry.skills name None) None))
+    (when found (_changed registry))
     found))
 
-(defn get-skill [name]
-  (.get _registry name))
+(defn get-skill [registry name]
+  (.get registry.skills name))
 
-(defn registry-snapshot []
-  "The registry as it is now, for registry-restore."
-  (with [_lock] (dict _registry)))
-
-(defn registry-restore [snapshot]
-  "Put back a registry saved by registry-snapshot."
-  (with [_lock]
-    (.clear _registry)
-    (.update _registry snapshot)
-    (_changed)))
+(defn registry-copy [registry]
+  "A registry of its own holding the skills and immutable names of REGISTRY."
+  (setv other (Registry))
+  (with [registry.lock]
+    (.update other.skills registry.skills)
+    (.update other.immutable registry.immutable))
+  other)
 
 ;; * Ordered views
 
-(defn registry-view [key compute]
-  "The value of (COMPUTE), kept under KEY until the registry changes."
-  (with [_lock]
-    (when (not (in key _cache))
-      (setv (get _cache key) (compute)))
-    (get _cache key)))
+(defn registry-view [registry key compute]
+  "The value of (COMPUTE), kept under KEY until REGISTRY changes."
+  (with [registry.lock]
+    (setv cache registry.cache)
+    (when (not (in key cache))
+      (setv (get cache key) (compute)))
+    (get cache key)))
 
-
-(defn all-skills []
+(defn all-skills [registry]
   "Every skill, by priority (highest first) then name."
-  (registry-view "skills"
-           (fn [] (sorted (.values _registry)
-                          :key (fn [s] #((- (get s "priority")) (get s "name")))))))
+  (registry-view registry "skills"
+                 (fn [] (sorted (.values registry.skills)
+                                :key (fn [s] #((- (get s "priority")) (get s "name")))))))
 
-(defn skill-functions [key]
+(defn skill-functions [registry key]
   "The (name function) pairs of every skill that has KEY, in skill order."
-  (registry-view key
-           (fn [] (lfor s (all-skills) :if (get s key) #((get s "name") (get s key))))))
+  (registry-view registry key
+                 (fn [] (lfor s (all-skills registry) :if (get s key) #((get s "name") (get s key))))))
 
-(defn reply-validators []
+(defn reply-validators [registry]
   "Every reply validator's spec, in skill order."
-  (registry-view "validators"
-           (fn [] (lfor s (all-skills) v (.get s "validators" []) v))))
+  (registry-view registry "validators"
+                 (fn [] (lfor s (all-skills registry) v (.get s "validators" []) v))))
 
-(defn pre-reason-handlers []
+(defn pre-reason-handlers [registry]
   "Every (skill-name handler) pair, in skill order."
-  (registry-view "handlers"
-           (fn [] (lfor s (all-skills) h (get s "handlers") #((get s "name") h)))))
+  (registry-view registry "handlers"
+                 (fn [] (lfor s (all-skills registry) h (get s "handlers") #((get s "name") h)))))
 
-(defn actuator-table []
+(defn actuator-table [registry]
   "A dict from action name to its actuator spec."
-  (registry-view "actuators"
-           (fn [] (dfor s (all-skills) [action spec] (.items (get s "actuators")) action spec))))
+  (registry-view registry "actuators"
+                 (fn [] (dfor s (all-skills registry) [action spec] (.items (get s "actuators")) action spec))))
 
-(defn actuator-for [action-name]
+(defn actuator-for [registry action-name]
   "The actuator spec for ACTION-NAME (a string or keyword), or None."
-  (.get (actuator-table) (if (isinstance action-name str) action-name (. action-name name))))
+  (.get (actuator-table registry) (if (isinstance action-name str) action-name (. action-name name))))
 
 ;; * Loading skill files
+
+(defn declare-skill [namespace skill]
+  "Declare SKILL in the module whose globals are NAMESPACE (what defskill does);
+   the loader of the file installs what was declared. SKILL is returned."
+  (.append (.setdefault namespace "__skills__" []) skill)
+  skill)
 
 (defn builtin-skills-dir []
   "The folder of the built-in skills."
@@ -188,27 +192,26 @@
   (setv stem (re.sub r"\W" "_" (. (Path path) stem)))
   (if builtin f"passepartout_skills.{stem}" f"passepartout_user_skill_{stem}"))
 
-(defn load-skill-file [path [builtin False]]
-  "Load one skill file; a result plist (:file P :skills [names] :error nil-or-text)."
+(defn _declared [module path]
+  "The skills MODULE (run from PATH) declared, marked with their file."
+  (setv skills (list (getattr module "__skills__" [])))
+  (for [s skills] (setv (get s "source") (str path)))
+  skills)
+
+(defn load-skill-file [registry path [builtin False]]
+  "Load one skill file into REGISTRY; a result plist (:file P :skills [names] :error nil-or-text)."
   (setv path (Path path))
-  (with [_lock]
-    (setv (get _staging 0) [])
-    (try
-      (setv name (_module-name path builtin)
-            spec (importlib.util.spec-from-file-location name path)
-            module (importlib.util.module-from-spec spec))
-      (.exec-module spec.loader module)
-      (setv staged (get _staging 0))
-      (for [s staged] (setv (get s "source") (str path)))
-      (setv (get _staging 0) None)
-      (_install staged)
-      (setv (get sys.modules name) module)
-      (return [:file (str path) :skills (lfor s staged (get s "name")) :error None])
-      (except [e Exception]
-        (return [:file (str path) :skills []
-                 :error f"{(. (type e) __name__)}: {e}"]))
-      (finally
-        (setv (get _staging 0) None)))))
+  (try
+    (setv name (_module-name path builtin)
+          spec (importlib.util.spec-from-file-location name path)
+          module (importlib.util.module-from-spec spec))
+    (.exec-module spec.loader module)
+    (setv staged (_declared module path))
+    (_install registry staged)
+    (setv (get sys.modules name) module)
+    [:file (str path) :skills (lfor s staged (get s "name")) :error None]
+    (except [e Exception]
+      [:file (str path) :skills [] :error f"{(. (type e) __name__)}: {e}"])))
 
 (defn skill-files [folder]
   "The skill files of FOLDER, sorted."
@@ -217,60 +220,61 @@
       (sorted (gfor p (.glob folder "*.hy") :if (not (.startswith p.name "_")) p))
       []))
 
-(defn load-skills [[folders []] [disabled []] [builtin True]]
-  "Load the built-in skills, then every skill file in FOLDERS. Returns the
-   result plist of every file, in order. Skills named in DISABLED are removed."
+(defn load-skills [registry [folders []] [disabled []] [builtin True]]
+  "Load the built-in skills, then every skill file in FOLDERS, into REGISTRY.
+   Returns the result plist of every file, in order. Skills named in DISABLED
+   are removed."
   (setv results [])
   (when builtin
     (for [p (skill-files (builtin-skills-dir))]
-      (.append results (load-skill-file p :builtin True))))
+      (.append results (load-skill-file registry p :builtin True))))
   (for [folder folders
         p (skill-files folder)]
-    (.append results (load-skill-file p)))
+    (.append results (load-skill-file registry p)))
   (for [name disabled]
-    (unregister-skill name))
+    (unregister-skill registry name))
   results)
 
 ;; * Replacing a running skill
 
-(setv _immutable (set))
-
-(defn set-immutable-skills [names]
+(defn set-immutable-skills [registry names]
   "Make the skills called NAMES (the config's [skills] immutable) refuse replacement."
-  (with [_lock]
-    (.clear _immutable)
-    (.update _immutable names)))
+  (with [registry.lock]
+    (.clear registry.immutable)
+    (.update registry.immutable names)))
 
-(defn immutable-skills []
+(defn immutable-skills [registry]
   "The names given to set-immutable-skills."
-  (with [_lock] (frozenset _immutable)))
+  (with [registry.lock] (frozenset registry.immutable)))
 
-(defn _immutable-problem [name]
+(defn _immutable-problem [registry name]
   "Why the registered skill NAME may not be replaced, or None."
-  (setv old (.get _registry name))
-  (when (and old (or (get old "immutable") (in name _immutable)))
+  (setv old (.get registry.skills name))
+  (when (and old (or (get old "immutable") (in name registry.immutable)))
     f"skill {name} is immutable: it keeps the definition it booted with"))
 
 ;; ** The smoke check
 
-(setv _smoke-actions
+(setv SMOKE-ACTIONS
       [[:action :message :text "smoke check"]
        [:action :shell :cmd "ls" :explanation "smoke check"]
        [:action :read-file :path "smoke-check.txt" :explanation "smoke check"]]
       _verdict-names #{"allow" "modify" "reject" "escalate"})
 
-(defn _is-verdict [v]
+(defn is-verdict [v]
+  "True when V is a verdict plist: (:verdict :allow) and the like."
   (and (hy.I.passepartout/proto.is-plist v)
        (isinstance (hy.I.passepartout/proto.proto-get v ':verdict) Keyword)
        (in (. (hy.I.passepartout/proto.proto-get v ':verdict) name) _verdict-names)))
 
-(defn smoke-check [skill [ctx None]]
+(defn smoke-check [skill [ctx None] [gates True]]
   "None when SKILL's pure functions answer harmless input as their contracts
-   say, else what went wrong. CTX is the context they get (a neutral one by default)."
+   say, else what went wrong. CTX is the context they get (a neutral one by
+   default); without GATES, its gate is left to the gate process."
   (setv name (get skill "name")
         ctx (if (is ctx None) (hy.I.passepartout/context.make-context :session "smoke-check") ctx)
-        probes (+ (lfor a _smoke-actions #("gate" [a ctx]))
-                  [#("filter" [(get _smoke-actions 0) [:status :ok :output "smoke check"] ctx])
+        probes (+ (if gates (lfor a SMOKE-ACTIONS #("gate" [a ctx])) [])
+                  [#("filter" [(get SMOKE-ACTIONS 0) [:status :ok :output "smoke check"] ctx])
                    #("validator" ["smoke check" ctx])
                    #("trigger" [ctx])
                    #("augment" [ctx])])
@@ -286,77 +290,88 @@
       (setv answer (f #* args))
       (except [e Exception]
         (return f"skill {name}: its {label} raised on a smoke check: {(. (type e) __name__)}: {e}")))
-    (when (and (= key "gate") (not (_is-verdict answer)))
+    (when (and (= key "gate") (not (is-verdict answer)))
       (return (+ f"skill {name}: its gate answered {(hy.repr answer)} to "
                  (hy.I.passepartout/proto.proto-print (get args 0)) ", not a verdict"))))
   None)
 
 ;; ** The swap
 
-(defn replace-skill [skill [ctx None]]
-  "Install SKILL (from make-skill) in place of the skill of its name, with the
-   fail-safe swap: when the old skill is immutable, a new function fails the
-   smoke check or an action belongs to another skill, raise SkillError and
-   leave the registry as it was. Returns SKILL."
+(defn replace-skill [registry skill [ctx None] [gates True]]
+  "Install SKILL (from make-skill) in REGISTRY in place of the skill of its name,
+   with the fail-safe swap: when the old skill is immutable, a new function
+   fails the smoke check or an action belongs to another skill, raise
+   SkillError and leave the registry as it was. Returns SKILL."
   (setv name (get skill "name")
-        problem (or (with [_lock] (_immutable-problem name)) (smoke-check skill ctx)))
+        problem (or (with [registry.lock] (_immutable-problem registry name))
+                    (smoke-check skill ctx :gates gates)))
   (when problem
     (raise (SkillError problem)))
-  (with [_lock]
-    (setv problem (_immutable-problem name))
+  (with [registry.lock]
+    (setv problem (_immutable-problem registry name))
     (when problem
       (raise (SkillError problem)))
-    (_install [skill]))
+    (_install registry [skill]))
   skill)
 
 ;; ** Reloading a file
 
-(defn _compile-staged [path name]
-  "The module of the skill file PATH (named NAME) and the skills it registered."
-  (setv spec (importlib.util.spec-from-file-location name path)
-        module (importlib.util.module-from-spec spec)
-        code (.source-to-code spec.loader (.get-data spec.loader (str path)) (str path)))
-  (with [_lock]
-    (setv (get _staging 0) [])
-    (try
-      (exec code (. module __dict__))
-      #(module (get _staging 0))
-      (finally
-        (setv (get _staging 0) None)))))
-
-(defn reload-skill-file [path [builtin False] [disabled #()] [ctx None]]
-  "Load the skill file PATH again, with the fail-safe swap. A result plist
-   (:file P :skills [names] :removed [names] :error nil-or-text); on an error the
-   registry is as it was."
+(defn stage-skill-file [registry path [builtin False] [disabled #()] [ctx None] [gates True]]
+  "The new version of the skill file PATH, compiled, run and smoke-checked but
+   not installed: (:file P :skills [names] :module M :staged [skills] :error nil-or-text)."
   (setv path (Path path)
         name (_module-name path builtin))
   (defn failed [why]
     [:file (str path) :skills [] :removed [] :error why])
   (try
-    (setv [module staged] (_compile-staged path name))
+    (setv spec (importlib.util.spec-from-file-location name path)
+          module (importlib.util.module-from-spec spec)
+          code (.source-to-code spec.loader (.get-data spec.loader (str path)) (str path)))
+    (exec code (. module __dict__))
     (except [e Exception]
       (return (failed f"{(. (type e) __name__)}: {e}"))))
-  (setv staged (lfor s staged :if (not (in (get s "name") disabled)) s)
-        names (lfor s staged (get s "name")))
+  (setv staged (lfor s (_declared module path) :if (not (in (get s "name") disabled)) s))
   (for [s staged]
-    (setv (get s "source") (str path))
-    (setv problem (or (with [_lock] (_immutable-problem (get s "name"))) (smoke-check s ctx)))
+    (setv problem (or (with [registry.lock] (_immutable-problem registry (get s "name")))
+                      (smoke-check s ctx :gates gates)))
     (when problem
       (return (failed problem))))
-  (with [_lock]
-    (setv gone (lfor s (.values _registry)
-                     :if (and (= (get s "source") (str path)) (not (in (get s "name") names)))
+  [:file (str path) :skills (lfor s staged (get s "name")) :module module :staged staged
+   :error None])
+
+(defn install-staged [registry staged]
+  "Swap in what stage-skill-file STAGED (without error): a result plist
+   (:file P :skills [names] :removed [names] :error nil-or-text); on an error
+   the registry is as it was."
+  (setv path (proto-get staged ':file)
+        skills (proto-get staged ':staged)
+        names (lfor s skills (get s "name"))
+        module (proto-get staged ':module))
+  (defn failed [why]
+    [:file path :skills [] :removed [] :error why])
+  (with [registry.lock]
+    (setv gone (lfor s (.values registry.skills)
+                     :if (and (= (get s "source") path) (not (in (get s "name") names)))
                      (get s "name")))
     (for [n (+ names gone)]
-      (setv problem (_immutable-problem n))
+      (setv problem (_immutable-problem registry n))
       (when problem
         (return (failed problem))))
     (try
-      (_install staged)
+      (_install registry skills)
       (except [e SkillError]
         (return (failed (str e)))))
     (for [n gone]
-      (.pop _registry n))
-    (_changed))
-  (setv (get sys.modules name) module)
-  [:file (str path) :skills names :removed gone :error None])
+      (.pop registry.skills n))
+    (_changed registry))
+  (setv (get sys.modules module.__name__) module)
+  [:file path :skills names :removed gone :error None])
+
+(defn reload-skill-file [registry path [builtin False] [disabled #()] [ctx None]]
+  "Load the skill file PATH again into REGISTRY, with the fail-safe swap. A
+   result plist (:file P :skills [names] :removed [names] :error nil-or-text);
+   on an error the registry is as it was."
+  (setv staged (stage-skill-file registry path :builtin builtin :disabled disabled :ctx ctx))
+  (if (proto-get staged ':error)
+      staged
+      (install-staged registry staged)))

@@ -71,6 +71,91 @@
   "The task ends early, for WHY."
   (finish signal state (+ "Stopped: " why) "notice"))
 
+;; * What follows an outcome
+
+(setv REFUSALS-TO-STOP 3)
+
+(defn refused-again [refused outcome]
+  "REFUSED with the actions OUTCOME's attempts were refused for, and the action
+   now refused REFUSALS-TO-STOP times, if any."
+  (setv refused (list refused)
+        repeated None)
+  (for [attempt (proto-get outcome ':attempts [])]
+    (when (= (proto-get attempt ':verdict) ':reject)
+      (setv action (proto-get attempt ':action)
+            mark (fingerprint action))
+      (.append refused mark)
+      (when (>= (.count refused mark) REFUSALS-TO-STOP)
+        (setv repeated #(action (proto-get attempt ':gate) (proto-get attempt ':reason))))))
+  #(refused repeated))
+
+(defn refusal-lines [signal outcome]
+  "One line per proposal a gate refused on the way to OUTCOME (a refusal lists them itself)."
+  (if (= (proto-get outcome ':verdict) ':refused)
+      []
+      (lfor a (proto-get outcome ':attempts [])
+            :if (= (proto-get a ':verdict) ':reject)
+            (reply-signal signal (+ "gate " (str (proto-get a ':gate)) " refused "
+                                    (proto-print (or (proto-get a ':action) [])) ": "
+                                    (str (proto-get a ':reason)))
+                          "decision"))))
+
+(defn after-outcome [signal outcome state repeated refusal]
+  "Which way the task of STATE goes after OUTCOME: (:then :act) to carry out its
+   action, (:then :ask) to ask a person about it, or (:then :end :moved
+   #(signals records)) when the task ends here. REPEATED is what refused-again
+   found; REFUSAL the text that tells the person every attempt was refused."
+  (setv v (. (proto-get outcome ':verdict) name))
+  (defn end [moved] [:then :end :moved moved])
+  (cond
+    (= v "refused")
+    (end (finish signal state refusal "refusal"))
+    repeated
+    (end (stop signal state
+               (+ f"the gates refused the same action {REFUSALS-TO-STOP} times in this task: "
+                  (proto-print (get repeated 0)) " — " (str (get repeated 1)) ": "
+                  (str (get repeated 2)))))
+    (= v "stopped")
+    (end (stop signal state (+ (str (proto-get outcome ':reason)) ".")))
+    (= v "failed")
+    (end (finish signal state (+ "No model could answer: " (str (proto-get outcome ':reason))) "error"))
+    (= v "escalate") [:then :ask]
+    True [:then :act]))
+
+(defn not-approvable [signal action outcome]
+  "What the person is told of an escalated ACTION where no one can approve it."
+  [(ending (reply-signal signal
+                         (+ "This action needs a person's approval and approvals are not set up, so it was not run: "
+                            (proto-print action) " — " (str (proto-get outcome ':reason)))
+                         "approval"))])
+
+(defn is-answer [action result]
+  "True when RESULT of ACTION is an answer to the person, checked by the reply
+   validators before it goes out."
+  (and (= (. (proto-get action ':action) name) "message")
+       (= (proto-get result ':status) ':ok)))
+
+(defn after-act [signal action result state outcome budget [review None]]
+  "What follows RESULT of ACTION, the allowed action of OUTCOME: #(signals
+   records). REVIEW is the validators' review of an answer; BUDGET the step budget."
+  (_marked-fallback
+    (if review
+        (after-reply signal action result state review)
+        (after-action signal action result state budget
+                      :extra (when (proto-get outcome ':note) [:note (proto-get outcome ':note)])
+                      :call (proto-get outcome ':call)))
+    outcome))
+
+(defn _marked-fallback [moved outcome]
+  "MOVED with its answer marked as the fallback's when the symbolic provider gave it."
+  (setv [signals records] moved)
+  (if (!= (proto-get outcome ':provider) "symbolic")
+      moved
+      #(signals (lfor r records
+                      (if (= (proto-get r ':event) "answer")
+                          (proto-put r ':data (proto-put (proto-get r ':data) ':by "fallback"))
+                          r)))))
+
 ;; * Going on after an action
 
 ;; ** Fixed points and cycles

@@ -2,12 +2,13 @@
 
 (import time
         passepartout.proto [literal-keywords :as hy proto-get proto-put]
+        passepartout.context [context-runtime]
         passepartout.skills [reply-validators])
 
 ;; * Which validators run
 
 (defn _enabled [spec ctx]
-  (setv config (or (proto-get ctx ':config) {})
+  (setv config (or (proto-get ctx ':config) (context-runtime ctx "config") {})
         table (if (isinstance config dict) (.get config "validators" {}) {})
         said (if (isinstance table dict) (.get table (get spec "name")) None))
   (if (is None said) (get spec "enabled") (bool said)))
@@ -21,7 +22,7 @@
   (setv ctx (proto-put ctx ':executed (list (or executed [])))
         fired (list (or fired []))
         out [])
-  (for [spec (reply-validators)
+  (for [spec (reply-validators (context-runtime ctx "skills"))
         :if (_enabled spec ctx)]
     (setv name (get spec "name")
           raised False)

@@ -61,17 +61,15 @@
   (defn answer [r]
     (+ [(reply-signal signal (proto-get r ':text) (if (proto-get r ':ok) "answer" "notice"))]
        (proto-get r ':emit)))
+  (defn :async answered [choice #** more]
+    (answer (await (answer-approval env who session (proto-get command ':key) choice #** more))))
   (cond
     (= name "usage") [(reply-signal signal (get USAGE (proto-get command ':for)) "notice")]
     (= name "pending") (answer (pending-text env who session))
     (= name "grants") [(reply-signal signal (grants-text env session))]
     (= name "revoke") (answer (revoke-grant env who session (proto-get command ':id)))
-    (= name "deny")
-    (answer (answer-approval env who session (proto-get command ':key) "deny"
-                             :reason (proto-get command ':reason)))
-    True
-    (answer (answer-approval env who session (proto-get command ':key) "approve"
-                             :minutes (proto-get command ':minutes)))))
+    (= name "deny") (answered "deny" :reason (proto-get command ':reason))
+    True (answered "approve" :minutes (proto-get command ':minutes))))
 
 (setv approvals-handler.commands
       [["/approve CODE [30m]" "run the action waiting for approval once, or also allow its kind here for a while"]

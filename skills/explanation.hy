@@ -3,6 +3,7 @@
 (require passepartout.macros [defskill])
 (import passepartout.act [action-name]
         passepartout.proto [literal-keywords :as hy proto-get]
+        passepartout.context [context-runtime]
         passepartout.skills [actuator-for])
 
 (setv MIN-EXPLANATION 3
@@ -10,7 +11,7 @@
 
 (defn explanation-gate [action ctx]
   (setv name (action-name action)
-        spec (when name (actuator-for name)))
+        spec (when name (actuator-for (context-runtime ctx "skills") name)))
   (when (not (and spec (get spec "effect")))
     (return [:verdict :allow]))
   (setv why (proto-get action _explanation-key))

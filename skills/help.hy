@@ -4,6 +4,7 @@
 (import re
         passepartout.perceive [reply-signal sensor-of]
         passepartout.proto [literal-keywords :as hy proto-get]
+        passepartout.context [context-runtime]
         passepartout.skills [get-skill pre-reason-handlers])
 
 (setv SENSORS #{"user-input" "chat-message"}
@@ -16,18 +17,18 @@
        (isinstance text str)
        (in (.lower (.strip text)) words)))
 
-(defn command-lines []
-  "One line per slash command the registered pre-reason handlers answer."
+(defn command-lines [registry]
+  "One line per slash command the pre-reason handlers of REGISTRY answer."
   (setv lines []
         listed #{})
-  (for [[name handler] (pre-reason-handlers)]
+  (for [[name handler] (pre-reason-handlers registry)]
     (setv commands (getattr handler "commands" None))
     (cond commands
           (do (.add listed name)
               (for [[usage doc] commands]
                 (.append lines f"  {usage} — {doc}")))))
-  (for [[name handler] (pre-reason-handlers)]
-    (setv doc (or (.get (or (get-skill name) {}) "doc") ""))
+  (for [[name handler] (pre-reason-handlers registry)]
+    (setv doc (or (.get (or (get-skill registry name) {}) "doc") ""))
     (when (and (not (in name listed)) (.search _slash-re doc))
       (.add listed name)
       (.append lines f"  {name}: {doc}")))
@@ -36,7 +37,7 @@
 (defn on-help [signal ctx]
   (when (said signal #{"/help"})
     [(reply-signal signal (.join "\n" (+ ["Commands, answered here and never by the model:"]
-                                         (command-lines)
+                                         (command-lines (context-runtime ctx "skills"))
                                          ["Anything else goes to the model."])))]))
 
 (setv on-help.commands [["/help" "this list"]])

@@ -1,9 +1,10 @@
 ;; * shell: one command in the workspace
 
 (require passepartout.macros [defskill])
-(import os selectors signal subprocess time
-        passepartout.act [clip-output doing error-result]
-        passepartout.context [context-limit]
+(import asyncio os signal time
+        passepartout.act [clip-output error-result]
+        passepartout.runner [doing]
+        passepartout.context [context-limit context-runtime]
         passepartout.proto [literal-keywords :as hy proto-get]
         passepartout.sandbox [shell-argv])
 
@@ -42,20 +43,16 @@
   (and (isinstance p str) (os.path.isabs p)
        (= (os.path.realpath p) p) (os.path.isdir p)))
 
-(defn _collect [fd head total limit deadline]
-  (with [sel (selectors.DefaultSelector)]
-    (.register sel fd selectors.EVENT-READ)
-    (while True
-      (setv left (- deadline (time.monotonic)))
-      (when (<= left 0)
-        (return #(total False)))
-      (when (.select sel left)
-        (setv chunk (os.read fd 65536))
-        (when (not chunk)
-          (return #(total True)))
-        (+= total (len chunk))
-        (when (< (len head) limit)
-          (.extend head (cut chunk (- limit (len head)))))))))
+(defn :async _collect [stream head seen limit]
+  "Read STREAM to its end into HEAD (at most LIMIT bytes kept); SEEN counts
+   every byte read, also when the read is cut off."
+  (while True
+    (setv chunk (await (.read stream 65536)))
+    (when (not chunk)
+      (return (get seen 0)))
+    (+= (get seen 0) (len chunk))
+    (when (< (len head) limit)
+      (.extend head (cut chunk (- limit (len head)))))))
 
 (defn _kill-group [proc]
   ;; The group id is the pid of sh, which is not reaped yet, so it cannot
@@ -66,11 +63,11 @@
 
 (defn _stoppable [cmd ctx procs]
   "The registration of CMD with the stop registry: a stop kills the groups in PROCS."
-  (doing (proto-get ctx ':session) f"the command `{cmd}`"
+  (doing (context-runtime ctx "stops") (proto-get ctx ':session) f"the command `{cmd}`"
          (fn [] (for [p (list procs)] (_kill-group p)))
          :mark (proto-get ctx ':stop-mark)))
 
-(defn run-shell [action ctx]
+(defn :async run-shell [action ctx]
   (setv cmd (proto-get action ':cmd)
         workspace (proto-get ctx ':workspace))
   (when (not (and (isinstance cmd str) (.strip cmd)))
@@ -80,26 +77,26 @@
   (setv limit (context-limit ctx "output-limit" 16000)
         timeout (_timeout action ctx)
         [argv env] (shell-argv cmd action ctx (shell-env ctx))
-        deadline (+ (time.monotonic) timeout)
-        head (bytearray)
         procs [])
   (with [running (_stoppable cmd ctx procs)]
     (when (get running "stopped")
       (return (+ (error-result "stopped by the person before it started; nothing was run")
                  [:stopped True])))
-    (_run-shell argv env workspace limit timeout deadline head procs running)))
+    (await (_run-shell argv env workspace limit timeout procs running))))
 
-(defn _run-shell [argv env workspace limit timeout deadline head procs running]
-  (setv total 0
-        timed-out False)
+(defn :async _run-shell [argv env workspace limit timeout procs running]
+  (setv head (bytearray)
+        seen [0]
+        timed-out False
+        deadline (+ (time.monotonic) timeout))
   (try
-    (setv proc (subprocess.Popen argv
-                                 :cwd workspace
-                                 :env env
-                                 :stdin subprocess.DEVNULL
-                                 :stdout subprocess.PIPE
-                                 :stderr subprocess.STDOUT
-                                 :start-new-session True))
+    (setv proc (await (asyncio.create-subprocess-exec #* argv
+                                                      :cwd workspace
+                                                      :env env
+                                                      :stdin asyncio.subprocess.DEVNULL
+                                                      :stdout asyncio.subprocess.PIPE
+                                                      :stderr asyncio.subprocess.STDOUT
+                                                      :start-new-session True)))
     (except [e OSError]
       (return (error-result f"the command could not be started: {(get argv 0)}: {(or e.strerror e)}"))))
   ;; a stop between the check and the start finds the process here, or sees it below
@@ -107,26 +104,25 @@
   (when (get running "stopped")
     (_kill-group proc))
   (try
-    (setv fd (.fileno proc.stdout)
-          [total ended] (_collect fd head total limit deadline))
-    (if ended
-        (try (.wait proc :timeout (max 0 (- deadline (time.monotonic))))
-             (except [subprocess.TimeoutExpired]
-               (setv timed-out True)))
-        (setv timed-out True))
+    (try
+      (await (asyncio.wait-for (_collect proc.stdout head seen limit) timeout))
+      (await (asyncio.wait-for (.wait proc) (max 0.001 (- deadline (time.monotonic)))))
+      (except [asyncio.TimeoutError]
+        (setv timed-out True)))
     (when timed-out
       (_kill-group proc)
-      (.wait proc)
-      (setv [total _] (_collect fd head total limit (+ (time.monotonic) 0.5))))
+      (await (.wait proc))
+      (try
+        (await (asyncio.wait-for (_collect proc.stdout head seen limit) 0.5))
+        (except [asyncio.TimeoutError])))
     (finally
       (when (is proc.returncode None)
         (_kill-group proc)
-        (.wait proc))
-      (.close proc.stdout)))
+        (await (.wait proc)))))
   (setv stopped (get running "stopped")
         status (if (or stopped timed-out (!= proc.returncode 0)) ':error ':ok)
         result [:status status :exit proc.returncode
-                :output (clip-output head limit total) :timed-out timed-out])
+                :output (clip-output head limit (get seen 0)) :timed-out timed-out])
   (cond stopped (+ result [:stopped True :error "stopped by the person; the command and its children were killed"])
         timed-out (+ result [:error f"timed out after {timeout} s; the command and its children were killed"])
         (= status ':error) (+ result [:error f"exit status {proc.returncode}"])

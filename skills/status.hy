@@ -6,6 +6,7 @@
         passepartout.hitl [active-grants describe-scope pending-approvals]
         passepartout.perceive [reply-signal sensor-of]
         passepartout.proto [literal-keywords :as hy proto-get]
+        passepartout.repl [running-text]
         passepartout.sandbox [sandbox-summary]
         passepartout.store [events kv-get HEARTBEAT-KEY])
 
@@ -72,8 +73,16 @@
                  (if store (+ (_budget store config now) (_approvals store session now)
                               (_gateways store now))
                      [])
+                 (_repl-forms ctx)
                  [f"Workspace: {(proto-get ctx ':workspace)}"
                   (+ "Protection: " (sandbox-summary (proto-get ctx ':sandbox)) ".")])))
+
+(defn _repl-forms [ctx]
+  "A line for each REPL request whose forms still run past their time."
+  (setv repl (getattr (context-runtime ctx "services") "repl" None))
+  (if repl
+      (running-text repl.running)
+      []))
 
 (defn on-status [signal ctx]
   (when (said signal #{"/status"})

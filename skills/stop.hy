@@ -1,7 +1,7 @@
 ;; * stop: ending the session's task
 
 (require passepartout.macros [defskill])
-(import passepartout.act [stop-task stop-text]
+(import passepartout.runner [stop-task stop-text]
         passepartout.context [context-runtime]
         passepartout.hitl [withdraw-waiting identity-of]
         passepartout.journal [journal-event]
@@ -24,7 +24,7 @@
 
 (defn on-stop [signal ctx]
   (when (is-stop signal)
-    (setv text (stop-task (proto-get signal ':session))
+    (setv text (stop-task (context-runtime ctx "stops") (proto-get signal ':session))
           codes (_withdrawn signal ctx))
     (when codes
       (setv withdrawn (+ "the approval" (if (> (len codes) 1) "s " " ") (.join ", " codes)

@@ -5,7 +5,7 @@
         requests
         passepartout.proto [literal-keywords :as hy proto-get]
         passepartout.config [ConfigError]
-        passepartout.gateway [register-gateway send-pieces Undeliverable])
+        passepartout.gateway [send-pieces Undeliverable])
 
 (setv log (logging.getLogger "passepartout.gateways.signal"))
 
@@ -521,4 +521,4 @@
    "stop" (fn :async [] (await (signal-stop gw)))
    "state" (fn [] (signal-state gw))})
 
-(register-gateway "signal" make-signal)
+(setv GATEWAY {"factory" make-signal "headless" True})

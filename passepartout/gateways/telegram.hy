@@ -12,8 +12,8 @@
         passepartout.config [ConfigError config-defaults]
         passepartout.proto [literal-keywords :as hy kw proto-get]
         passepartout.store [StoreError kv-get kv-put]
-        passepartout.gateway [register-gateway send-pieces Undeliverable]
-        passepartout.loop [growing-pause])
+        passepartout.gateway [send-pieces Undeliverable]
+        passepartout.backoff [growing-pause])
 
 (setv log (logging.getLogger "passepartout.gateways.telegram"))
 (warnings.filterwarnings "ignore" :message "Please use 'Bot.send_message'" :category PTBUserWarning)
@@ -187,8 +187,8 @@
   (defn __init__ [self section env]
     (setv self.settings (_settings section)
           self.env env
-          self.store (get env "store")
-          environ (.get env "environ" os.environ)
+          self.store env.store
+          environ env.environ
           token (.get environ (get self.settings "token_env")))
     (when (not token)
       (raise (ConfigError (+ f"gateways.telegram: the bot token is not set: put it in the environment variable "
@@ -395,7 +395,7 @@
 (defn :async _refuse [gw key user chat]
   "One short refusal per stranger, and one log line."
   (when (is gw.refused None)
-    (setv known (set (or (await (asyncio.to-thread kv-get gw.store REFUSED-KEY)) [])))
+    (setv known (set (or (kv-get gw.store REFUSED-KEY) [])))
     ;; the updates of a batch are handled side by side: another stranger's may
     ;; have read the list, and added to it, while this one waited
     (when (is gw.refused None)
@@ -403,7 +403,7 @@
   (when (and (await (.claim gw.hub "telegram" key "stranger"))
              (not (in user.id gw.refused)))
     (.add gw.refused user.id)
-    (await (asyncio.to-thread kv-put gw.store REFUSED-KEY (sorted gw.refused)))
+    (kv-put gw.store REFUSED-KEY (sorted gw.refused))
     (.warning log "telegram: refused user %s (%s), who is not in allowed_users; later messages are dropped"
               user.id user.full-name)
     (await (_say gw chat REFUSAL))))
@@ -502,4 +502,4 @@
   "The Telegram gateway for the config SECTION in the daemon ENV."
   (.as-gateway (TelegramGateway section env)))
 
-(register-gateway "telegram" make-telegram)
+(setv GATEWAY {"factory" make-telegram "headless" True})

@@ -86,7 +86,8 @@
                        "answer one with /approve CODE, /approve CODE 30m or /deny CODE."))))
 
 (defn _waiting-codes [hub]
-  (setv store (.get (or (getattr hub "env" None) {}) "store"))
+  (setv services (getattr hub "services" None)
+        store (when services services.store))
   (if (is store None)
       []
       (lfor a (hy.I.passepartout/hitl.pending-approvals store SESSION) (proto-get a ':code))))

@@ -1,0 +1,41 @@
+;; * Why
+
+(import os time
+        passepartout.proto [literal-keywords :as hy]
+        passepartout.runner [Stops]
+        passepartout.history [SessionHistories]
+        passepartout.cascade [cascade-complete])
+
+;; * Judging in the daemon's own process
+
+(defclass InlineGates []
+  "Runs the gates of REGISTRY in this process (see =reason.org=, verify)."
+  (defn __init__ [self registry]
+    (setv self.registry registry))
+  (defn :async verify [self action ctx]
+    (hy.I.passepartout/reason.verify action ctx
+                                     :gates (hy.I.passepartout/skills.skill-functions self.registry "gate"))))
+
+;; * The services
+
+(defclass Services []
+  "The parts of one running daemon (see the table above)."
+  (defn __init__ [self config store skills cascade
+                  [complete None] [gates None] [escalate None] [clock time.time]
+                  [secrets None] [sandbox None] [gateways None] [skill-report None] [environ None]]
+    (setv self.config config
+          self.store store
+          self.skills skills
+          self.cascade cascade
+          self.complete (or complete (fn [request] (cascade-complete cascade request)))
+          self.gates (or gates (InlineGates skills))
+          self.escalate escalate
+          self.clock clock
+          self.secrets (list (or secrets []))
+          self.sandbox sandbox
+          self.gateways (dict (or gateways {}))
+          self.skill-report (list (or skill-report []))
+          self.environ (if (is environ None) os.environ environ)
+          self.repl None
+          self.stops (Stops)
+          self.histories (SessionHistories))))
