@@ -33,14 +33,12 @@ def pytest_collect_file(file_path, parent):
 
 @pytest.fixture
 def booted(tmp_path):
-    """A function that boots a daemon env on TMP_PATH with the symbolic provider
-    (CONFIG is the config file's text, ENVIRON extra variables); every env it
-    booted is shut down and the skill registry restored afterwards."""
+    """A function that boots a daemon on TMP_PATH with the symbolic provider
+    (CONFIG is the config file's text, ENVIRON extra variables) and returns its
+    services; every one it booted is shut down afterwards."""
     from passepartout.cascade import make_provider
     from passepartout.daemon import boot, shutdown
-    from passepartout.skills import registry_restore, registry_snapshot
 
-    saved = registry_snapshot()
     envs = []
 
     def make(config="", environ=None):
@@ -56,7 +54,6 @@ def booted(tmp_path):
     yield make
     for env in envs:
         shutdown(env)
-    registry_restore(saved)
 
 
 @pytest.fixture(scope="module")

@@ -1,14 +1,18 @@
-;; Helpers the Hy tests of a step share: a booted env on the symbolic
+;; Helpers the Hy tests of a step share: a booted daemon on the symbolic
 ;; provider, a scripted model, a task stepped to its end, and what replies say.
 
-(import passepartout.proto [kw proto-get]
-        passepartout.skills [registry-snapshot registry-restore]
+(import asyncio
+        passepartout.proto [kw proto-get]
         passepartout.cascade [make-provider]
         passepartout.daemon [boot shutdown]
         passepartout.loop [step])
 
 (defn expect [got want [what "value"]]
   (assert (= got want) f"{what}: expected {want !r}, got {got !r}"))
+
+(defn run [coroutine]
+  "The value of COROUTINE, run on an event loop of its own."
+  (asyncio.run coroutine))
 
 (defn kind-of [signal]
   (. (proto-get (proto-get signal ':payload) ':kind) name))
@@ -20,19 +24,17 @@
   (= (proto-get signal ':type) (kw "reply")))
 
 (defn symbolic-env [tmp-path]
-  "A booted daemon on a fresh data dir under TMP-PATH whose only provider is
-   the symbolic one, with the sandbox off (a step is tested, not the sandbox:
-   its shell commands run the same on a machine without bubblewrap); for a
-   fixture to yield from. The skill registry is put back afterwards."
-  (setv saved (registry-snapshot)
-        config (/ tmp-path "config.toml"))
+  "The services of a daemon booted on a fresh data dir under TMP-PATH whose
+   only provider is the symbolic one, with the sandbox off (a step is tested,
+   not the sandbox: its shell commands run the same on a machine without
+   bubblewrap); for a fixture to yield from."
+  (setv config (/ tmp-path "config.toml"))
   (.write-text config "[sandbox]\nmode = \"off\"\n")
   (setv e (boot :config-path (str config)
                 :environ {"PASSEPARTOUT_DATA_DIR" (str (/ tmp-path "data")) "HOME" (str tmp-path)}
                 :providers [(make-provider "symbolic")]))
   (yield e)
-  (shutdown e)
-  (registry-restore saved))
+  (shutdown e))
 
 (defn user-says [text [chat "t1"]]
   [:type :event :source [:gateway :test :chat chat] :payload [:sensor :user-input :text text]])
@@ -45,16 +47,20 @@
     (.append requests request)
     [:status :ok :provider "script"
      :text (if (> (len answers) 1) (.pop answers 0) (get answers 0))])
-  (setv (get env "complete") complete)
+  (setv env.complete complete)
   requests)
 
-(defn run-task [env signal]
-  "Step SIGNAL and every signal it leads to; return the replies, in order."
+(defn :async run-task-async [env signal]
+  "Step SIGNAL and every signal it leads to; the replies, in order."
   (setv queue [signal]
         replies [])
   (while queue
-    (for [out (step (.pop queue 0) env)]
+    (for [out (await (step (.pop queue 0) env))]
       (if (is-reply out)
           (.append replies out)
           (.append queue out))))
   replies)
+
+(defn run-task [env signal]
+  "run-task-async on an event loop of its own."
+  (asyncio.run (run-task-async env signal)))
