@@ -17,17 +17,19 @@
             (f)
             (- (time.perf-counter) t))))
 
-(defn _gate-context [workspace]
+(defn _gate-context [workspace registry]
   ;; The figures are the shell policy's own: whether this machine has a sandbox
   ;; (without one every allowed command is asked about) must not move them.
   (import passepartout.context [make-context])
-  (make-context :workspace workspace :session "bench"
+  (make-context :workspace workspace :session "bench" :skills registry
                 :sandbox [:kind "off" :network "on" :why "the bench measures the gates alone"]))
 
-(defn _load-default-skills []
-  (import passepartout.skills [load-skills skill-functions])
-  (load-skills)
-  (len (skill-functions "gate")))
+(defn _default-skills []
+  "A registry holding the built-in skills."
+  (import passepartout.skills [Registry load-skills])
+  (setv registry (Registry))
+  (load-skills registry)
+  registry)
 
 ;; * Reading messages
 
@@ -52,12 +54,13 @@
        "(:type :request :payload (:action :message :text \"Here is the summary you asked for.\"))"])
 
 (defn bench-verify [n]
-  (import passepartout.proto [proto-read proto-normalize]
+  (import passepartout.proto [proto-read proto-normalize proto-put]
           passepartout.reason [verify proposal-action]
-          passepartout.skills [register-skill make-skill skill-functions registry-snapshot registry-restore])
-  (setv gates (_load-default-skills)
+          passepartout.skills [register-skill make-skill skill-functions registry-copy])
+  (setv registry (_default-skills)
+        gates (len (skill-functions registry "gate"))
         ws (tempfile.mkdtemp :prefix "passepartout-bench-")
-        ctx (_gate-context ws))
+        ctx (_gate-context ws registry))
   (defn one-pass [i]
     (verify (proposal-action (proto-normalize (proto-read (get BENCH-PROPOSALS (% i (len BENCH-PROPOSALS))))))
             ctx))
@@ -66,13 +69,13 @@
         rows [#(f"verify p50 ({gates} default gates)" (* 1e6 (statistics.median times)) "µs" "")
               #(f"verify p99 ({gates} default gates)" (* 1e6 (_percentile times 0.99)) "µs" "< 1000 µs")
               #("verify throughput" (/ (len times) (sum times)) "proposals/s" "")])
-  (setv saved (registry-snapshot))
+  (setv padded (registry-copy registry)
+        ctx (_gate-context ws padded))
   (for [i (range (max 0 (- 10 gates)))]
-    (register-skill (make-skill f"bench-pad-{i}" :priority 1
-                                :gate (fn [action ctx] [:verdict :allow]))))
-  (setv ten (len (skill-functions "gate"))
+    (register-skill padded (make-skill f"bench-pad-{i}" :priority 1
+                                       :gate (fn [action ctx] [:verdict :allow]))))
+  (setv ten (len (skill-functions padded "gate"))
         times (_timed (fn [] (one-pass (next counter))) n))
-  (registry-restore saved)
   (+ rows [#(f"verify p99 ({ten} gates)" (* 1e6 (_percentile times 0.99)) "µs" "< 1000 µs")]))
 
 ;; * The corpora
@@ -108,8 +111,7 @@
   (setv d (corpora-dir))
   (when (is d None)
     (return [#("corpora" "not found (expected ../shared/corpora)" "" "")]))
-  (_load-default-skills)
-  (setv ctx (_gate-context (tempfile.mkdtemp :prefix "passepartout-bench-"))
+  (setv ctx (_gate-context (tempfile.mkdtemp :prefix "passepartout-bench-") (_default-skills))
         rows []
         times []
         totals [0 0 0 0])
@@ -181,23 +183,34 @@
 
 ;; * The sandbox
 
+(defn :async _timed-async [f n]
+  "The durations of N awaited calls of F, in seconds."
+  (setv out [])
+  (for [_ (range n)]
+    (setv t (time.perf-counter))
+    (await (f))
+    (.append out (- (time.perf-counter) t)))
+  out)
+
 (defn bench-sandbox [n]
-  (import passepartout.act [act]
+  (import asyncio
+          passepartout.act [act]
           passepartout.context [make-context]
           passepartout.proto [proto-get proto-put]
-          passepartout.sandbox [sandbox-status]
-          passepartout.skills [load-skills])
-  (load-skills)
+          passepartout.runner [Stops]
+          passepartout.sandbox [sandbox-status])
   (setv status (sandbox-status)
         ws (tempfile.mkdtemp :prefix "passepartout-bench-")
-        boxed (make-context :workspace ws :session "bench" :sandbox status)
+        boxed (make-context :workspace ws :session "bench" :sandbox status
+                            :skills (_default-skills) :stops (Stops))
         plain (proto-put boxed ':sandbox [:kind "off"]))
   (when (!= (proto-get status ':kind) "bubblewrap")
     (return [#("sandbox start-up per shell action" f"not measured: {(proto-get status ':why)}" "" "")]))
-  (setv action [:action :shell :cmd "true"]
-        run (fn [ctx] (act action ctx))
-        bare (_timed (fn [] (run plain)) n)
-        wrapped (_timed (fn [] (run boxed)) n)
+  (setv action [:action :shell :cmd "true"])
+  (defn :async both []
+    #((await (_timed-async (fn [] (act action plain)) n))
+      (await (_timed-async (fn [] (act action boxed)) n))))
+  (setv [bare wrapped] (asyncio.run (both))
         added (- (statistics.median wrapped) (statistics.median bare)))
   [#("shell action `true`, no sandbox, p50" (* 1000 (statistics.median bare)) "ms" "")
    #("shell action `true`, bubblewrap, p50" (* 1000 (statistics.median wrapped)) "ms" "")
@@ -242,12 +255,10 @@
   "Rows #(name value unit goal) of the REPL's round trip."
   (import passepartout.daemon [boot shutdown]
           passepartout.cascade [make-provider]
-          passepartout.repl [ReplThread]
-          passepartout.skills [registry-snapshot registry-restore])
+          passepartout.repl [ReplThread])
   (setv data (tempfile.mkdtemp :prefix "passepartout-bench-")
         run (tempfile.mkdtemp :prefix "pp-run-")
-        config (os.path.join data "config.toml")
-        saved (registry-snapshot))
+        config (os.path.join data "config.toml"))
   (.write-text (Path config) "")
   (setv env (boot :config-path config
                   :environ (| (dict os.environ) {"PASSEPARTOUT_DATA_DIR" data
@@ -280,8 +291,7 @@
     rows
     (finally
       (.stop server)
-      (shutdown env)
-      (registry-restore saved))))
+      (shutdown env))))
 
 ;; * The harm test
 
@@ -340,24 +350,23 @@
 
 (defn bench-approval [n]
   "Rows (name value unit goal): p50 and p99 of /approve to the start of execution."
-  (import passepartout.daemon [boot shutdown]
+  (import asyncio
+          passepartout.daemon [boot shutdown]
           passepartout.cascade [make-provider]
           passepartout.loop [step]
           passepartout.act [action-name]
-          passepartout.hitl [escalate]
-          passepartout.skills [make-skill register-skill registry-snapshot registry-restore])
-  (setv saved (registry-snapshot)
-        tmp (Path (tempfile.mkdtemp :prefix "passepartout-bench-"))
+          passepartout.skills [make-skill register-skill])
+  (setv tmp (Path (tempfile.mkdtemp :prefix "passepartout-bench-"))
         started [])
   (.write-text (/ tmp "config.toml") "")
   (setv env (boot :config-path (str (/ tmp "config.toml"))
                   :environ {"PASSEPARTOUT_DATA_DIR" (str (/ tmp "data")) "HOME" (str tmp)}
                   :providers [(make-provider "symbolic")]))
-  (setv (get env "escalate") escalate
-        (get env "complete") (fn [request]
-                               [:status :ok :provider "bench"
-                                :text "(:action :bench-probe :explanation \"measure\")"]))
+  (setv env.complete (fn [request]
+                       [:status :ok :provider "bench"
+                        :text "(:action :bench-probe :explanation \"measure\")"]))
   (register-skill
+    env.skills
     (make-skill "bench-approval-probe" :priority 1
                 :gate (fn [action ctx]
                         (if (= (action-name action) "bench-probe")
@@ -367,22 +376,23 @@
                                                    (.append started (time.perf-counter))
                                                    [:status :ok])
                                            "doc" "a probe" "effect" True}}))
-  (defn say [text]
-    (step [:type :event :source [:gateway :bench :chat "b" :user "b"]
-           :payload [:sensor :user-input :text text]]
-          env))
+  (defn :async say [text]
+    (await (step [:type :event :source [:gateway :bench :chat "b" :user "b"]
+                  :payload [:sensor :user-input :text text]]
+                 env)))
   (setv times [])
-  (try
+  (defn :async main []
     (for [_ (range n)]
-      (setv ask (next (gfor s (say "probe")
+      (setv ask (next (gfor s (await (say "probe"))
                             :if (proto-get (proto-get s ':payload []) ':approval) s))
             code (proto-get (proto-get (proto-get ask ':payload) ':approval) ':code)
             t (time.perf-counter))
-      (say f"/approve {code}")
-      (.append times (- (get started -1) t)))
+      (await (say f"/approve {code}"))
+      (.append times (- (get started -1) t))))
+  (try
+    (asyncio.run (main))
     (finally
-      (shutdown env)
-      (registry-restore saved)))
+      (shutdown env)))
   [#("approval: /approve to start of execution p50" (* 1000 (statistics.median times)) "ms" "< 50 ms")
    #("approval: /approve to start of execution p99" (* 1000 (_percentile times 0.99)) "ms" "")])
 
@@ -403,7 +413,7 @@
   (import asyncio
           passepartout.daemon [boot shutdown]
           passepartout.cascade [make-provider]
-          passepartout.loop [Runner])
+          passepartout.runner [Runner])
   (setv tmp (Path (tempfile.mkdtemp :prefix "passepartout-bench-"))
         times [])
   (.write-text (/ tmp "config.toml") "")
@@ -461,17 +471,23 @@
                   :environ {"PASSEPARTOUT_DATA_DIR" (str (/ (Path folder) "data")) "HOME" folder
                             "PATH" (.get os.environ "PATH" "/usr/bin:/bin")}
                   :providers [(make-provider "symbolic")])
-        (get env "complete") _echo-model
         frames {}
-        calls {})
+        calls {}
+        threads [None 0])
+  (setv env.complete _echo-model)
   (defn ours [filename]
     (or (.startswith filename (os.path.join root "passepartout"))
         (.startswith filename (os.path.join root "skills"))))
   (defn profile [frame event arg]
-    (when (and (= event "call") (ours frame.f-code.co-filename) (not (in (id frame) frames)))
-      (setv (get frames (id frame)) frame
-            key #(frame.f-code.co-filename frame.f-code.co-name)
-            (get calls key) (+ 1 (.get calls key 0)))))
+    (when (and (= event "call") (ours frame.f-code.co-filename))
+      (setv here (threading.get-ident))
+      (when (and (is-not (get threads 0) None) (!= here (get threads 0)))
+        (+= (get threads 1) 1))
+      (setv (get threads 0) here)
+      (when (not (in (id frame) frames))
+        (setv (get frames (id frame)) frame
+              key #(frame.f-code.co-filename frame.f-code.co-name)
+              (get calls key) (+ 1 (.get calls key 0))))))
   (defn :async one [n measured]
     (setv done (asyncio.Event))
     (defn :async deliver [reply] (.set done))
@@ -493,19 +509,20 @@
   (setv own (dfor [k v] (.items calls)
                   :if (not (or (.endswith (get k 0) _PLUMBING) (.startswith (get k 1) "<")))
                   k v))
-  [#("one message to its reply: function entries of the project's code" (sum (.values calls))
-     f"in {(len calls)} functions of {(len (sfor k calls (get k 0)))} files" "≤ 1100")
+  [#("one message to its reply: thread switches in the project's code" (get threads 1) "" "≤ 3")
+   #("one message to its reply: function entries of the project's code" (sum (.values calls))
+     f"in {(len calls)} functions of {(len (sfor k calls (get k 0)))} files" "")
    #("one message to its reply: the same without plist, usage and comprehension plumbing"
      (sum (.values own)) f"in {(len own)} functions of {(len (sfor k own (get k 0)))} files" "")])
 
 ;; * Checking answers
 
-(defn _reply-figures [cases config]
+(defn _reply-figures [cases config registry]
   "Per validator: [true-positive false-positive false-negative] of the review on CASES."
   (import passepartout.validators [review-reply])
   (setv counts {})
   (for [case cases]
-    (setv r (review-reply (get case "text") [:session "bench" :config config]
+    (setv r (review-reply (get case "text") [:session "bench" :config config :runtime {"skills" registry}]
                           [:ran (get case "executed") :fired []])
           said (sfor f (proto-get r ':findings []) (proto-get f ':validator)))
     (for [[name want] (.items (get case "expect"))]
@@ -522,7 +539,7 @@
         path (/ data "reply_cases.jsonl"))
   (when (not (.is-file path))
     (return [#("reply validators" "not found (tests/data/reply_cases.jsonl)" "" "")]))
-  (_load-default-skills)
+  (setv registry (_default-skills))
   (defn read [p]
     (if (.is-file p)
         (lfor line (.splitlines (.read-text p :encoding "utf-8")) (json.loads line))
@@ -535,7 +552,7 @@
   (for [[label found goal] [#("labelled set" (read path) "≥ 95 %")
                             #("unseen set" (read (/ data "reply_cases_unseen.jsonl")) "")
                             #("second unseen set" (read (/ data "reply_cases_unseen2.jsonl")) "")]
-        [name [tp fp fn]] (.items (_reply-figures found config))]
+        [name [tp fp fn]] (.items (_reply-figures found config registry))]
     (.append rows #(f"reply validators, {label}: {name} precision ({tp} of {(+ tp fp)} flagged)"
                     (* 100 (/ tp (max 1 (+ tp fp)))) "%" goal))
     (.append rows #(f"reply validators, {label}: {name} recall ({tp} of {(+ tp fn)} violations)"
@@ -543,7 +560,7 @@
   (for [_ (range rounds)
         case cases
         [clock out] [#(time.perf-counter times) #(time.thread-time cpu)]]
-    (.append out (proto-get (review-reply (get case "text") [:session "bench" :config config]
+    (.append out (proto-get (review-reply (get case "text") [:session "bench" :config config :runtime {"skills" registry}]
                                           [:ran (get case "executed") :fired []]
                                           :clock clock)
                             ':took)))
@@ -613,7 +630,7 @@
   (import passepartout.cascade [_litellm-module]
           passepartout.store [store-open store-path-for]
           passepartout.journal [journal-append]
-          passepartout.loop [task-history turns-since HISTORY-TURNS])
+          passepartout.history [task-history turns-since HISTORY-TURNS])
   (setv tmp (Path (tempfile.mkdtemp :prefix "passepartout-bench-cone-"))
         cone-tokens []
         flat-tokens []

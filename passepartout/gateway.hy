@@ -52,55 +52,6 @@
 
 ;; * The hub
 
-(defn _settle [done result error]
-  (when (not (.done done))
-    (if (is error None)
-        (.set-result done result)
-        (.set-exception done error))))
-
-(defclass GroupWriter []
-  "Runs (WRITE store #* args) for each call on the event loop, in one store
-   transaction for all the calls asked for in the same turn of the loop."
-
-  (defn __init__ [self store]
-    (setv self.store store
-          self.pending []
-          self.scheduled False))
-
-  (defn :async call [self write #* args]
-    "The value of (WRITE store #* args), written in the next commit."
-    (setv loop (asyncio.get-running-loop)
-          done (.create-future loop))
-    (.append self.pending #(write args done))
-    (when (not self.scheduled)
-      (setv self.scheduled True)
-      (.call-soon loop self.flush))
-    (await done))
-
-  (defn flush [self]
-    "Write what was asked for, in one transaction (each alone when that fails)."
-    (setv batch self.pending
-          self.pending []
-          self.scheduled False)
-    (when batch
-      (try
-        (with [_ (.transaction self.store)]
-          (setv outcomes (lfor [write args _] batch #((write self.store #* args) None))))
-        (except [Exception]
-          (setv outcomes (lfor [write args _] batch (self._alone write args)))))
-      (for [[[_ _ done] [result error]] (zip batch outcomes)]
-        (_settle done result error))))
-
-  (defn close [self]
-    "Write what is still asked for."
-    (self.flush))
-
-  (defn _alone [self write args]
-    (try
-      (with [_ (.transaction self.store)]
-        #((write self.store #* args) None))
-      (except [e Exception] #(None e)))))
-
 (defn _sent [store id session reply shown]
   "Mark the kept reply ID sent and, when it was SHOWN, journal that it reached
    its person: a turn of the task it ends, when it names one."
@@ -154,7 +105,7 @@
           self.gateways (dfor g gateways (get g "name") g)
           self.fallback fallback
           self.runner (Runner services self.deliver :concurrency concurrency)
-          self.writer (GroupWriter self.store)
+          self.writer services.writer
           self.accepting True
           self.held (set)
           self.unmarked {}
@@ -175,11 +126,15 @@
      True when it is new, False for a redelivery."
     (await (self._keep gateway items)))
 
-  (defn :async _keep [self gateway items]
+  (defn :async _keep [self gateway items [durable True]]
     "What receive, receive-batch and claim do: store ITEMS in one transaction
-     and queue the new ones that need work; for each, whether it was new."
+     and queue the new ones that need work; for each, whether it was new. With
+     DURABLE, they are on the disk before this returns (and the gateway tells
+     its service they arrived)."
     (setv ids (await (.call self.writer
                             (fn [store] (lfor item items (inbox-add store gateway #* item))))))
+    (when durable
+      (await (.durable self.writer)))
     (when self.accepting
       (for [[id item] (zip ids items)]
         (when (and (is-not id None) (not (and (> (len item) 2) (get item 2))))
@@ -191,7 +146,7 @@
      source, then queue it; its session. The way in for what has no service
      to redeliver: the terminal, the REPL, the approvals service."
     (setv name (or (_gateway-of (or (proto-get signal ':source) [])) "repl"))
-    (await (.receive self name (or key (+ "local-" (. (uuid.uuid4) hex))) signal))
+    (await (self._keep name [#((or key (+ "local-" (. (uuid.uuid4) hex))) signal)] :durable False))
     (when (is-plist signal)
       (setv source (proto-get signal ':source))
       (or (proto-get signal ':session) (when (is-plist source) (session-name source)))))
@@ -322,6 +277,8 @@
     (while True
       (try
         (await (self._outbox-pass max-age))
+        (when self.writer.dirty
+          (await (.durable self.writer)))
         (except [asyncio.CancelledError] (raise))
         (except [Exception]
           (.exception log "the outbox pass failed")))
@@ -392,4 +349,4 @@
     (for [t (list (.values self.watchers))] (.cancel t))
     (await (asyncio.gather #* (.values self.watchers) :return-exceptions True))
     (await (.close self.runner))
-    (.close self.writer)))
+    (.flush self.writer)))

@@ -8,6 +8,7 @@
         passepartout.shell [analyse judge-command]
         passepartout.shell :as shell
         passepartout.store [data-print data-read]
+        passepartout.context [context-runtime]
         passepartout.journal [journal-event]
         passepartout.hitl-binding [policy-version]
         passepartout.hitl-store [approvals-config _when]

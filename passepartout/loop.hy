@@ -21,12 +21,12 @@
 (defclass StepWrites []
   "The records and the spending of one step, written in one transaction by flush."
 
-  (defn __init__ [self store now]
-    (setv self.store store
+  (defn __init__ [self services now]
+    (setv self.writer services.writer
           self.now now
           self.pending []
           self.spent ZERO
-          self.day-before (day-usage store now)))
+          self.day-before (day-usage services.store now)))
 
   (defn event [self kind session data]
     (.record self [(event-record kind session data)]))
@@ -44,8 +44,8 @@
     "The day's usage as this step sees it: what was recorded, plus its own."
     (usage-add self.day-before self.spent))
 
-  (defn flush [self]
-    "Write what was gathered, in one transaction."
+  (defn :async flush [self]
+    "Write what was gathered, in one transaction of the store's writer."
     (setv pending self.pending
           spent self.spent
           self.pending []
@@ -53,10 +53,12 @@
           self.spent ZERO
           spending (or (usage-tokens spent) (proto-get spent ':cost)))
     (when (or pending spending)
-      (with [_ (.transaction self.store)]
-        (write-records self.store pending)
-        (when spending
-          (day-record self.store self.now spent))))))
+      (await (.call self.writer _write-step pending (when spending spent) self.now)))))
+
+(defn _write-step [store pending spent now]
+  (write-records store pending)
+  (when spent
+    (day-record store now spent)))
 
 ;; * One step
 
@@ -110,10 +112,10 @@
 
 (defn :async reason-step [signal services ctx]
   "The rest of a step: reason, then act or ask, then go on."
-  (setv writes (StepWrites services.store (proto-get ctx ':now)))
+  (setv writes (StepWrites services (proto-get ctx ':now)))
   (try
     (await (_step signal services ctx writes))
-    (finally (.flush writes))))
+    (finally (await (.flush writes)))))
 
 (defn :async _step [signal services ctx writes]
   (setv session (proto-get signal ':session)
@@ -156,7 +158,7 @@
   (+ (refusal-lines signal outcome)
      (cond
        (= then ':ask)
-       (do (.flush writes)
+       (do (await (.flush writes))
            (await (_ask signal services ctx outcome state)))
        (= then ':act)
        (await (_carry-out signal services ctx writes outcome state))
@@ -178,9 +180,12 @@
   (when (not done)
     (.cancel job)
     (try (await job) (except [BaseException])))
-  (if (and (.done job) (not (.cancelled job)) (is (.exception job) None))
-      (.result job)
-      [:status :error :error "stopped by the person" :stopped True]))
+  (cond
+    (not (.done job)) [:status :error :error "stopped by the person" :stopped True]
+    (.cancelled job) [:status :error :error "stopped by the person" :stopped True]
+    (is (.exception job) None) (.result job)
+    True (do (.warning log "a stopped action failed: %r" (.exception job))
+             [:status :error :error "stopped by the person" :stopped True])))
 
 (defn :async _carry-out [signal services ctx writes outcome state]
   "Act on an allowed OUTCOME; what follows is the task's to say."
@@ -196,7 +201,7 @@
   ;; its intent is on disk before it runs
   (when (!= name "message")
     (.record writes [(intent signal action state)])
-    (.flush writes))
+    (await (.flush writes)))
   (setv job (asyncio.ensure-future (act action ctx)))
   (try
     (setv result (await (asyncio.shield job)))

@@ -1,6 +1,6 @@
 ;; * Why
 
-(import inspect json re time
+(import asyncio inspect json re time
         hy.models [Keyword]
         passepartout.proto [literal-keywords :as hy ProtoError kw proto-get proto-put proto-has proto-without proto-merge
                             proto-read proto-print proto-normalize proto-from-data
@@ -510,7 +510,10 @@
 (defn :async think [signal ctx complete [history None] [rejections None]]
   "Ask the cascade (the function COMPLETE) for a proposal: (:status :ok :action A …),
    (:status :unreadable :error E :text T …) or the cascade's own failure."
-  (setv answer (complete (build-request signal ctx history rejections)))
+  (setv request (build-request signal ctx history rejections)
+        answer (if (inspect.iscoroutinefunction complete)
+                   (complete request)
+                   (await (asyncio.to-thread complete request))))
   (when (inspect.isawaitable answer)
     (setv answer (await answer)))
   (when (!= (proto-get answer ':status) ':ok)

@@ -97,7 +97,8 @@
         form (macro name #* body))
   (when (!= (get form 0) _declare-head)
     (raise (ReplError "defskill no longer expands to declare-skill; the REPL cannot swap it safely")))
-  (setv text (hy.repr (hy.models.Expression [(hy.models.Symbol "defskill") name #* body])))
+  ;; hy.repr writes a model quoted ('(defskill …)); the form is the text after the quote
+  (setv text (cut (hy.repr (hy.models.Expression [(hy.models.Symbol "defskill") name #* body])) 1 None))
   `(replace-skill ~(get form 2) :form ~text))
 
 (setv _prelude "(import passepartout.proto [kw proto-read proto-print proto-get proto-put proto-merge]
@@ -177,7 +178,10 @@
   (setv forms (list (hy.read-many text :filename "<repl>"))
         value None)
   (for [form forms]
-    (setv value (hy.eval form :globals (. ns __dict__) :module ns)))
+    ;; the file name read-many was given stays with the sequence, not with
+    ;; each form: the compiler names the code after the form's own filename
+    (setv form.filename "<repl>"
+          value (hy.eval form :globals (. ns __dict__) :module ns)))
   (try
     (hy.repr value)
     (except [Exception]
@@ -390,6 +394,12 @@
 (defn _refusal [why]
   {"ok" False "error" f"refused: {why}" "traceback" "" "output" ""})
 
+(defn :async _read-away [reader]
+  "Read and drop the request line of a refused peer, if it comes in time."
+  (try
+    (await (asyncio.wait-for (.readline reader) READ-TIMEOUT))
+    (except [#(asyncio.TimeoutError ValueError OSError)])))
+
 (defclass Repl []
   "The REPL socket of one daemon."
 
@@ -481,15 +491,18 @@
     (try
       (setv [pid uid gid] (peer-credentials (.get-extra-info writer "socket")))
       (except [e OSError]
+        (await (_read-away reader))
         (return (_refusal f"the peer's credentials cannot be read ({e})"))))
     (when (not (peer-allowed uid self.uid))
       (record-evaluation self.env.store "repl" uid None None
                          None f"peer uid {uid} (pid {pid}) is not the daemon's")
+      (await (_read-away reader))
       (return (_refusal "this REPL answers only the user the daemon runs as")))
     (setv inside (in-action-process pid))
     (when inside
       (record-evaluation self.env.store "repl" uid None None
                          None f"peer pid {pid} runs inside an action: {inside}")
+      (await (_read-away reader))
       (return (_refusal (+ "this REPL answers people only, and the caller runs inside "
                            f"one of the agent's actions ({inside})"))))
     (try

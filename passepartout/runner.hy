@@ -177,9 +177,9 @@
   (defn :async _step [self signal mark]
     "Step SIGNAL: perceive at once, and reason only once it holds a slot."
     (import passepartout.loop [perceive-step reason-step])
-    (setv [done signal ctx] (perceive-step signal self.services mark self.notify))
+    (setv [done signal ctx] (await (perceive-step signal self.services mark self.notify)))
     (when (is-not done None)
-      (return (await done)))
+      (return done))
     (with [:async self.limit]
       (await (reason-step signal self.services ctx))))
 

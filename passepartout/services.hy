@@ -4,6 +4,7 @@
         passepartout.proto [literal-keywords :as hy]
         passepartout.runner [Stops]
         passepartout.history [SessionHistories]
+        passepartout.store [GroupWriter]
         passepartout.cascade [cascade-complete])
 
 ;; * Judging in the daemon's own process
@@ -25,6 +26,7 @@
                   [secrets None] [sandbox None] [gateways None] [skill-report None] [environ None]]
     (setv self.config config
           self.store store
+          self.writer (GroupWriter store)
           self.skills skills
           self.cascade cascade
           self.complete (or complete (fn [request] (cascade-complete cascade request)))

@@ -267,12 +267,15 @@
        (isinstance (hy.I.passepartout/proto.proto-get v ':verdict) Keyword)
        (in (. (hy.I.passepartout/proto.proto-get v ':verdict) name) _verdict-names)))
 
-(defn smoke-check [skill [ctx None] [gates True]]
+(defn smoke-check [skill [ctx None] [gates True] [registry None]]
   "None when SKILL's pure functions answer harmless input as their contracts
-   say, else what went wrong. CTX is the context they get (a neutral one by
-   default); without GATES, its gate is left to the gate process."
+   say, else what went wrong. CTX is the context they get (by default a
+   neutral one whose registry is REGISTRY, the one SKILL goes into); without
+   GATES, its gate is left to the gate process."
   (setv name (get skill "name")
-        ctx (if (is ctx None) (hy.I.passepartout/context.make-context :session "smoke-check") ctx)
+        ctx (if (is ctx None)
+                (hy.I.passepartout/context.make-context :session "smoke-check" :skills registry)
+                ctx)
         probes (+ (if gates (lfor a SMOKE-ACTIONS #("gate" [a ctx])) [])
                   [#("filter" [(get SMOKE-ACTIONS 0) [:status :ok :output "smoke check"] ctx])
                    #("validator" ["smoke check" ctx])
@@ -304,7 +307,7 @@
    SkillError and leave the registry as it was. Returns SKILL."
   (setv name (get skill "name")
         problem (or (with [registry.lock] (_immutable-problem registry name))
-                    (smoke-check skill ctx :gates gates)))
+                    (smoke-check skill ctx :gates gates :registry registry)))
   (when problem
     (raise (SkillError problem)))
   (with [registry.lock]
@@ -333,7 +336,7 @@
   (setv staged (lfor s (_declared module path) :if (not (in (get s "name") disabled)) s))
   (for [s staged]
     (setv problem (or (with [registry.lock] (_immutable-problem registry (get s "name")))
-                      (smoke-check s ctx :gates gates)))
+                      (smoke-check s ctx :gates gates :registry registry)))
     (when problem
       (return (failed problem))))
   [:file (str path) :skills (lfor s staged (get s "name")) :module module :staged staged

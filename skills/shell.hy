@@ -89,16 +89,26 @@
         seen [0]
         timed-out False
         deadline (+ (time.monotonic) timeout))
+  (setv starting (asyncio.ensure-future
+                   (asyncio.create-subprocess-exec #* argv
+                                                   :cwd workspace
+                                                   :env env
+                                                   :stdin asyncio.subprocess.DEVNULL
+                                                   :stdout asyncio.subprocess.PIPE
+                                                   :stderr asyncio.subprocess.STDOUT
+                                                   :start-new-session True)))
   (try
-    (setv proc (await (asyncio.create-subprocess-exec #* argv
-                                                      :cwd workspace
-                                                      :env env
-                                                      :stdin asyncio.subprocess.DEVNULL
-                                                      :stdout asyncio.subprocess.PIPE
-                                                      :stderr asyncio.subprocess.STDOUT
-                                                      :start-new-session True)))
+    (setv proc (await (asyncio.shield starting)))
     (except [e OSError]
-      (return (error-result f"the command could not be started: {(get argv 0)}: {(or e.strerror e)}"))))
+      (return (error-result f"the command could not be started: {(get argv 0)}: {(or e.strerror e)}")))
+    (except [asyncio.CancelledError]
+      ;; cancelled while it started: it is killed as soon as it is there
+      (try
+        (setv proc (await starting))
+        (_kill-group proc)
+        (await (.wait proc))
+        (except [OSError]))
+      (raise)))
   ;; a stop between the check and the start finds the process here, or sees it below
   (.append procs proc)
   (when (get running "stopped")

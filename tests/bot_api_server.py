@@ -441,7 +441,7 @@ def _handler_for(server):
 # * A model that echoes, for the figures
 
 def echo_complete(request):
-    """An instant model (env["complete"]) that answers each message with "echo: " and its text."""
+    """An instant model (services.complete) that answers each message with "echo: " and its text."""
     import hy  # noqa: F401
     from hy.models import Keyword
     from passepartout.proto import proto_get, proto_print
@@ -592,15 +592,19 @@ def run_in_process(chats=50, per_chat=20, timeout=120.0, in_perceive=False, serv
     from passepartout.daemon import boot, shutdown
     from passepartout.daemon import serve
     from passepartout.perceive import reply_signal
-    from passepartout.skills import make_skill, register_skill, registry_restore, registry_snapshot
+    from passepartout.skills import make_skill, register_skill
 
     server = ServerProcess() if server_process else BotAPIServer()
     folder = tempfile.mkdtemp(prefix="passepartout-telegram-")
     talk = conversation(chats, per_chat)
     total = chats * per_chat
     env = None
-    saved = registry_snapshot()
     try:
+        import passepartout.gateways.telegram  # noqa: F401  (its import is not part of the figure)
+        config = write_config(folder, server, list(talk))
+        environ = daemon_environ(folder)
+        env = boot(config_path=str(config), environ=environ, providers=[make_provider("symbolic")])
+        env.complete = echo_complete
         if in_perceive:
             from hy.models import Keyword
             from passepartout.proto import proto_get
@@ -609,13 +613,7 @@ def run_in_process(chats=50, per_chat=20, timeout=120.0, in_perceive=False, serv
                 text = proto_get(proto_get(signal_, Keyword("payload")), Keyword("text"))
                 return [reply_signal(signal_, "echo: " + str(text))]
 
-            register_skill(make_skill("bench-echo", priority=1000, handlers=[echo]))
-        import passepartout.gateways.telegram  # noqa: F401  (its import is not part of the figure)
-        config = write_config(folder, server, list(talk))
-        environ = daemon_environ(folder)
-        env = boot(config_path=str(config), environ=environ, providers=[make_provider("symbolic")])
-        env["environ"] = environ
-        env["complete"] = echo_complete
+            register_skill(env.skills, make_skill("bench-echo", priority=1000, handlers=[echo]))
         say_all(server, talk)
 
         async def main():
@@ -634,7 +632,6 @@ def run_in_process(chats=50, per_chat=20, timeout=120.0, in_perceive=False, serv
         result.update(seconds=elapsed, exit=code, total=total)
         return result
     finally:
-        registry_restore(saved)
         if env is not None:
             shutdown(env)
         server.stop()
@@ -762,8 +759,7 @@ class TelegramSetup:
         self.environ = daemon_environ(self.folder)
         self.env = boot(config_path=str(self.config), environ=self.environ,
                         providers=[make_provider("symbolic")])
-        self.env["environ"] = self.environ
-        self.env["complete"] = echo_complete
+        self.env.complete = echo_complete
 
     def daemon(self, **kw):
         return InProcessDaemon(self.env, **kw)

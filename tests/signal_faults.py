@@ -86,7 +86,7 @@ def receive_window(receives=300, batch=1, quiet=False, folder=None):
     env = boot(config_path=str(folder / "config.toml"),
                environ={"PASSEPARTOUT_DATA_DIR": str(folder / "data"), "HOME": str(folder)},
                providers=[make_provider("symbolic")])
-    env["complete"] = echo_complete
+    env.complete = echo_complete
     server = SignalServer(account=ACCOUNT)
     server.max_wait = 1.0
 

@@ -4,28 +4,33 @@
 (import os re signal time
         pathlib [Path]
         pytest
-        passepartout.act [act clip-output]
+        passepartout.act [act :as act-async clip-output]
         passepartout.context [make-context]
         passepartout.proto [is-plist proto-get proto-put proto-merge]
-        passepartout.skills [actuator-for load-skill-file make-skill register-skill
-                             registry-restore registry-snapshot])
+        passepartout.runner [Stops]
+        passepartout.skills [Registry actuator-for load-skill-file make-skill register-skill]
+        steps [run])
 
 (setv SKILLS (/ (. (Path __file__) parent parent) "skills")
       ACTUATOR-FILES ["message.hy" "shell.hy" "files.hy" "memory_actions.hy"])
 
 (defn [pytest.fixture] registry []
-  "The built-in actuator skills loaded, and the registry put back afterwards."
-  (setv snapshot (registry-snapshot))
+  "A registry of the test's own with the built-in actuator skills loaded."
+  (setv reg (Registry))
   (for [f ACTUATOR-FILES]
-    (setv loaded (load-skill-file (/ SKILLS f) :builtin True))
+    (setv loaded (load-skill-file reg (/ SKILLS f) :builtin True))
     (assert (is (proto-get loaded ':error) None) f"loading {f} failed: {loaded}"))
-  (yield None)
-  (registry-restore snapshot))
+  reg)
 
-(defn [pytest.fixture] ctx [tmp-path]
+(defn [pytest.fixture] ctx [tmp-path registry]
   (setv ws (/ tmp-path "ws"))
   (.mkdir ws)
-  (proto-put (make-context :workspace (str ws)) ':temp-dirs [(str (/ tmp-path "scratch"))]))
+  (proto-put (make-context :workspace (str ws) :skills registry :stops (Stops))
+             ':temp-dirs [(str (/ tmp-path "scratch"))]))
+
+(defn act [action ctx]
+  "What ACTION comes back with in CTX, acted on an event loop of its own."
+  (run (act-async action ctx)))
 
 (defn limited [ctx #** limits]
   "CTX with its limits changed, e.g. (limited ctx :output-limit 100)."
@@ -55,7 +60,7 @@
 (defn test-the-built-in-actuators-declare-themselves [registry]
   (for [[name effect] [["message" False] ["shell" True] ["read-file" False]
                        ["write-file" True] ["memory-add" True] ["memory-search" False]]]
-    (setv spec (actuator-for name))
+    (setv spec (actuator-for registry name))
     (assert spec f"no actuator for {name}")
     (assert (is (get spec "effect") effect) f"{name} effect should be {effect}")
     (assert (and (get spec "doc") (not (in "\n" (get spec "doc")))) f"{name} needs a one-line doc")
@@ -80,9 +85,9 @@
   (defn boom [action ctx] (raise (RuntimeError "kaput")))
   (defn junk [action ctx] "not a plist")
   (defn quits [action ctx] (raise (SystemExit 3)))
-  (register-skill (make-skill "test-bad-actuators"
-                              :actuators {"boom" {"run" boom} "junk" {"run" junk}
-                                          "quits" {"run" quits}}))
+  (register-skill registry (make-skill "test-bad-actuators"
+                                       :actuators {"boom" {"run" boom} "junk" {"run" junk}
+                                                   "quits" {"run" quits}}))
   (setv r (failed (act [:action :boom] ctx) "kaput"))
   (assert (in "RuntimeError" (proto-get r ':error)) f"{r}")
   (assert (= (proto-get r ':action-name) "boom") f"{r}")
@@ -95,8 +100,8 @@
     (proto-put result ':reply (.replace (proto-get result ':reply) "hunter2" "[redacted]")))
   (defn mark [action result ctx]
     (proto-put result ':reply (+ "<<" (proto-get result ':reply) ">>")))
-  (register-skill (make-skill "test-redact" :priority 80 :filter redact))
-  (register-skill (make-skill "test-mark" :priority 70 :filter mark))
+  (register-skill registry (make-skill "test-redact" :priority 80 :filter redact))
+  (register-skill registry (make-skill "test-mark" :priority 70 :filter mark))
   (setv r (ok (act [:action :message :text "the password is hunter2"] ctx)))
   (assert (= (proto-get r ':reply) "<<the password is [redacted]>>") f"{r}"))
 
@@ -104,8 +109,8 @@
   (defn boom [action ctx] (raise (ValueError "token hunter2 rejected")))
   (defn redact [action result ctx]
     (proto-put result ':error (.replace (proto-get result ':error) "hunter2" "[redacted]")))
-  (register-skill (make-skill "test-boom" :actuators {"boom" {"run" boom}}))
-  (register-skill (make-skill "test-redact" :filter redact))
+  (register-skill registry (make-skill "test-boom" :actuators {"boom" {"run" boom}}))
+  (register-skill registry (make-skill "test-redact" :filter redact))
   (setv r (failed (act [:action :boom] ctx) "[redacted]"))
   (assert (not (in "hunter2" (proto-get r ':error))) f"{r}"))
 
@@ -113,13 +118,13 @@
   (defn broken [action result ctx] (raise (KeyError "oops")))
   (defn junk [action result ctx] "a string")
   (defn after [action result ctx] (proto-put result ':reply "leaked"))
-  (register-skill (make-skill "test-broken" :priority 80 :filter broken))
-  (register-skill (make-skill "test-after" :priority 10 :filter after))
+  (register-skill registry (make-skill "test-broken" :priority 80 :filter broken))
+  (register-skill registry (make-skill "test-after" :priority 10 :filter after))
   (setv r (failed (act [:action :message :text "hunter2"] ctx)))
   (assert (= (proto-get r ':error) "result withheld: filter test-broken failed") f"{r}")
   (assert (not (in "hunter2" (str r))) f"{r}")
   (assert (is (proto-get r ':reply) None) f"{r}")
-  (register-skill (make-skill "test-broken" :priority 80 :filter junk))
+  (register-skill registry (make-skill "test-broken" :priority 80 :filter junk))
   (setv r (act [:action :message :text "x"] ctx))
   (assert (= (proto-get r ':error) "result withheld: filter test-broken failed") f"{r}"))
 
@@ -305,7 +310,7 @@
   (hy.I.passepartout/store.store-close s))
 
 (defn test-memory-add-then-search [registry ctx store]
-  (setv ctx (proto-put ctx ':runtime {"store" store "config" {}}))
+  (setv ctx (proto-put ctx ':runtime (| (proto-get ctx ':runtime) {"store" store "config" {}})))
   (setv a (proto-get (ok (act [:action :memory-add :text "the cat is called Mistigri"] ctx)) ':id)
         b (proto-get (ok (act [:action :memory-add :text "the dog is called Rex"] ctx)) ':id))
   (assert (and (isinstance a int) (!= a b)) f"ids {a} {b}")

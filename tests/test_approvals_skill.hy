@@ -2,20 +2,25 @@
 
 (import pytest
         passepartout.proto [kw proto-get]
-        passepartout.skills [load-skills get-skill registry-snapshot registry-restore]
+        passepartout.skills [Registry load-skills get-skill]
         passepartout.context [make-context]
-        passepartout.perceive [perceive])
+        passepartout.perceive [perceive]
+        passepartout.services [Services]
+        steps [run])
 
 (defn expect [got want [what "value"]]
   (assert (= got want) f"{what}: expected {want !r}, got {got !r}"))
 
-(defn [(pytest.fixture :scope "module")] skill []
-  (setv saved (registry-snapshot))
-  (load-skills)
-  (setv s (get-skill "approvals"))
+(defn [(pytest.fixture :scope "module")] registry []
+  "A registry of its own holding the built-in skills."
+  (setv r (Registry))
+  (load-skills r)
+  r)
+
+(defn [(pytest.fixture :scope "module")] skill [registry]
+  (setv s (get-skill registry "approvals"))
   (assert s "the approvals skill did not load")
-  (yield s)
-  (registry-restore saved))
+  s)
 
 (defn parse [text]
   ((. (hy.I.importlib.import-module "passepartout_skills.approvals") parse-command) text))
@@ -54,21 +59,23 @@
     (expect (parse text) None text))
   (expect (parse None) None "no text"))
 
-(defn ctx []
-  (make-context :workspace "." :session "test:t1"))
+(defn ctx [registry]
+  "A context whose services hold REGISTRY (and no store: nothing here is stored)."
+  (make-context :workspace "." :session "test:t1" :skills registry
+                :services (Services {} None registry None)))
 
 (defn signal [sensor text]
   [:type :event :source [:gateway :test :chat "t1" :user "a"] :session "test:t1"
    :payload [:sensor (kw sensor) :text text]])
 
-(defn test-only-what-people-send-is-read-as-a-command [skill]
+(defn test-only-what-people-send-is-read-as-a-command [registry skill]
   (setv handler (get skill "handlers" 0))
-  (expect (handler (signal "tool-result" "/approve KXMPRT") (ctx)) None "a tool result")
-  (expect (handler (signal "timer" "/approve KXMPRT") (ctx)) None "another sensor")
-  (expect (handler (signal "user-input" "hello") (ctx)) None "plain text")
-  (setv usage (handler (signal "user-input" "/approve") (ctx)))
+  (expect (handler (signal "tool-result" "/approve KXMPRT") (ctx registry)) None "a tool result")
+  (expect (handler (signal "timer" "/approve KXMPRT") (ctx registry)) None "another sensor")
+  (expect (handler (signal "user-input" "hello") (ctx registry)) None "plain text")
+  (setv usage (handler (signal "user-input" "/approve") (ctx registry)))
   (expect (. (proto-get (proto-get (get usage 0) ':payload) ':kind) name) "notice" "usage reply kind"))
 
-(defn test-perceive-stops-a-command-before-reason [skill]
-  (setv seen (perceive (signal "user-input" "/revoke") (ctx)))
+(defn test-perceive-stops-a-command-before-reason [registry]
+  (setv seen (run (perceive (signal "user-input" "/revoke") (ctx registry))))
   (expect (proto-get seen ':handled-by) "approvals" "handled by"))

@@ -123,51 +123,46 @@ def test_no_input_stops_verify(monkeypatch, tmp_path):
     from hypothesis import given, settings, strategies as st, HealthCheck
     from passepartout.cli import verify_lines, make_parser, _gate_context
     from passepartout.proto import proto_print, kw
-    from passepartout.skills import registry_snapshot, registry_restore
 
     monkeypatch.setenv("PASSEPARTOUT_DATA_DIR", str(tmp_path / "data"))
     config = tmp_path / "config.toml"
     config.write_text("")
     monkeypatch.setenv("PASSEPARTOUT_CONFIG", str(config))
-    saved = registry_snapshot()
-    try:
-        ctx = _gate_context(make_parser().parse_args(["verify", "-", "--workspace", str(tmp_path)]))
-        any_text = st.text(st.characters(codec=None, categories=None), max_size=60)
-        no_newline = st.characters(codec=None, categories=None, exclude_characters="()\n")
-        good = st.one_of(
-            st.tuples(st.sampled_from(["message", "shell", "read-file", "write-file", "teleport"]),
-                      st.sampled_from(["text", "cmd", "path", "content", "approved", "explanation"]),
-                      any_text)
-            .map(lambda t: proto_print([kw("action"), kw(t[0]), kw(t[1]), t[2],
-                                        kw("explanation"), "x"])),
-            any_text.map(lambda t: proto_print([kw("type"), kw("request"), kw("approved"), True,
-                                                kw("payload"), [kw("action"), kw("shell"),
-                                                                kw("cmd"), t]])))
-        bad = st.one_of(st.text(no_newline).map(lambda t: "x" + t),
-                        st.text(no_newline).map(lambda t: "(" + t),
-                        st.sampled_from(['"', ":a.b", "\ud800", "\x00", "(:a 1))",
-                                         "(:action :message :text \"x\") junk", "#.(evil)"]))
+    ctx = _gate_context(make_parser().parse_args(["verify", "-", "--workspace", str(tmp_path)]))
+    any_text = st.text(st.characters(codec=None, categories=None), max_size=60)
+    no_newline = st.characters(codec=None, categories=None, exclude_characters="()\n")
+    good = st.one_of(
+        st.tuples(st.sampled_from(["message", "shell", "read-file", "write-file", "teleport"]),
+                  st.sampled_from(["text", "cmd", "path", "content", "approved", "explanation"]),
+                  any_text)
+        .map(lambda t: proto_print([kw("action"), kw(t[0]), kw(t[1]), t[2],
+                                    kw("explanation"), "x"])),
+        any_text.map(lambda t: proto_print([kw("type"), kw("request"), kw("approved"), True,
+                                            kw("payload"), [kw("action"), kw("shell"),
+                                                            kw("cmd"), t]])))
+    bad = st.one_of(st.text(no_newline).map(lambda t: "x" + t),
+                    st.text(no_newline).map(lambda t: "(" + t),
+                    st.sampled_from(['"', ":a.b", "\ud800", "\x00", "(:a 1))",
+                                     "(:action :message :text \"x\") junk", "#.(evil)"]))
 
-        @given(st.lists(st.one_of(good.map(lambda t: ("good", t)), bad.map(lambda t: ("bad", t))),
-                        max_size=10))
-        @settings(max_examples=250, deadline=None, suppress_health_check=list(HealthCheck))
-        def check(lines):
-            text = "\n".join(t for _, t in lines)
-            # A good line is one proposal; bad lines are one reject per run, and a
-            # bad line that starts with ( starts a run of its own.
-            want = sum(1 for i, (kind, t) in enumerate(lines)
-                       if kind == "good" or i == 0 or lines[i - 1][0] == "good" or t.startswith("("))
-            out = verify_lines(text, ctx)
-            assert len(out) == want, (text, out)
-            for line in out:
-                line.encode("utf-8")
-                got = json.loads(line)
-                assert set(got) == {"verdict", "gate", "reason", "action"}, got
-                assert got["verdict"] in {"allow", "modify", "reject", "escalate"}, got
+    @given(st.lists(st.one_of(good.map(lambda t: ("good", t)), bad.map(lambda t: ("bad", t))),
+                    max_size=10))
+    @settings(max_examples=250, deadline=None, suppress_health_check=list(HealthCheck))
+    def check(lines):
+        text = "\n".join(t for _, t in lines)
+        # A good line is one proposal; bad lines are one reject per run, and a
+        # bad line that starts with ( starts a run of its own.
+        want = sum(1 for i, (kind, t) in enumerate(lines)
+                   if kind == "good" or i == 0 or lines[i - 1][0] == "good" or t.startswith("("))
+        out = verify_lines(text, ctx)
+        assert len(out) == want, (text, out)
+        for line in out:
+            line.encode("utf-8")
+            got = json.loads(line)
+            assert set(got) == {"verdict", "gate", "reason", "action"}, got
+            assert got["verdict"] in {"allow", "modify", "reject", "escalate"}, got
 
-        check()
-    finally:
-        registry_restore(saved)
+    check()
 
 
 def test_a_broken_config_is_a_clear_error(tmp_path):

@@ -5,26 +5,27 @@
         passepartout.context [make-context]
         passepartout.proto [proto-get]
         passepartout.reason [verify]
-        passepartout.skills [get-skill load-skill-file make-skill register-skill
-                             registry-restore registry-snapshot])
+        passepartout.skills [Registry get-skill load-skill-file make-skill register-skill])
 
 (setv SKILLS (/ (. (Path __file__) parent parent) "skills")
       FILES ["explanation.hy" "message.hy" "shell.hy" "files.hy" "memory_actions.hy"])
 
-(defn [pytest.fixture] gate []
-  "The explanation skill and the built-in actuators (which say what has an
-   effect) loaded; the registry put back afterwards."
-  (setv snapshot (registry-snapshot))
+(defn [pytest.fixture] registry []
+  "A registry of the test's own with the explanation skill and the built-in
+   actuators (which say what has an effect) loaded."
+  (setv reg (Registry))
   (for [f FILES]
-    (setv loaded (load-skill-file (/ SKILLS f) :builtin True))
+    (setv loaded (load-skill-file reg (/ SKILLS f) :builtin True))
     (assert (is (proto-get loaded ':error) None) f"loading {f} failed: {loaded}"))
-  (setv skill (get-skill "explanation"))
-  (assert (= (get skill "priority") 70) f"priority {(get skill "priority")}")
-  (yield (get skill "gate"))
-  (registry-restore snapshot))
+  reg)
 
-(defn [pytest.fixture] ctx [tmp-path]
-  (make-context :workspace (str tmp-path)))
+(defn [pytest.fixture] gate [registry]
+  (setv skill (get-skill registry "explanation"))
+  (assert (= (get skill "priority") 70) f"priority {(get skill "priority")}")
+  (get skill "gate"))
+
+(defn [pytest.fixture] ctx [tmp-path registry]
+  (make-context :workspace (str tmp-path) :skills registry))
 
 (defn verdict [gate action ctx]
   (setv v (gate action ctx))
@@ -66,10 +67,10 @@
       (assert (in "too short" reason) f"{why !r}: {reason}")))
   (allowed gate [:action :shell :cmd "ls" :explanation "why"] ctx))
 
-(defn test-an-action-a-skill-adds-is-covered-by-its-effect-flag [gate ctx]
-  (register-skill (make-skill "lamp" :priority 10
-                              :actuators {"lamp-on" {"run" (fn [a c] [:status :ok]) "effect" True}
-                                          "lamp-state" {"run" (fn [a c] [:status :ok]) "effect" False}}))
+(defn test-an-action-a-skill-adds-is-covered-by-its-effect-flag [registry gate ctx]
+  (register-skill registry (make-skill "lamp" :priority 10
+                                       :actuators {"lamp-on" {"run" (fn [a c] [:status :ok]) "effect" True}
+                                                   "lamp-state" {"run" (fn [a c] [:status :ok]) "effect" False}}))
   (rejected gate [:action :lamp-on] ctx)
   (allowed gate [:action :lamp-on :explanation "the person asked for light"] ctx)
   (allowed gate [:action :lamp-state] ctx))
@@ -80,3 +81,18 @@
   (assert (= (proto-get outcome ':gate) "explanation") f"{outcome}")
   (setv ok (verify [:action :shell :cmd "ls" :explanation "look around"] ctx))
   (assert (!= (proto-get ok ':gate) "explanation") f"{ok}"))
+
+(defn test-the-gate-asks-the-registry-of-its-context [registry gate ctx tmp-path]
+  ;; the same action name: with an effect in this daemon's registry, without in another's
+  (setv other (Registry))
+  (register-skill registry (make-skill "lamp" :actuators {"lamp-on" {"run" (fn [a c] [:status :ok]) "effect" True}}))
+  (register-skill other (make-skill "lamp" :actuators {"lamp-on" {"run" (fn [a c] [:status :ok]) "effect" False}}))
+  (rejected gate [:action :lamp-on] ctx)
+  (allowed gate [:action :lamp-on] (make-context :workspace (str tmp-path) :skills other)))
+
+(defn test-the-daemons-gates-name-the-explanation-gate [registry ctx]
+  (import passepartout.services [InlineGates]
+          steps [run])
+  (setv outcome (run (.verify (InlineGates registry) [:action :shell :cmd "ls"] ctx)))
+  (assert (= (proto-get outcome ':verdict) ':reject) f"{outcome}")
+  (assert (= (proto-get outcome ':gate) "explanation") f"{outcome}"))

@@ -203,32 +203,30 @@ def recorded(tmp_path):
     """A data dir whose journal holds one task: the model proposed ls with no
     explanation (refused by the explanation gate), then with one (allowed),
     then answered. A function of config lines gives an environment for the CLI."""
+    import asyncio
     from passepartout.cascade import make_provider
     from passepartout.daemon import boot, shutdown
     from passepartout.loop import step
-    from passepartout.skills import registry_restore, registry_snapshot
     (tmp_path / "ws").mkdir()
     config = tmp_path / "config.toml"
     base = f'workspace = "{tmp_path / "ws"}"\n[sandbox]\nmode = "off"\n'
     config.write_text(base)
-    saved = registry_snapshot()
     env = boot(config_path=str(config), environ={"PASSEPARTOUT_DATA_DIR": str(tmp_path / "data"),
                                                  "HOME": str(tmp_path)},
                providers=[make_provider("symbolic")])
     answers = ['(:action :shell :cmd "ls")', '(:action :shell :cmd "ls" :explanation "see the files")',
                '(:action :message :text "done")']
-    env["complete"] = lambda request: [k("status"), k("ok"), k("provider"), "script",
+    env.complete = lambda request: [k("status"), k("ok"), k("provider"), "script",
                                        k("text"), answers.pop(0) if len(answers) > 1 else answers[0]]
     try:
         queue = [[k("type"), k("event"), k("source"), [k("gateway"), k("test"), k("chat"), "c1"],
                   k("payload"), [k("sensor"), k("user-input"), k("text"), "what is here?"]]]
         while queue:
-            for out in step(queue.pop(0), env):
+            for out in asyncio.run(step(queue.pop(0), env)):
                 if proto_get(out, k("type")) != k("reply"):
                     queue.append(out)
     finally:
         shutdown(env)
-        registry_restore(saved)
 
     def home(extra=""):
         config.write_text(base + extra)

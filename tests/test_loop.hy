@@ -4,10 +4,11 @@
         pathlib [Path]
         pytest
         passepartout.proto [kw proto-get proto-print]
-        passepartout.skills [make-skill register-skill registry-snapshot registry-restore]
+        passepartout.skills [make-skill register-skill]
         passepartout.cascade [make-provider]
         passepartout.daemon [boot shutdown]
-        passepartout.loop [step Runner]
+        passepartout.loop [step]
+        passepartout.runner [Runner stop-session]
         passepartout.store [events]
         steps [expect kind-of text-of symbolic-env user-says scripted run-task])
 
@@ -23,20 +24,20 @@
 
 (defn test-write-then-read-a-file [env]
   (run-task env (user-says "write notes/a.txt\nfirst line"))
-  (setv ws (Path (get env "config" "workspace")))
+  (setv ws (Path (get env.config "workspace")))
   (expect (.read-text (/ ws "notes" "a.txt")) "first line" "file content")
   (setv replies (run-task env (user-says "read notes/a.txt")))
   (assert (in "first line" (text-of (get replies -1))) (text-of (get replies -1))))
 
 (defn test-what-the-gates-refuse-is-not-run-and-the-person-is-told [env]
   (setv replies (run-task env (user-says "write ../../outside.txt\nx")))
-  (assert (not (.exists (/ (Path (get env "config" "data_dir")) ".." ".." "outside.txt"))) "file was written")
+  (assert (not (.exists (/ (Path (get env.config "data_dir")) ".." ".." "outside.txt"))) "file was written")
   (expect (kind-of (get replies -1)) "answer" "reply kind")
   (assert (in "refused" (text-of (get replies -1))) (text-of (get replies -1))))
 
 (defn test-every-turn-is-recorded [env]
   (run-task env (user-says "!echo recorded"))
-  (setv kinds (lfor e (events (get env "store") :session "test:t1") (proto-get e ':kind)))
+  (setv kinds (lfor e (events env.store :session "test:t1") (proto-get e ':kind)))
   (for [k ["input" "outcome" "result" "answer"]]
     (assert (in k kinds) f"{k} missing from {kinds}")))
 
@@ -61,7 +62,7 @@
   ;; the first task's second call saw its own result
   (assert (in "first-result-XYZ" (.join "\n" (contents (get requests 1)))) "a task's own result is left out")
   ;; each model call's outcome records what the cone left out
-  (setv cones (lfor e (events (get env "store") :kind "outcome" :session "test:t1")
+  (setv cones (lfor e (events env.store :kind "outcome" :session "test:t1")
                     (proto-get (proto-get e ':data) ':cone)))
   (expect (lfor c cones (proto-get c ':history)) [0 2 3 5] "the session's turns at each call")
   (expect (lfor c cones (proto-get c ':turns)) [0 2 2 4] "the turns given at each call")
@@ -76,7 +77,7 @@
   (assert (and (in "bravo one" b2) (not (in "alpha" b2))) f"session b saw: {b2}"))
 
 (defn test-the-cone-keeps-the-last-turns-of-a-long-conversation [env]
-  (import passepartout.loop [HISTORY-TURNS])
+  (import passepartout.history [HISTORY-TURNS])
   (setv requests (scripted env ["(:action :message :text \"ok\")"]))
   (for [i (range (+ HISTORY-TURNS 5))]
     (run-task env (user-says f"message number {i}")))
@@ -84,7 +85,7 @@
   (setv said (lfor c given :if (.startswith c "message number") c))
   (assert (in f"message number {(- (+ HISTORY-TURNS 5) 2)}" said) f"the last exchange is missing: {said}")
   (assert (not (in "message number 0" said)) f"the oldest turn is still given: {said}")
-  (expect (proto-get (proto-get (get (events (get env "store") :kind "outcome" :session "test:t1" :latest True :limit 1) 0)
+  (expect (proto-get (proto-get (get (events env.store :kind "outcome" :session "test:t1" :latest True :limit 1) 0)
                                 ':data) ':cone)
           [:turns HISTORY-TURNS :history (* 2 (+ HISTORY-TURNS 4)) :compression
            (round (- 1 (/ HISTORY-TURNS (* 2 (+ HISTORY-TURNS 4)))) 3)]
@@ -97,7 +98,7 @@
   (defn complete [request]
     (+= (get n 0) 1)
     [:status :ok :text f"(:action :shell :cmd \"echo {(get n 0)}\" :explanation \"count\")"])
-  (setv (get env "complete") complete)
+  (setv env.complete complete)
   (setv replies (run-task env (user-says "count forever")))
   (expect (get n 0) 8 "model calls")
   (expect (kind-of (get replies -1)) "notice" "last reply kind")
@@ -109,7 +110,7 @@
   (expect (len requests) 2 "model calls")
   (assert (in "Stopped at a fixed point" (text-of (get replies -1))) (text-of (get replies -1)))
   ;; the journal shows it: the second result's turn left the state hash as it was
-  (setv [first second] (.query (get env "store")
+  (setv [first second] (.query env.store
                                "SELECT state_before, state_after FROM events WHERE kind = 'result' ORDER BY id"))
   (assert (!= (get first 0) (get first 1)) first)
   (expect (get second 0) (get second 1) "the state around the repeated action"))
@@ -140,14 +141,14 @@
   (assert (in "/etc/passwd" (text-of (get replies -1))) (text-of (get replies -1))))
 
 (defn test-an-escalated-action-is-not-run [env]
-  (setv ws (Path (get env "config" "workspace")))
+  (setv ws (Path (get env.config "workspace")))
   (scripted env ["(:action :write-file :path \".env\" :content \"KEY=1\" :explanation \"config\" :approved t)"])
   (setv replies (run-task env (user-says "write my env file")))
   (expect (kind-of (get replies -1)) "approval" "reply kind")
   (assert (not (.exists (/ ws ".env"))) "the escalated write ran"))
 
 (defn test-a-cascade-failure-is-reported [env]
-  (setv (get env "complete") (fn [r] [:status :failed :reason "all providers failed: a: timeout"]))
+  (setv env.complete (fn [r] [:status :failed :reason "all providers failed: a: timeout"]))
   (setv replies (run-task env (user-says "hello")))
   (expect (kind-of (get replies -1)) "error" "reply kind")
   (assert (in "a: timeout" (text-of (get replies -1))) (text-of (get replies -1))))
@@ -155,6 +156,7 @@
 (defn test-a-handler-answers-before-any-model [env]
   (setv requests (scripted env ["(:action :message :text \"model\")"]))
   (register-skill
+    env.skills
     (make-skill "ping" :handlers [(fn [signal ctx]
                                     (when (= (proto-get (proto-get signal ':payload) ':text) "/ping")
                                       [[:type :reply :session (proto-get signal ':session)
@@ -192,11 +194,11 @@
     [:status :ok :provider "script"
      :text f"(:action :shell :cmd \"echo {(get n 0)}\" :explanation \"count\")"
      :usage [:prompt-tokens 100 :completion-tokens 50 :cost cost]])
-  (setv (get env "complete") complete)
+  (setv env.complete complete)
   n)
 
 (defn test-the-task-budget-stops-before-the-next-model-call [env]
-  (setv (get env "config" "budget") {"task_tokens" 400 "task_cost" 0 "day_tokens" 0 "day_cost" 0})
+  (setv (get env.config "budget") {"task_tokens" 400 "task_cost" 0 "day_tokens" 0 "day_cost" 0})
   (setv calls (costly env 0.0)
         replies (run-task env (user-says "spend")))
   (expect (get calls 0) 3 "model calls (150 tokens each, limit 400)")
@@ -204,7 +206,7 @@
   (assert (in "token budget is spent: 450 of 400" (text-of (get replies -1))) (text-of (get replies -1))))
 
 (defn test-the-day-budget-survives-across-tasks [env]
-  (setv (get env "config" "budget") {"task_tokens" 0 "task_cost" 0 "day_tokens" 0 "day_cost" 0.25})
+  (setv (get env.config "budget") {"task_tokens" 0 "task_cost" 0 "day_tokens" 0 "day_cost" 0.25})
   (setv calls (costly env 0.1))
   (run-task env (user-says "first"))
   (setv before (get calls 0)
@@ -221,7 +223,7 @@
     [:status :ok :text (if (% (get n 0) 2)
                            "(:action :write-file :path \"/etc/hosts\" :content \"x\" :explanation \"testing\")"
                            f"(:action :shell :cmd \"echo {(get n 0)}\" :explanation \"testing\")")])
-  (setv (get env "complete") complete)
+  (setv env.complete complete)
   (setv replies (run-task env (user-says "go")))
   (setv last (text-of (get replies -1)))
   (assert (in "refused the same action 3 times" last) last)
@@ -248,42 +250,46 @@
 
 (defn blocking-model [env first [later "(:action :message :text \"fresh\")"]]
   "Make ENV's first model call wait for the returned event, then answer FIRST;
-   later calls answer LATER at once. Returns (started release calls)."
-  (setv started (hy.I.threading.Event)
-        release (hy.I.threading.Event)
-        calls [])
-  (defn complete [request]
+   later calls answer LATER at once. Returns (started release calls ended):
+   ENDED holds \"cancelled\" once the waiting call was cancelled."
+  (setv started (asyncio.Event)
+        release (asyncio.Event)
+        calls []
+        ended [])
+  (defn :async complete [request]
     (.append calls request)
     (when (= (len calls) 1)
       (.set started)
-      (.wait release 20)
+      (try
+        (await (.wait release))
+        (except [asyncio.CancelledError]
+          (.append ended "cancelled")
+          (raise)))
       (return [:status :ok :provider "script" :text first
                :usage [:prompt-tokens 100 :completion-tokens 50 :cost 0.25]]))
     [:status :ok :provider "script" :text later])
-  (setv (get env "complete") complete)
-  #(started release calls))
+  (setv env.complete complete)
+  #(started release calls ended))
 
 (defn test-stop-kills-the-running-command [env]
   (stop-a-running-command env))
 
 (defn test-stop-kills-a-command-in-the-sandbox [tmp-path]
-  (setv config (/ tmp-path "sandboxed.toml")
-        saved (registry-snapshot))
+  (setv config (/ tmp-path "sandboxed.toml"))
   (.write-text config "")
   (setv e (boot :config-path (str config)
                 :environ {"PASSEPARTOUT_DATA_DIR" (str (/ tmp-path "sandboxed")) "HOME" (str tmp-path)}
                 :providers [(make-provider "symbolic")]))
   (try
-    (when (!= (proto-get (get e "sandbox") ':kind) "bubblewrap")
+    (when (!= (proto-get e.sandbox ':kind) "bubblewrap")
       (pytest.skip "no bubblewrap sandbox on this machine"))
     (stop-a-running-command e)
-    (finally (shutdown e)
-             (registry-restore saved))))
+    (finally (shutdown e))))
 
 (defn stop-a-running-command [env]
   "Stop `sleep 3; touch after.txt` while it runs; its file must never appear."
   (setv delivered []
-        workspace (Path (get env "config" "workspace"))
+        workspace (Path (get env.config "workspace"))
         marker "sleep 3; touch after.txt"
         figures {})
   (defn :async main []
@@ -305,58 +311,56 @@
   (expect texts [f"Stopped: the command `{marker}` was killed. Nothing more of that task will run."]
           "what the person was told"))
 
-(defn test-stop-abandons-the-model-call-and-drops-its-answer [env]
+(defn test-stop-ends-the-model-call-and-drops-its-answer [env]
   (setv delivered []
-        workspace (Path (get env "config" "workspace"))
-        [started release calls] (blocking-model
-                                  env "(:action :shell :cmd \"touch late.txt\" :explanation \"late\")"))
+        workspace (Path (get env.config "workspace"))
+        [started release calls ended] (blocking-model
+                                        env "(:action :shell :cmd \"touch late.txt\" :explanation \"late\")"))
   (defn :async main []
     (setv runner (Runner env (fn [r] (.append delivered r))))
     (await (.submit runner (user-says "make a file" "m")))
-    (await (asyncio.to-thread started.wait 10))
+    (await (asyncio.wait-for (.wait started) 10))
     (await (.submit runner (user-says "/stop" "m")))
-    ;; the session is free at once: the next message is answered while the old call still hangs
+    ;; the session is free at once: the next message is answered, the old call never is
     (await (.submit runner (user-says "something else" "m")))
     (await (asyncio.wait-for (.idle runner "test:m") 5))
-    (assert (not (.is-set release)) "the next message waited for the abandoned call")
+    (expect ended ["cancelled"] "what became of the stopped model call")
     (.set release)
-    (setv store (get env "store"))
-    (await (until (fn [] (= 2 (len (lfor e (events store :session "test:m" :kinds ["outcome"]) e))))))
-    (await (asyncio.sleep 0.3))
     (await (.close runner)))
   (asyncio.run (main))
-  (assert (not (.exists (/ workspace "late.txt"))) "the late answer's action ran")
+  (assert (not (.exists (/ workspace "late.txt"))) "the stopped call's action ran")
   (setv texts (lfor r delivered (text-of r)))
-  (expect texts ["Stopped: the model call was abandoned. Nothing more of that task will run." "fresh"]
+  (expect texts ["Stopped: the model call was stopped. Nothing more of that task will run." "fresh"]
           "what the person was told")
-  (setv day (hy.I.passepartout.budget.day-usage (get env "store") (hy.I.time.time)))
-  (expect (proto-get day ':cost) 0.25 "the abandoned call's cost, counted"))
+  (expect (len (events env.store :session "test:m" :kinds ["outcome"])) 1
+          "outcomes: the stopped call has none, the next message's call has one"))
 
 (defn while-one-slot-hangs [env said-meanwhile]
   "With one model slot, held by session a's model call that hangs, each of
    SAID-MEANWHILE (text, chat) is said; what was delivered by the time the
-   last chat went idle (the call still hanging), and all that was delivered."
+   last chat went idle (the call still hanging), and all that was delivered
+   once the call is let go and session a is idle."
   (setv delivered []
-        [started release calls] (blocking-model env "(:action :message :text \"late\")"))
+        [started release calls ended] (blocking-model env "(:action :message :text \"late\")"))
   (defn :async main []
     (setv runner (Runner env (fn [r] (.append delivered r)) :concurrency 1))
     (await (.submit runner (user-says "think" "a")))
-    (await (asyncio.to-thread started.wait 10))
+    (await (asyncio.wait-for (.wait started) 10))
     (for [[text chat] said-meanwhile]
       (await (.submit runner (user-says text chat))))
     (await (asyncio.wait-for (.idle runner f"test:{(get said-meanwhile -1 1)}") 5))
     (assert (not (.is-set release)) "the last chat waited for the hung model call")
     (setv seen (lfor r delivered (text-of r)))
     (.set release)
-    (await (asyncio.sleep 0.3))
+    (await (asyncio.wait-for (.idle runner "test:a") 5))
     (await (.close runner))
     seen)
   #((asyncio.run (main)) (lfor r delivered (text-of r))))
 
-(defn test-an-abandoned-model-call-gives-its-slot-back [env]
+(defn test-a-stopped-model-call-gives-its-slot-back [env]
   "A stopped session's hung call must not keep another session waiting."
   (setv [seen texts] (while-one-slot-hangs env [["/stop" "a"] ["hello" "b"]]))
-  (expect texts ["Stopped: the model call was abandoned. Nothing more of that task will run." "fresh"]
+  (expect texts ["Stopped: the model call was stopped. Nothing more of that task will run." "fresh"]
           "what the two sessions were told"))
 
 (defn test-a-command-never-waits-for-a-model-slot [env]
@@ -368,14 +372,14 @@
 
 (defn test-stop-drops-the-queued-next-step [env]
   (setv delivered []
-        workspace (Path (get env "config" "workspace"))
-        [started release calls] (blocking-model
-                                  env "(:action :message :text \"first\")"
-                                  "(:action :shell :cmd \"touch next.txt\" :explanation \"next\")"))
+        workspace (Path (get env.config "workspace"))
+        [started release calls ended] (blocking-model
+                                        env "(:action :message :text \"first\")"
+                                        "(:action :shell :cmd \"touch next.txt\" :explanation \"next\")"))
   (defn :async main []
     (setv runner (Runner env (fn [r] (.append delivered r))))
     (await (.submit runner (user-says "think" "n")))
-    (await (asyncio.to-thread started.wait 10))
+    (await (asyncio.wait-for (.wait started) 10))
     ;; a task's next step waits behind the step that runs (as an approved action's result does)
     (await (.emit runner [:type :event :source [:gateway :test :chat "n"] :session "test:n"
                           :payload [:sensor :tool-result :task "t9" :step 1
@@ -384,13 +388,12 @@
     (await (.submit runner (user-says "/stop" "n")))
     (.set release)
     (await (asyncio.wait-for (.idle runner "test:n") 5))
-    (await (asyncio.sleep 0.5))
     (await (.close runner)))
   (asyncio.run (main))
   (expect (len calls) 1 "model calls: the queued next step never ran")
   (assert (not (.exists (/ workspace "next.txt"))) "the queued step's action ran")
   (setv texts (lfor r delivered (text-of r)))
-  (expect texts [(+ "Stopped: the model call was abandoned; the task's next step was abandoned."
+  (expect texts [(+ "Stopped: the model call was stopped; the task's next step was stopped."
                     " Nothing more of that task will run.")]
           "what the person was told"))
 
@@ -405,7 +408,7 @@
 
 (defn test-a-stop-is-a-turn-of-the-journal [env]
   (run-task env (user-says "/stop" "z"))
-  (setv rows (.query (get env "store") "SELECT turn, session, data FROM events WHERE kind = 'stop'"))
+  (setv rows (.query env.store "SELECT turn, session, data FROM events WHERE kind = 'stop'"))
   (expect (lfor r rows (cut r 0 2)) [#("silence" "test:z")] "the stop's turn")
   (assert (in "nothing was running" (get rows 0 2)) (get rows 0 2)))
 
@@ -418,7 +421,7 @@
     (assert (not (in key (text-of r))) f"reply echoes the key: {(text-of r)}"))
   (for [m (get (proto-get (get requests -1) ':messages) (slice 1 None))]
     (assert (not (in key (get m "content"))) f"the model is shown the key: {m}"))
-  (for [e (events (get env "store") :limit None)]
+  (for [e (events env.store :limit None)]
     (assert (not (in key (proto-print (proto-get e ':data)))) f"the store keeps the key: {e}")))
 
 (defn test-tmpdir-is-the-folder-the-gates-judged [env]
@@ -426,7 +429,7 @@
   ;; daemon's files (these tests keep them under /tmp) is not among them
   (setv replies (run-task env (user-says "!echo tmp=$TMPDIR"))
         temps (proto-get (hy.I.passepartout/context.make-context
-                           :workspace (get env "config" "workspace") :config (get env "config"))
+                           :workspace (get env.config "workspace") :config env.config)
                          ':temp-dirs))
   (assert (in f"tmp={(get temps -1)}" (text-of (get replies -1))) (text-of (get replies -1))))
 
@@ -447,7 +450,7 @@
 
 (defn test-what-reason-decided-is-on-disk-before-an-action-runs [env]
   (setv seen []
-        path (. (get env "store") path))
+        path (. env.store path))
   (defn probe [action ctx]
     (setv db (sqlite3.connect f"file:{path}?mode=ro" :uri True))
     (try
@@ -455,13 +458,14 @@
                           k))
       (finally (.close db)))
     [:status :ok :output "probed"])
-  (register-skill (make-skill "probe" :actuators {"probe" {"run" probe "schema" [] "doc" "looks at the store"
+  (register-skill env.skills
+                  (make-skill "probe" :actuators {"probe" {"run" probe "schema" [] "doc" "looks at the store"
                                                            "effect" True}}))
   (scripted env ["(:action :probe :explanation \"look\")" "(:action :message :text \"done\")"])
   (setv replies (run-task env (user-says "probe it")))
   (expect seen [["input" "outcome" "intent"]] "the events another process could read while the action ran")
   (expect (text-of (get replies -1)) "done" "the answer")
-  (expect (lfor e (events (get env "store") :session "test:t1") (proto-get e ':kind))
+  (expect (lfor e (events env.store :session "test:t1") (proto-get e ':kind))
           ["input" "outcome" "intent" "result" "outcome" "validation" "answer"] "the events after the task"))
 
 ;; * How fast a stop kills
@@ -483,7 +487,7 @@
   (setv told (get (proto-get (get requests 1) ':messages) -1 "content"))
   (assert (in "not run" told) f"the second request does not say what was not run: {told}")
   (assert (in "two.txt" told) told)
-  (assert (not (.exists (/ (Path (get env "config" "workspace")) "two.txt"))) "the second action ran"))
+  (assert (not (.exists (/ (Path (get env.config "workspace")) "two.txt"))) "the second action ran"))
 
 
 (defn test-the-fallbacks-words-are-not-shown-to-a-model-as-its-own [env]
@@ -493,12 +497,12 @@
   (defn complete [request]
     (.append requests request)
     (.pop answers 0))
-  (setv (get env "complete") complete)
+  (setv env.complete complete)
   (run-task env (user-says "first"))
   (setv replies (run-task env (user-says "second")))
   (expect (text-of (get replies -1)) "a model speaking" "the second answer")
   (setv shown (lfor m (proto-get (get requests 1) ':messages) (get m "content")))
   (assert (not (in "the fallback speaking" shown)) f"the fallback's answer was shown to the model: {shown}")
   (assert (in "first" shown) f"the person's first message is still there: {shown}")
-  (setv answers-stored (lfor e (events (get env "store") :session "test:t1" :kinds ["answer"]) (proto-get e ':data)))
+  (setv answers-stored (lfor e (events env.store :session "test:t1" :kinds ["answer"]) (proto-get e ':data)))
   (expect (lfor d answers-stored (proto-get d ':by)) ["fallback" None] "who each stored answer is marked as"))

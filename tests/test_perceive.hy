@@ -2,17 +2,21 @@
 
 (import pytest
         passepartout.proto [kw proto-get ProtoError proto-read]
-        passepartout.skills [make-skill register-skill registry-snapshot registry-restore]
-        passepartout.perceive [perceive normalize-signal session-name sensor-of])
+        passepartout.context [make-context]
+        passepartout.skills [Registry make-skill register-skill]
+        passepartout.perceive [perceive normalize-signal session-name sensor-of]
+        steps [run])
 
 (defn expect [got want [what "value"]]
   (assert (= got want) f"{what}: expected {want !r}, got {got !r}"))
 
-(defn [(pytest.fixture :autouse True)] clean-registry []
-  (setv saved (registry-snapshot))
-  (registry-restore {})
-  (yield None)
-  (registry-restore saved))
+(defn [pytest.fixture] registry []
+  "An empty registry of the test's own."
+  (Registry))
+
+(defn seen-by [signal registry]
+  "What perceive makes of SIGNAL with the handlers of REGISTRY."
+  (run (perceive signal (make-context :skills registry))))
 
 (defn test-session-names []
   (expect (session-name [:gateway :telegram :chat 42 :user 7]) "telegram:42" "telegram")
@@ -33,27 +37,50 @@
 
 (setv HELLO [:type :event :source [:gateway :test :chat 1] :payload [:sensor :user-input :text "hello"]])
 
-(defn test-unhandled-input-goes-on-to-reason []
-  (setv seen (perceive HELLO []))
+(defn test-unhandled-input-goes-on-to-reason [registry]
+  (setv seen (seen-by HELLO registry))
   (expect (proto-get (proto-get (proto-get seen ':signal) ':payload) ':text) "hello" "signal"))
 
-(defn test-other-sensors-are-ignored []
-  (setv seen (perceive [:payload [:sensor :heartbeat]] []))
+(defn test-other-sensors-are-ignored [registry]
+  (setv seen (seen-by [:payload [:sensor :heartbeat]] registry))
   (assert (in "heartbeat" (proto-get seen ':ignored)) seen))
 
-(defn test-the-first-handler-that-answers-wins []
+(defn test-the-first-handler-that-answers-wins [registry]
   (setv calls [])
-  (register-skill (make-skill "late" :priority 1 :handlers [(fn [s c] (.append calls "late") [[:type :reply :payload [:text "late"]]])]))
-  (register-skill (make-skill "early" :priority 90 :handlers [(fn [s c] (.append calls "early") None)]))
-  (register-skill (make-skill "middle" :priority 50 :handlers [(fn [s c] (.append calls "middle") [[:type :reply :payload [:text "middle"]]])]))
-  (setv seen (perceive HELLO []))
+  (register-skill registry (make-skill "late" :priority 1 :handlers [(fn [s c] (.append calls "late") [[:type :reply :payload [:text "late"]]])]))
+  (register-skill registry (make-skill "early" :priority 90 :handlers [(fn [s c] (.append calls "early") None)]))
+  (register-skill registry (make-skill "middle" :priority 50 :handlers [(fn [s c] (.append calls "middle") [[:type :reply :payload [:text "middle"]]])]))
+  (setv seen (seen-by HELLO registry))
   (expect (proto-get seen ':handled-by) "middle" "handled by")
   (expect calls ["early" "middle"] "handlers asked"))
 
-(defn test-a-handler-that-raises-answers-with-the-error-and-stops-the-signal []
-  (register-skill (make-skill "broken" :handlers [(fn [s c] (raise (RuntimeError "no luck")))]))
-  (setv seen (perceive HELLO [])
+(defn test-a-handler-that-raises-answers-with-the-error-and-stops-the-signal [registry]
+  (register-skill registry (make-skill "broken" :handlers [(fn [s c] (raise (RuntimeError "no luck")))]))
+  (setv seen (seen-by HELLO registry)
         reply (get (proto-get seen ':emit) 0))
   (expect (proto-get seen ':handled-by) "broken" "handled by")
   (expect (proto-get (proto-get reply ':payload) ':kind) (kw "error") "reply kind")
   (assert (in "no luck" (proto-get (proto-get reply ':payload) ':text)) reply))
+
+(defn test-a-handler-may-answer-with-a-coroutine [registry]
+  (defn :async later [s c]
+    (await (hy.I.asyncio.sleep 0))
+    (when (= (proto-get (proto-get s ':payload) ':text) "hello")
+      [[:type :reply :payload [:text "awaited"]]]))
+  (defn :async fails-later [s c]
+    (await (hy.I.asyncio.sleep 0))
+    (raise (RuntimeError "late trouble")))
+  (register-skill registry (make-skill "later" :priority 90 :handlers [later]))
+  (setv seen (seen-by HELLO registry))
+  (expect (proto-get seen ':handled-by) "later" "handled by")
+  (expect (proto-get (get (proto-get seen ':emit) 0) ':payload) [:text "awaited"] "what the handler answered")
+  (register-skill registry (make-skill "fails-later" :priority 95 :handlers [fails-later]))
+  (setv seen (seen-by HELLO registry)
+        reply (get (proto-get seen ':emit) 0))
+  (expect (proto-get seen ':handled-by) "fails-later" "handled by")
+  (assert (in "late trouble" (proto-get (proto-get reply ':payload) ':text)) reply))
+
+(defn test-each-registry-has-its-own-handlers [registry]
+  (register-skill registry (make-skill "mine" :handlers [(fn [s c] [[:type :reply :payload [:text "mine"]]])]))
+  (expect (proto-get (seen-by HELLO registry) ':handled-by) "mine" "handled by, in the registry that has it")
+  (expect (proto-get (seen-by HELLO (Registry)) ':handled-by) None "handled by, in another registry"))

@@ -2,178 +2,184 @@
 
 (import pytest random time
         passepartout.proto [kw proto-get proto-read proto-print ProtoError]
-        passepartout.skills [make-skill register-skill registry-snapshot registry-restore]
+        passepartout.skills [Registry make-skill register-skill]
         passepartout.reason [verify parse-proposal reason think build-request tool-belt
-                             tool-definitions refusal-text])
+                             tool-definitions refusal-text]
+        steps [run])
 
 (defn expect [got want [what "value"]]
   (assert (= got want) f"{what}: expected {want !r}, got {got !r}"))
 
 (defn V [outcome] (. (proto-get outcome ':verdict) name))
 
-(setv CTX [:workspace "/tmp/ws" :session "test"])
+(defn context-of [registry #** runtime]
+  "The context the tests verify and think in: the skills of REGISTRY, and the
+   other RUNTIME handles given."
+  [:workspace "/tmp/ws" :session "test" :runtime (| {"skills" registry} runtime)])
 
 (defn [pytest.fixture] registry []
-  "A registry holding only a test actuator set, restored afterwards."
-  (setv saved (registry-snapshot))
-  (registry-restore {})
+  "A registry of the test's own holding only a test actuator set."
+  (setv reg (Registry))
   (register-skill
+    reg
     (make-skill "test-actions"
                 :actuators {"message" {"run" (fn [a c] [:status :ok]) "effect" False
                                        "schema" [:text [:type "string" :required True]]}
                             "shell" {"run" (fn [a c] [:status :ok])
                                      "schema" [:cmd [:type "string" :required True]
                                                :timeout [:type "integer"]]}}))
-  (yield None)
-  (registry-restore saved))
+  reg)
 
-(defn gate-skill [name priority gate]
-  (register-skill (make-skill name :priority priority :gate gate)))
+(defn [pytest.fixture] ctx [registry]
+  (context-of registry))
+
+(defn gate-skill [registry name priority gate]
+  (register-skill registry (make-skill name :priority priority :gate gate)))
 
 (setv LS [:action :shell :cmd "ls" :explanation "look"])
 
 ;; * Verify
 
-(defn test-allow-with-no-gates [registry]
-  (setv out (verify LS CTX))
+(defn test-allow-with-no-gates [registry ctx]
+  (setv out (verify LS ctx))
   (expect (V out) "allow" "verdict")
   (expect (proto-get out ':action) LS "action"))
 
-(defn test-gates-run-by-priority-then-name [registry]
+(defn test-gates-run-by-priority-then-name [registry ctx]
   (setv order [])
   (for [[n p] [["b-gate" 10] ["a-gate" 10] ["high" 90] ["low" 1]]]
-    (gate-skill n p (fn [a c [n n]] (.append order n) [:verdict :allow])))
-  (verify LS CTX)
+    (gate-skill registry n p (fn [a c [n n]] (.append order n) [:verdict :allow])))
+  (verify LS ctx)
   (expect order ["high" "a-gate" "b-gate" "low"] "gate order"))
 
-(defn test-reject-stops-at-once [registry]
+(defn test-reject-stops-at-once [registry ctx]
   (setv called [])
-  (gate-skill "first" 90 (fn [a c] [:verdict :reject :reason "no"]))
-  (gate-skill "second" 10 (fn [a c] (.append called 1) [:verdict :allow]))
-  (setv out (verify LS CTX))
+  (gate-skill registry "first" 90 (fn [a c] [:verdict :reject :reason "no"]))
+  (gate-skill registry "second" 10 (fn [a c] (.append called 1) [:verdict :allow]))
+  (setv out (verify LS ctx))
   (expect (V out) "reject" "verdict")
   (expect (proto-get out ':gate) "first" "deciding gate")
   (expect (proto-get out ':reason) "no" "reason")
   (expect called [] "gates after a reject"))
 
-(defn test-escalate-is-remembered-and-a-later-reject-wins [registry]
-  (gate-skill "asks" 90 (fn [a c] [:verdict :escalate :reason "needs a person"]))
-  (gate-skill "later" 10 (fn [a c] [:verdict :allow]))
-  (setv out (verify LS CTX))
+(defn test-escalate-is-remembered-and-a-later-reject-wins [registry ctx]
+  (gate-skill registry "asks" 90 (fn [a c] [:verdict :escalate :reason "needs a person"]))
+  (gate-skill registry "later" 10 (fn [a c] [:verdict :allow]))
+  (setv out (verify LS ctx))
   (expect (V out) "escalate" "verdict")
   (expect (proto-get out ':gate) "asks" "deciding gate")
   (expect (len (proto-get out ':decisions)) 3 "decisions (schema + 2 gates)")
-  (gate-skill "forbids" 5 (fn [a c] [:verdict :reject :reason "forbidden"]))
-  (setv out (verify LS CTX))
+  (gate-skill registry "forbids" 5 (fn [a c] [:verdict :reject :reason "forbidden"]))
+  (setv out (verify LS ctx))
   (expect (V out) "reject" "verdict with a later reject")
   (expect (proto-get out ':gate) "forbids" "deciding gate"))
 
-(defn test-modify-passes-the-new-action-on [registry]
+(defn test-modify-passes-the-new-action-on [registry ctx]
   (setv seen [])
-  (gate-skill "rewrite" 90 (fn [a c] [:verdict :modify :action [:action :shell :cmd "ls -la" :explanation "look"]]))
-  (gate-skill "watch" 10 (fn [a c] (.append seen (proto-get a ':cmd)) [:verdict :allow]))
-  (setv out (verify LS CTX))
+  (gate-skill registry "rewrite" 90 (fn [a c] [:verdict :modify :action [:action :shell :cmd "ls -la" :explanation "look"]]))
+  (gate-skill registry "watch" 10 (fn [a c] (.append seen (proto-get a ':cmd)) [:verdict :allow]))
+  (setv out (verify LS ctx))
   (expect (V out) "modify" "verdict")
   (expect seen ["ls -la"] "what the later gate saw")
   (expect (proto-get (proto-get out ':action) ':cmd) "ls -la" "final action")
   (expect (proto-get (proto-get out ':proposed) ':cmd) "ls" "proposed action kept"))
 
-(defn test-modify-into-an-invalid-action-rejects [registry]
-  (gate-skill "breaks" 90 (fn [a c] [:verdict :modify :action [:action :shell :cmd 5]]))
-  (setv out (verify LS CTX))
+(defn test-modify-into-an-invalid-action-rejects [registry ctx]
+  (gate-skill registry "breaks" 90 (fn [a c] [:verdict :modify :action [:action :shell :cmd 5]]))
+  (setv out (verify LS ctx))
   (expect (V out) "reject" "verdict")
   (expect (proto-get out ':gate) "breaks" "deciding gate"))
 
 (defn [(pytest.mark.parametrize "answer"
          [None "allow" [:verdict :maybe] [:verdict :reject] [:verdict :escalate :reason ""]
           [:verdict :modify] [:verdict] {"verdict" "allow"} [:verdict :allow :extra]])]
-  test-malformed-verdicts-reject-naming-the-gate [registry answer]
-  (gate-skill "sloppy" 50 (fn [a c] answer))
-  (setv out (verify LS CTX))
+  test-malformed-verdicts-reject-naming-the-gate [registry ctx answer]
+  (gate-skill registry "sloppy" 50 (fn [a c] answer))
+  (setv out (verify LS ctx))
   (expect (V out) "reject" f"verdict for {answer !r}")
   (expect (proto-get out ':gate) "sloppy" "deciding gate")
   (assert (in "sloppy" (proto-get out ':reason)) (proto-get out ':reason)))
 
-(defn test-a-gate-that-raises-fails-closed [registry]
-  (gate-skill "boom" 50 (fn [a c] (/ 1 0)))
-  (setv out (verify LS CTX))
+(defn test-a-gate-that-raises-fails-closed [registry ctx]
+  (gate-skill registry "boom" 50 (fn [a c] (/ 1 0)))
+  (setv out (verify LS ctx))
   (expect (V out) "reject" "verdict")
   (expect (proto-get out ':gate) "boom" "deciding gate")
   (assert (in "ZeroDivisionError" (proto-get out ':reason)) (proto-get out ':reason)))
 
-(defn test-a-slow-gate-fails-closed [registry]
+(defn test-a-slow-gate-fails-closed [registry ctx]
   (setv ticks (iter [0.0 10.0]))
-  (gate-skill "slow" 50 (fn [a c] [:verdict :allow]))
-  (setv out (verify LS CTX :clock (fn [] (next ticks))))
+  (gate-skill registry "slow" 50 (fn [a c] [:verdict :allow]))
+  (setv out (verify LS ctx :clock (fn [] (next ticks))))
   (expect (V out) "reject" "verdict")
   (assert (in "did not answer within 250 ms" (proto-get out ':reason)) (proto-get out ':reason)))
 
-(defn timed-verify [budget]
-  "The outcome of verify on LS with each gate given BUDGET seconds, and the seconds it took."
+(defn timed-verify [ctx budget]
+  "The outcome of verify on LS in CTX with each gate given BUDGET seconds, and the seconds it took."
   (setv started (time.monotonic)
-        out (verify LS CTX :budget budget))
+        out (verify LS ctx :budget budget))
   #(out (- (time.monotonic) started)))
 
 (defn [(pytest.mark.parametrize "name, gate"
          [#("spins" (fn [a c] (while True None)))
           #("hoards" (fn [a c] (setv xs []) (while True (.append xs 1))))
           #("swallows" (fn [a c] (while True (try (while True None) (except [Exception] None)))))])]
-  test-a-gate-that-never-answers-is-interrupted [registry name gate]
-  (gate-skill name 50 gate)
-  (setv [out took] (timed-verify 0.2))
+  test-a-gate-that-never-answers-is-interrupted [registry ctx name gate]
+  (gate-skill registry name 50 gate)
+  (setv [out took] (timed-verify ctx 0.2))
   (expect (V out) "reject" "verdict")
   (expect (proto-get out ':gate) name "deciding gate")
   (assert (in f"gate {name} did not answer within 200 ms" (proto-get out ':reason))
           (proto-get out ':reason))
   (assert (< took 2.0) f"verify came back after {took:.2f} s")
-  (expect (V (verify LS CTX :gates [#("fine" (fn [a c] [:verdict :allow]))])) "allow"
+  (expect (V (verify LS ctx :gates [#("fine" (fn [a c] [:verdict :allow]))])) "allow"
           "the next verify"))
 
-(defn test-the-budget-is-the-gates-own-work-and-its-waiting-is-bounded [registry]
+(defn test-the-budget-is-the-gates-own-work-and-its-waiting-is-bounded [registry ctx]
   "A gate that waits (for a core on a busy machine, or in a sleep) is not refused
    for it while it waits less than GATE-WAIT budgets; one that waits longer is."
-  (gate-skill "waits" 50 (fn [a c] (time.sleep 0.12) [:verdict :allow]))
-  (setv [out took] (timed-verify 0.05))
+  (gate-skill registry "waits" 50 (fn [a c] (time.sleep 0.12) [:verdict :allow]))
+  (setv [out took] (timed-verify ctx 0.05))
   (expect (V out) "allow" f"a gate that used little CPU and waited {took :.2f} s for 0.05 s budgets")
-  (gate-skill "waits" 50 (fn [a c] (time.sleep 0.5) [:verdict :allow]))
-  (setv [out took] (timed-verify 0.05))
+  (gate-skill registry "waits" 50 (fn [a c] (time.sleep 0.5) [:verdict :allow]))
+  (setv [out took] (timed-verify ctx 0.05))
   (expect (V out) "reject" "a gate that waited ten budgets")
   (assert (in "gate waits did not answer within 50 ms" (proto-get out ':reason)) (proto-get out ':reason)))
 
-(defn test-a-gate-that-allocates-without-bound-is-interrupted [registry]
-  (gate-skill "grows" 50 (fn [a c] (setv xs []) (while True (.append xs (* b"x" 1000000)))))
-  (setv [out took] (timed-verify 20.0))
+(defn test-a-gate-that-allocates-without-bound-is-interrupted [registry ctx]
+  (gate-skill registry "grows" 50 (fn [a c] (setv xs []) (while True (.append xs (* b"x" 1000000)))))
+  (setv [out took] (timed-verify ctx 20.0))
   (expect (V out) "reject" "verdict")
   (assert (in "gate grows failed closed: the daemon grew by more than 256 MiB" (proto-get out ':reason))
           (proto-get out ':reason))
   (assert (< took 10.0) f"verify came back after {took:.2f} s"))
 
-(defn test-an-interruption-never-lands-after-the-gate [registry]
+(defn test-an-interruption-never-lands-after-the-gate [registry ctx]
   ;; Gates that finish around their deadline, many times: an interruption that
   ;; escaped would surface in the loop below, outside any gate.
-  (gate-skill "edge" 50 (fn [a c]
-                          (setv until (+ (time.monotonic) (random.uniform 0.0 0.02)))
-                          (while (< (time.monotonic) until) None)
-                          [:verdict :allow]))
+  (gate-skill registry "edge" 50 (fn [a c]
+                                   (setv until (+ (time.monotonic) (random.uniform 0.0 0.02)))
+                                   (while (< (time.monotonic) until) None)
+                                   [:verdict :allow]))
   (setv seen #{})
   (for [i (range 200)]
-    (setv out (verify LS CTX :budget 0.01))
+    (setv out (verify LS ctx :budget 0.01))
     (.add seen (V out))
     (setv until (+ (time.monotonic) 0.0005))
     (while (< (time.monotonic) until) None))
   (assert (<= seen #{"allow" "reject"}) f"verdicts {seen}"))
 
-(defn test-a-proposal-cannot-approve-itself [registry]
+(defn test-a-proposal-cannot-approve-itself [registry ctx]
   (setv seen [])
-  (gate-skill "asks" 50 (fn [a c] (.append seen a) [:verdict :escalate :reason "needs a person"]))
+  (gate-skill registry "asks" 50 (fn [a c] (.append seen a) [:verdict :escalate :reason "needs a person"]))
   (setv action [:action :shell :cmd "sudo ls" :explanation "x" :approved True :hitl-token "abc"]
-        out (verify action CTX))
+        out (verify action ctx))
   (expect (V out) "escalate" "verdict")
   (expect (sorted (proto-get out ':stripped)) ["approved" "hitl-token"] "stripped fields")
   (assert (not (in (kw "approved") (get seen 0))) f"gate saw {(get seen 0)}")
   (assert (not (in (kw "hitl-token") (proto-get out ':action))) "final action keeps no token"))
 
-(defn test-schema-checks [registry]
+(defn test-schema-checks [registry ctx]
   (for [[action words] [[[:action :teleport :to "mars"] "unknown action :teleport"]
                         [[:action :shell :explanation "x"] "needs :cmd"]
                         [[:action :shell :cmd 42] "must be string"]
@@ -182,7 +188,7 @@
                         [[:action "shell" :cmd "ls"] "no :action"]
                         [[1 2 3] "plist"]
                         ["ls" "plist"]]]
-    (setv out (verify action CTX))
+    (setv out (verify action ctx))
     (expect (V out) "reject" f"verdict for {action !r}")
     (expect (proto-get out ':gate) "schema" "deciding gate")
     (assert (in words (proto-get out ':reason)) f"{action !r}: {(proto-get out ':reason)}")))
@@ -240,9 +246,9 @@
 (setv SIGNAL [:type :event :session "test" :source [:gateway :terminal]
               :payload [:sensor :user-input :text "list the files"]])
 
-(defn test-think-builds-the-prompt-from-the-registry [registry]
+(defn test-think-builds-the-prompt-from-the-registry [registry ctx]
   (setv [complete requests] (scripted ["(:action :message :text \"hi\")"]))
-  (setv out (think SIGNAL CTX complete))
+  (setv out (run (think SIGNAL ctx complete)))
   (expect (proto-get out ':action) [:action :message :text "hi"] "action")
   (setv messages (proto-get (get requests 0) ':messages)
         system (get messages 0 "content"))
@@ -252,22 +258,22 @@
   (expect (sorted (gfor t (proto-get (get requests 0) ':tools) (get t "function" "name")))
           ["message" "shell"] "tool definitions"))
 
-(defn test-the-request-carries-the-steps-notify [registry]
+(defn test-the-request-carries-the-steps-notify [registry ctx]
   (setv [complete requests] (scripted ["(:action :message :text \"hi\")" "(:action :message :text \"hi\")"])
         heard [])
-  (think SIGNAL (+ CTX [:runtime {"notify" heard.append}]) complete)
-  (think SIGNAL CTX complete)
+  (run (think SIGNAL (context-of registry :notify heard.append) complete))
+  (run (think SIGNAL ctx complete))
   (expect (proto-get (get requests 0) ':notify) heard.append "the notify of a step that has one")
   (assert (not (in ':notify (get requests 1))) f"no notify, no :notify key: {(get requests 1)}"))
 
-(defn test-retry-carries-the-rejection-trace [registry]
-  (gate-skill "no-rm" 50 (fn [a c] (if (in "rm" (or (proto-get a ':cmd) ""))
-                                        [:verdict :reject :reason "rm is not allowed"]
-                                        [:verdict :allow])))
+(defn test-retry-carries-the-rejection-trace [registry ctx]
+  (gate-skill registry "no-rm" 50 (fn [a c] (if (in "rm" (or (proto-get a ':cmd) ""))
+                                                 [:verdict :reject :reason "rm is not allowed"]
+                                                 [:verdict :allow])))
   (setv [complete requests]
         (scripted ["(:action :shell :cmd \"rm x\" :explanation \"clean\")"
                    "(:action :shell :cmd \"ls\" :explanation \"look\")"]))
-  (setv out (reason SIGNAL CTX complete))
+  (setv out (run (reason SIGNAL ctx complete)))
   (expect (V out) "allow" "verdict")
   (expect (len requests) 2 "model calls")
   (setv trace (get (proto-get (get requests 1) ':rejections) 0))
@@ -278,36 +284,36 @@
           "the model is told why")
   (expect (proto-get (proto-get out ':usage) ':prompt-tokens) 20 "usage summed over attempts"))
 
-(defn test-three-rejections-tell-the-person [registry]
-  (gate-skill "never" 50 (fn [a c] [:verdict :reject :reason "not today"]))
+(defn test-three-rejections-tell-the-person [registry ctx]
+  (gate-skill registry "never" 50 (fn [a c] [:verdict :reject :reason "not today"]))
   (setv [complete requests] (scripted (* ["(:action :shell :cmd \"ls\" :explanation \"x\")"] 5)))
-  (setv out (reason SIGNAL CTX complete))
+  (setv out (run (reason SIGNAL ctx complete)))
   (expect (V out) "refused" "verdict")
   (expect (len requests) 3 "attempts")
   (expect (len (proto-get out ':rejections)) 3 "rejections")
   (setv text (refusal-text out))
   (assert (and (in "not today" text) (in "never" text) (in "3 attempts" text)) text))
 
-(defn test-garbage-is-a-rejection-with-a-retry [registry]
+(defn test-garbage-is-a-rejection-with-a-retry [registry ctx]
   (setv [complete requests] (scripted ["(:action :shell :cmd" "(:action :message :text \"ok\")"]))
-  (setv out (reason SIGNAL CTX complete))
+  (setv out (run (reason SIGNAL ctx complete)))
   (expect (V out) "allow" "verdict")
   (setv first-try (get (proto-get out ':attempts) 0))
   (expect (proto-get first-try ':gate) "proto" "first attempt's gate")
   (assert (in "unreadable" (proto-get first-try ':reason)) (proto-get first-try ':reason)))
 
-(defn test-cascade-failure-is-reported [registry]
+(defn test-cascade-failure-is-reported [registry ctx]
   (setv [complete requests] (scripted [[:status :failed :reason "all providers failed: p1 timeout"]]))
-  (setv out (reason SIGNAL CTX complete))
+  (setv out (run (reason SIGNAL ctx complete)))
   (expect (V out) "failed" "verdict")
   (assert (in "p1 timeout" (proto-get out ':reason)) (proto-get out ':reason)))
 
 ;; * Several actions in one answer
 
-(defn test-only-the-first-action-runs-and-the-model-is-told [registry]
+(defn test-only-the-first-action-runs-and-the-model-is-told [registry ctx]
   (setv [complete requests]
         (scripted ["<tool_call>{\"name\": \"shell\", \"arguments\": {\"cmd\": \"ls\", \"explanation\": \"x\"}}</tool_call>\n<tool_call>{\"name\": \"shell\", \"arguments\": {\"cmd\": \"pwd\"}}</tool_call>"]))
-  (setv out (reason SIGNAL CTX complete))
+  (setv out (run (reason SIGNAL ctx complete)))
   (expect (V out) "allow" "verdict")
   (expect (proto-get (proto-get out ':action) ':cmd) "ls" "the first action")
   (expect (len (proto-get out ':unrun)) 1 "actions not run")
@@ -315,22 +321,55 @@
 
 ;; * With the daemon's own secrets in the context, as in every real deployment
 
-(setv SECRET-CTX (+ CTX [:secrets ["abcdefgh12345678" "sk-live-0123456789abcdef"]]))
+(defn secret-ctx [ctx]
+  "CTX with the daemon's secrets in it."
+  (+ ctx [:secrets ["abcdefgh12345678" "sk-live-0123456789abcdef"]]))
 
-(defn test-a-refusal-with-secrets-present-is-redacted-not-a-crash [registry]
-  (gate-skill "never" 50 (fn [a c] [:verdict :reject :reason "not today"]))
+(defn test-a-refusal-with-secrets-present-is-redacted-not-a-crash [registry ctx]
+  (gate-skill registry "never" 50 (fn [a c] [:verdict :reject :reason "not today"]))
   (setv [complete requests]
         (scripted (* ["(:action :shell :cmd \"echo abcdefgh12345678\" :explanation \"x\")"] 3)))
-  (setv out (reason SIGNAL SECRET-CTX complete))
+  (setv out (run (reason SIGNAL (secret-ctx ctx) complete)))
   (expect (V out) "refused" "verdict")
   (setv shown (proto-print (proto-get out ':rejections)))
   (assert (not (in "abcdefgh12345678" shown)) f"the refused proposal keeps the secret: {shown}")
   (assert (in "[redacted" shown) f"no redaction marker: {shown}"))
 
-(defn test-an-unreadable-answer-with-secrets-present-is-a-retry [registry]
+(defn test-an-unreadable-answer-with-secrets-present-is-a-retry [registry ctx]
   (setv [complete requests]
         (scripted ["(:action :shell :cmd \"abcdefgh12345678" "(:action :message :text \"ok\")"]))
-  (setv out (reason SIGNAL SECRET-CTX complete))
+  (setv out (run (reason SIGNAL (secret-ctx ctx) complete)))
   (expect (V out) "allow" "verdict")
   (setv first-try (proto-print (get (proto-get out ':attempts) 0)))
   (assert (not (in "abcdefgh12345678" first-try)) f"the unreadable answer keeps the secret: {first-try}"))
+
+;; * A model that answers later, gates that judge elsewhere
+
+(defn test-a-model-that-answers-with-a-coroutine-is-awaited [registry ctx]
+  (setv requests [])
+  (defn :async complete [request]
+    (.append requests request)
+    (await (hy.I.asyncio.sleep 0))
+    [:status :ok :provider "later" :text "(:action :shell :cmd \"ls\" :explanation \"look\")"])
+  (setv out (run (reason SIGNAL ctx complete)))
+  (expect (V out) "allow" "verdict")
+  (expect (proto-get out ':provider) "later" "who answered")
+  (expect (len requests) 1 "model calls"))
+
+(defn test-reason-acts-on-the-verdicts-of-the-judge-it-is-given [registry ctx]
+  (setv judged [])
+  (defn :async judge [action c]
+    (.append judged #(action c))
+    (if (= (len judged) 1)
+        [:verdict :reject :gate "elsewhere" :reason "judged elsewhere" :action action]
+        (verify action c)))
+  (setv [complete requests]
+        (scripted ["(:action :shell :cmd \"rm x\" :explanation \"clean\")"
+                   "(:action :shell :cmd \"ls\" :explanation \"look\")"]))
+  (setv out (run (reason SIGNAL ctx complete :judge judge)))
+  (expect (V out) "allow" "verdict")
+  (expect (lfor [a c] judged (proto-get a ':cmd)) ["rm x" "ls"] "what the judge was given")
+  (assert (all (gfor [a c] judged (is c ctx))) "the judge is given the step's context")
+  (setv trace (get (proto-get (get requests 1) ':rejections) 0))
+  (expect (proto-get trace ':gate) "elsewhere" "the judge's gate, in the trace")
+  (expect (proto-get trace ':reason) "judged elsewhere" "the judge's reason, in the trace"))

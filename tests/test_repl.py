@@ -12,16 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from passepartout.cascade import make_provider
-from passepartout.daemon import boot, shutdown
 from passepartout.loop import step
 from passepartout.proto import proto_get
 from passepartout.reason import verify
 from passepartout.context import make_context
 from passepartout.repl import (MAX_VALUE, ReplError, ReplThread, evaluate, make_namespace,
                                peer_allowed, peer_credentials, serve_repl)
-from passepartout.skills import (get_skill, registry_restore, registry_snapshot,
-                                 set_immutable_skills)
+from passepartout.runner import Runner
+from passepartout.skills import Registry, get_skill, load_skill_file, load_skills
 from passepartout.store import events
 import passepartout_repl
 
@@ -35,14 +33,6 @@ def kw(name):
 
 
 @pytest.fixture
-def registry():
-    saved = registry_snapshot()
-    yield
-    registry_restore(saved)
-    set_immutable_skills([])
-
-
-@pytest.fixture
 def runtime():
     """A short runtime dir: a Unix socket path must fit in 108 bytes."""
     d = tempfile.mkdtemp(prefix="pp-")
@@ -50,29 +40,28 @@ def runtime():
     shutil.rmtree(d, ignore_errors=True)
 
 
-def make_env(tmp_path, runtime, config_text=""):
-    config = tmp_path / "config.toml"
-    config.write_text(config_text)
-    env = boot(config_path=str(config),
-               environ=dict(os.environ, PASSEPARTOUT_DATA_DIR=str(tmp_path / "data"),
-                            PASSEPARTOUT_RUNTIME_DIR=str(runtime / "run"), HOME=str(tmp_path)),
-               providers=[make_provider("symbolic")])
-    calls = []
+@pytest.fixture
+def model_calls():
+    """The requests the model was asked, which no test here wants."""
+    return []
+
+
+def make_env(booted, runtime, calls, config_text=""):
+    """The services of a daemon whose runtime dir is in RUNTIME and whose model
+    records each request in CALLS and fails the test."""
+    env = booted(config_text, {"PASSEPARTOUT_RUNTIME_DIR": str(runtime / "run")})
 
     def complete(request):
         calls.append(request)
         raise AssertionError("the model was asked")
 
-    env["complete"] = complete
-    env["model-calls"] = calls
+    env.complete = complete
     return env
 
 
 @pytest.fixture
-def env(tmp_path, runtime, registry):
-    e = make_env(tmp_path, runtime)
-    yield e
-    shutdown(e)
+def env(booted, runtime, model_calls):
+    return make_env(booted, runtime, model_calls)
 
 
 @pytest.fixture
@@ -84,6 +73,25 @@ def server(env):
 
 def ask(server, forms, timeout=10.0):
     return passepartout_repl.evaluate(forms, server.path, timeout)
+
+
+def wait_for(predicate, timeout=30.0):
+    """True once PREDICATE holds, False if it never did within TIMEOUT seconds."""
+    import time
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def said_in(env, text, chat="r"):
+    """What the daemon of ENV answers TEXT said in a test chat, as one string."""
+    signal = [kw("type"), kw("event"), kw("source"), [kw("gateway"), kw("test"), kw("chat"), chat],
+              kw("payload"), [kw("sensor"), kw("user-input"), kw("text"), text]]
+    return "\n".join(str(proto_get(proto_get(r, kw("payload")), kw("text")))
+                     for r in asyncio.run(step(signal, env)))
 
 
 def repl(*args, input=None, command=None):
@@ -137,22 +145,65 @@ def test_exiting_from_a_form_does_not_stop_the_daemon(server):
 def test_a_form_that_loops_forever_times_out_and_the_next_is_answered(server):
     got = ask(server, "(while True (setv x 1))", timeout=0.5)
     assert got["ok"] is False and got["error"].startswith("Timeout"), got
+    assert "interrupted" in got["error"], got
+    assert server.repl.running == [], "an interrupted form is not still running"
     assert ask(server, "(+ 1 2)")["value"] == "3"
 
 
-def test_a_form_blocked_outside_python_is_abandoned(server):
-    got = ask(server, "(import time) (time.sleep 3) 1", timeout=0.3)
-    assert got["ok"] is False and got["error"].startswith("Timeout"), got
-    assert ask(server, "(+ 40 2)")["value"] == "42"
+def release_all(server, name):
+    """Set NAME true in the REPL's namespace, which ends the forms of a test
+    that wait for it, however the test went."""
+    setattr(server.repl.namespace, name, True)
 
 
-def test_what_an_abandoned_form_prints_stays_out_of_the_next_answer(server):
-    # It survives its interruption and goes on printing for a while.
-    stubborn = ('(import time) (for [i (range 40)] (try (time.sleep 0.02) (print "late")'
+def test_a_form_blocked_outside_python_is_said_to_run_on_and_the_next_is_answered(server):
+    # It waits in a call that does not return to the form's code until the next request lets it.
+    try:
+        got = ask(server, "(import threading) (setv gate (threading.Event)) (.wait gate 60) 1", timeout=0.3)
+        assert got["ok"] is False and "still running in the daemon" in got["error"], got
+        assert "interrupted" not in got["error"], got
+        assert ask(server, "(.set gate) (+ 40 2)")["value"] == "42"
+        # once the call returns to the form's code it is stopped, and leaves the list
+        assert wait_for(lambda: server.repl.running == []), "the released form is still listed"
+    finally:
+        gate = getattr(server.repl.namespace, "gate", None)
+        if gate is not None:
+            gate.set()
+
+
+def test_a_form_that_swallows_its_interruption_is_said_to_run_on_and_shown_in_status(server, env):
+    swallower = ("(setv released False)"
+                 " (while True (try (when released (break)) (except [BaseException] None)))")
+    try:
+        got = ask(server, swallower, timeout=0.5)
+        assert got["ok"] is False, got
+        assert "interrupted" not in got["error"], f"a form that runs on is not interrupted: {got}"
+        assert "still running in the daemon" in got["error"] and "/status" in got["error"], got
+        status = said_in(env, "/status")
+        assert "REPL forms still running for" in status and "(while True (try" in status, status
+        assert ask(server, "(+ 1 2)")["value"] == "3", "the next request is answered meanwhile"
+        recorded = [proto_get(e, kw("data")) for e in events(env.store, kind="repl")]
+        assert "still running" in proto_get(recorded[0], kw("error")), recorded
+        # it ends by itself once told to: then it is not listed any more
+        assert ask(server, "(setv released True)")["ok"]
+        assert wait_for(lambda: server.repl.running == []), "the form that ended is still listed"
+        assert "REPL forms" not in said_in(env, "/status")
+    finally:
+        release_all(server, "released")
+
+
+def test_what_a_form_prints_after_its_answer_stays_out_of_the_next_answer(server):
+    # It survives its interruption and goes on printing until it is let go.
+    stubborn = ('(import time) (setv done False)'
+                ' (while True (try (when done (break)) (time.sleep 0.02) (print "late")'
                 ' (except [BaseException] None)))')
-    assert ask(server, stubborn, timeout=0.2)["error"].startswith("Timeout")
-    got = ask(server, '(import time) (time.sleep 0.3) (print "mine") 1')
-    assert got == {"ok": True, "value": "1", "output": "mine\n"}, got
+    try:
+        assert "still running" in ask(server, stubborn, timeout=0.2)["error"]
+        got = ask(server, '(import time) (time.sleep 0.3) (print "mine") 1')
+        assert got == {"ok": True, "value": "1", "output": "mine\n"}, got
+    finally:
+        release_all(server, "done")
+    assert wait_for(lambda: server.repl.running == []), "the released form is still listed"
 
 
 def test_a_huge_result_is_truncated_with_a_marker(server):
@@ -172,14 +223,14 @@ def test_huge_output_is_truncated_too(server):
 def test_the_package_is_importable_and_the_daemon_reachable(server, env):
     got = ask(server, '(import passepartout.proto [proto-print]) (proto-print [:a 1])')
     assert got["value"] == '"(:a 1)"', got
-    assert ask(server, '(get config "runtime_dir")')["value"] == repr(env["config"]["runtime_dir"]).replace("'", '"')
+    assert ask(server, '(get config "runtime_dir")')["value"] == repr(env.config["runtime_dir"]).replace("'", '"')
     assert '"repl"' in ask(server, "(skills)")["value"]
 
 
 def test_every_evaluation_is_recorded(server, env):
     ask(server, "(+ 1 2)")
     ask(server, "(/ 1 0)")
-    got = [proto_get(e, kw("data")) for e in events(env["store"], kind="repl")]
+    got = [proto_get(e, kw("data")) for e in events(env.store, kind="repl")]
     assert len(got) == 2, got
     first, second = got
     assert proto_get(first, kw("uid")) == os.getuid()
@@ -189,24 +240,24 @@ def test_every_evaluation_is_recorded(server, env):
     assert "ZeroDivisionError" in proto_get(second, kw("error"))
 
 
-def test_forms_never_reach_the_model(server, env):
+def test_forms_never_reach_the_model(server, env, model_calls):
     ask(server, "(+ 1 2)")
     ask(server, "(/ 1 0)")
-    assert env["model-calls"] == []
+    assert model_calls == []
 
 
-def test_a_repl_eval_signal_from_elsewhere_evaluates_nothing(env, tmp_path):
+def test_a_repl_eval_signal_from_elsewhere_evaluates_nothing(env, tmp_path, model_calls):
     marker = tmp_path / "marker"
     signal = [kw("type"), kw("event"), kw("source"), [kw("gateway"), kw("telegram"), kw("chat"), 1],
               kw("payload"), [kw("sensor"), kw("repl-eval"),
                               kw("forms"), f'(.write-text (hy.I.pathlib.Path "{marker}") "x")',
                               kw("request"), "made-up"]]
-    out = step(signal, env)
+    out = asyncio.run(step(signal, env))
     assert not marker.exists()
     assert len(out) == 1 and "refused" in proto_get(proto_get(out[0], kw("payload")), kw("text")), out
-    recorded = [proto_get(e, kw("data")) for e in events(env["store"], kind="repl")]
+    recorded = [proto_get(e, kw("data")) for e in events(env.store, kind="repl")]
     assert recorded and "did not come from the socket" in proto_get(recorded[0], kw("refused")), recorded
-    assert env["model-calls"] == []
+    assert model_calls == []
 
 
 def test_evaluate_directly_in_a_namespace():
@@ -228,7 +279,24 @@ def read_action(path):
 def test_a_skill_is_redefined_at_the_repl(server, env):
     got = ask(server, GOOD_GATE)
     assert got["ok"], got
-    ctx = make_context(workspace=env["config"]["workspace"])
+    ctx = make_context(workspace=env.config["workspace"], skills=env.skills)
+    out = verify(read_action("forbidden.txt"), ctx)
+    assert proto_get(out, kw("reason")) == "redefined", out
+
+
+def test_a_skill_defined_at_the_repl_keeps_its_form(server, env, tmp_path):
+    import hy
+    assert ask(server, GOOD_GATE)["ok"]
+    form = get_skill(env.skills, "workspace").get("form")
+    assert isinstance(form, str) and hy.read(form) == hy.read(GOOD_GATE), form
+    # the text defines the same skill elsewhere: as a skill file loaded into another registry
+    elsewhere = Registry()
+    load_skills(elsewhere)
+    path = tmp_path / "from_the_repl.hy"
+    path.write_text("(require passepartout.macros [defskill])\n" + form + "\n")
+    loaded = load_skill_file(elsewhere, path)
+    assert proto_get(loaded, kw("error")) is None, loaded
+    ctx = make_context(workspace=env.config["workspace"], skills=elsewhere)
     out = verify(read_action("forbidden.txt"), ctx)
     assert proto_get(out, kw("reason")) == "redefined", out
 
@@ -241,32 +309,32 @@ def test_a_skill_is_redefined_at_the_repl(server, env):
     ("(defskill workspace :gate (fn [a c] (undefined-thing)))", "NameError"),
 ])
 def test_a_broken_redefinition_keeps_the_old_skill_working(server, env, definition, words):
-    old = get_skill("workspace")
+    old = get_skill(env.skills, "workspace")
     got = ask(server, definition)
     assert got["ok"] is False and words in got["error"], got
-    assert get_skill("workspace") is old
-    ctx = make_context(workspace=env["config"]["workspace"])
+    assert get_skill(env.skills, "workspace") is old
+    ctx = make_context(workspace=env.config["workspace"], skills=env.skills)
     out = verify(read_action("../../etc/passwd"), ctx)
     assert proto_get(out, kw("gate")) == "workspace", out
     assert proto_get(out, kw("verdict")) == kw("reject"), out
 
 
-def test_skills_the_config_names_immutable_refuse_redefinition(tmp_path, runtime, registry):
-    e = make_env(tmp_path, runtime, '[skills]\nimmutable = ["workspace"]\n')
+def test_skills_the_config_names_immutable_refuse_redefinition(booted, runtime, model_calls):
+    e = make_env(booted, runtime, model_calls, '[skills]\nimmutable = ["workspace"]\n')
     s = ReplThread(e)
     try:
-        old = get_skill("workspace")
+        old = get_skill(e.skills, "workspace")
         got = ask(s, GOOD_GATE)
         assert got["ok"] is False and "immutable" in got["error"], got
-        assert get_skill("workspace") is old
+        assert get_skill(e.skills, "workspace") is old
         assert ask(s, '(defskill brand-new :gate (fn [a c] [:verdict :allow]))')["ok"]
+        assert get_skill(e.skills, "brand-new") is not None, "the new skill is in the daemon's registry"
     finally:
         s.stop()
-        shutdown(e)
 
 
 def test_reload_skills_is_at_hand(server):
-    got = ask(server, "(hy.I.passepartout/reload.note-skill-files config) (reload-skills)")
+    got = ask(server, "(hy.I.passepartout/reload.note-skill-files services) (reload-skills)")
     assert got == {"ok": True, "value": "[]", "output": ""}, got
 
 
@@ -310,7 +378,7 @@ def test_another_uid_is_refused_and_recorded(env, tmp_path):
         assert out.returncode == 1 and "refused" in out.stderr, out
     finally:
         s.stop()
-    recorded = [proto_get(e, kw("data")) for e in events(env["store"], kind="repl")]
+    recorded = [proto_get(e, kw("data")) for e in events(env.store, kind="repl")]
     assert recorded and all(f"peer uid {os.getuid()}" in proto_get(r, kw("refused")) for r in recorded), recorded
     assert all(proto_get(r, kw("forms")) is None for r in recorded)
 
@@ -369,7 +437,6 @@ async def _socket_of(runtime):
 
 
 def test_serve_repl_runs_beside_a_runner_and_cleans_up(env, runtime):
-    from passepartout.loop import Runner
     delivered = []
 
     async def main():
@@ -394,39 +461,38 @@ def test_serve_repl_runs_beside_a_runner_and_cleans_up(env, runtime):
 
 
 def test_stop_at_the_repl_ends_a_sessions_task(env, runtime):
-    import threading
-    from passepartout.loop import Runner
     delivered = []
-    started, release = threading.Event(), threading.Event()
-    workspace = Path(env["config"]["workspace"])
+    workspace = Path(env.config["workspace"])
+    state = {}
 
-    def complete(request):
-        started.set()
-        release.wait(20)
+    async def complete(request):
+        state["started"].set()
+        # a stop cancels the model call here; were it not, the action would run once let go
+        await state["release"].wait()
         return [kw("status"), kw("ok"), kw("text"), '(:action :shell :cmd "touch late.txt" :explanation "late")']
 
-    env["complete"] = complete
+    env.complete = complete
 
     async def main():
+        state.update(started=asyncio.Event(), release=asyncio.Event())
         runner = Runner(env, delivered.append)
         task = asyncio.create_task(serve_repl(env, runner))
         path = await _socket_of(runtime)
         await runner.submit([kw("type"), kw("event"), kw("source"), [kw("gateway"), kw("test"), kw("chat"), "r"],
                              kw("payload"), [kw("sensor"), kw("user-input"), kw("text"), "make a file"]])
-        await asyncio.to_thread(started.wait, 10)
+        await asyncio.wait_for(state["started"].wait(), 30)
         answer = await asyncio.to_thread(passepartout_repl.evaluate, '(stop "test:r")', str(path), 10)
-        release.set()
-        await asyncio.wait_for(runner.idle("test:r"), 5)
-        await asyncio.sleep(0.5)
+        state["release"].set()
+        await asyncio.wait_for(runner.idle("test:r"), 30)
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
         await runner.close()
         return answer
 
     answer = asyncio.run(main())
-    assert "the model call was abandoned" in answer["value"], answer
+    assert "the model call was stopped" in answer["value"], answer
     texts = [proto_get(proto_get(r, kw("payload")), kw("text")) for r in delivered]
-    assert texts == ["Stopped: the model call was abandoned. Nothing more of that task will run."], texts
+    assert texts == ["Stopped: the model call was stopped. Nothing more of that task will run."], texts
     assert not (workspace / "late.txt").exists(), "the stopped task's action ran"
 
 
@@ -464,10 +530,10 @@ def test_client_usage_errors_exit_2():
 
 
 def test_client_finds_the_socket_the_daemon_uses(env, server, monkeypatch):
-    monkeypatch.setenv("PASSEPARTOUT_RUNTIME_DIR", env["config"]["runtime_dir"])
+    monkeypatch.setenv("PASSEPARTOUT_RUNTIME_DIR", env.config["runtime_dir"])
     assert passepartout_repl.default_socket() == server.path
     monkeypatch.delenv("PASSEPARTOUT_RUNTIME_DIR")
-    monkeypatch.setenv("PASSEPARTOUT_CONFIG", str(Path(env["config"]["config_path"])))
+    monkeypatch.setenv("PASSEPARTOUT_CONFIG", str(Path(env.config["config_path"])))
     monkeypatch.setenv("XDG_RUNTIME_DIR", "/run/user/4242")
     assert passepartout_repl.default_socket() == "/run/user/4242/passepartout/repl.sock"
 

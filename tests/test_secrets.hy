@@ -5,12 +5,14 @@
         urllib.parse [quote :as url-quote]
         pathlib [Path]
         pytest
-        passepartout.act [act]
+        passepartout.act [act :as act-async]
         passepartout.context [make-context]
         passepartout.proto [proto-get proto-put proto-read]
+        passepartout.runner [Stops]
         passepartout.secrets [encoded-text find-secrets looks-random redact-text
                               redact-value secret-tuple]
-        passepartout.skills [get-skill load-skill-file registry-restore registry-snapshot])
+        passepartout.skills [Registry get-skill load-skill-file]
+        steps [run])
 
 (setv ROOT (. (Path __file__) parent parent)
       SKILLS (/ ROOT "skills")
@@ -20,24 +22,27 @@
 
 ;; * Fixtures
 
-(defn [pytest.fixture] registry []
-  "The secret bouncer and the message and shell actuators loaded; the registry
-   put back afterwards."
-  (setv snapshot (registry-snapshot))
+(defn [pytest.fixture] skills []
+  "A registry of the test's own holding the secret bouncer and the message and
+   shell actuators."
+  (setv reg (Registry))
   (for [f ["secret_bouncer.hy" "message.hy" "shell.hy"]]
-    (setv loaded (load-skill-file (/ SKILLS f) :builtin True))
+    (setv loaded (load-skill-file reg (/ SKILLS f) :builtin True))
     (assert (is (proto-get loaded ':error) None) f"loading {f} failed: {loaded}"))
-  (yield (get-skill "secret-bouncer"))
-  (registry-restore snapshot))
+  reg)
 
-(defn [pytest.fixture] tree [tmp-path]
+(defn [pytest.fixture] registry [skills]
+  "The secret bouncer skill."
+  (get-skill skills "secret-bouncer"))
+
+(defn [pytest.fixture] tree [tmp-path skills]
   "A workspace, a folder outside it, a scratch temp folder, and a context that
-   holds one secret of its own."
+   holds one secret of its own (and the skills, for act)."
   (setv ws (/ tmp-path "ws")
         outside (/ tmp-path "outside")
         scratch (/ tmp-path "scratch"))
   (for [d [ws outside scratch]] (.mkdir d))
-  (setv ctx (proto-put (make-context :workspace (str ws) :secrets [OWN])
+  (setv ctx (proto-put (make-context :workspace (str ws) :secrets [OWN] :skills skills :stops (Stops))
                        ':temp-dirs [(str (.resolve scratch))]))
   {"ws" (str (.resolve ws)) "outside" (str (.resolve outside))
    "scratch" (str (.resolve scratch)) "ctx" ctx})
@@ -326,8 +331,8 @@
   (setv rng (random.Random 9)
         head "ghp_"
         body (expand "{alnum:36}" rng)
-        result (act [:action :shell :cmd f"printf '%s%s\\n' '{head}' '{body}'" :explanation "show"]
-                    (get tree "ctx")))
+        result (run (act-async [:action :shell :cmd f"printf '%s%s\\n' '{head}' '{body}'" :explanation "show"]
+                               (get tree "ctx"))))
   (assert (= (proto-get result ':status) ':ok) f"{result}")
   (assert (not (in body (proto-get result ':output))) (proto-get result ':output))
   (assert (in "[redacted: GitHub token]" (proto-get result ':output)) (proto-get result ':output))

@@ -1,11 +1,14 @@
 """Tests for passepartout/shell.hy (the shell-safety analysis) and its skill,
-skills/shell_safety.hy.
+skills/shell_safety.hy; and for what the shell actuator (skills/shell.hy)
+starts ending with it: on a timeout, a stop, or the cancellation of the task
+that awaits it, no process is left.
 
 The labelled cases live in tests/shell_cases.toml; the outside corpora in
 ../shared/corpora are run through judge-command directly, with the project's
 goals: at least 99.5 % of must-stop stopped, at most 3 % of may-run stopped,
 per file.
 """
+import asyncio
 import atexit
 import json
 import shutil
@@ -13,7 +16,9 @@ import tempfile
 import os
 import subprocess
 import sys
+import time
 import tomllib
+import uuid
 from pathlib import Path
 
 import hy  # noqa: F401  (the .hy importer)
@@ -21,9 +26,12 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import passepartout.shell as shell
+from passepartout.act import act
 from passepartout.context import make_context
 from passepartout.proto import kw, proto_get, proto_put, proto_read
-from passepartout.skills import get_skill, load_skill_file, registry_restore, registry_snapshot
+from passepartout.runner import Stops, stop_mark, stop_session
+from passepartout.sandbox import sandbox_status
+from passepartout.skills import Registry, get_skill, load_skill_file
 from goals import assert_corpus_goals, corpus_label
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -454,15 +462,12 @@ def test_shell_corpus_meets_the_goals(tmp_path, path):
 
 @pytest.fixture
 def gate():
-    saved = registry_snapshot()
-    result = load_skill_file(ROOT / "skills" / "shell_safety.hy")
+    registry = Registry()
+    result = load_skill_file(registry, ROOT / "skills" / "shell_safety.hy")
     assert proto_get(result, kw("error")) is None, result
-    try:
-        skill = get_skill("shell-safety")
-        assert skill["priority"] == 80
-        yield skill["gate"]
-    finally:
-        registry_restore(saved)
+    skill = get_skill(registry, "shell-safety")
+    assert skill["priority"] == 80
+    return skill["gate"]
 
 
 def test_the_gate_judges_shell_actions_only(gate, ctx):
@@ -509,3 +514,154 @@ def test_private_use_characters_are_refused_before_the_parser_sees_them(tmp_path
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split("\n")[:3] == ["reject floor-private-use"] * 3, out.stdout
+
+
+# * The actuator: what it starts ends with it
+#
+# Each test runs with the sandbox off and in bubblewrap: outside, the command's
+# process group is killed; inside, killing the group ends bubblewrap, and its
+# pid namespace with everything in it.
+
+SESSION = "s"
+
+
+def actuator_context(tmp_path, mode, shell_timeout=120):
+    """A context whose registry holds the shell actuator, with a stop registry
+    of its own, the sandbox MODE ("off" or "bubblewrap") and SHELL-TIMEOUT; and
+    the stop registry."""
+    registry = Registry()
+    loaded = load_skill_file(registry, ROOT / "skills" / "shell.hy", builtin=True)
+    assert proto_get(loaded, kw("error")) is None, loaded
+    if mode == "bubblewrap":
+        status = sandbox_status({})
+        if proto_get(status, kw("kind")) != "bubblewrap":
+            why = f"bubblewrap does not work here: {proto_get(status, kw('why'))}"
+            if os.environ.get("CI"):
+                pytest.fail(f"{why}; CI installs it, so the sandbox must be tested")
+            pytest.skip(why)
+    else:
+        status = [kw("kind"), "off", kw("network"), "on"]
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    stops = Stops()
+    ctx = make_context(workspace=str(ws), session=SESSION, skills=registry, stops=stops,
+                       sandbox=status, config={"limits": {"shell_timeout": shell_timeout}})
+    return proto_put(ctx, kw("stop-mark"), stop_mark(stops, SESSION)), stops
+
+
+def shell_action(cmd):
+    return [kw("action"), kw("shell"), kw("cmd"), cmd, kw("explanation"), "test"]
+
+
+def unique_sleep():
+    """A sleep of about 30 s whose argument no other process has."""
+    return f"30.{uuid.uuid4().int % 10**9}"
+
+
+def _live(pid_dir):
+    return (pid_dir / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def processes(needle):
+    """Pids of live (not zombie) processes whose command line holds NEEDLE (bytes),
+    found from outside: a sandbox's processes are seen too."""
+    found = []
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                if needle in (p / "cmdline").read_bytes() and _live(p):
+                    found.append(p.name)
+            except OSError:
+                pass
+    return found
+
+
+def sleeping(tag):
+    """The `sleep TAG` processes."""
+    return processes(f"sleep\0{tag}\0".encode())
+
+
+def anything_with(tag):
+    """Every process whose command line names TAG: the sleeps, the shell that
+    runs the command and, in a sandbox, bubblewrap."""
+    return processes(tag.encode())
+
+
+def wait_gone(tag, seconds=30):
+    """Wait until no process names TAG; the kill is sent before the actuator
+    returns, but the kernel may take a moment to finish it."""
+    deadline = time.monotonic() + seconds
+    while anything_with(tag) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not anything_with(tag), f"processes of the command outlived it: {anything_with(tag)}"
+
+
+async def until(predicate, what, seconds=60):
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        assert time.monotonic() < deadline, f"{what} did not happen within {seconds} s"
+        await asyncio.sleep(0.02)
+
+
+MODES = ["off", "bubblewrap"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_timeout_kills_the_group_and_keeps_the_output_so_far(tmp_path, mode):
+    ctx, stops = actuator_context(tmp_path, mode, shell_timeout=2)
+    tag = unique_sleep()
+    r = asyncio.run(act(shell_action(f"echo started; sleep {tag} & sleep {tag}; echo never"), ctx))
+    assert proto_get(r, kw("timed-out")) is True, r
+    assert proto_get(r, kw("status")) == kw("error"), r
+    assert "timed out after 2 s" in proto_get(r, kw("error")), r
+    assert proto_get(r, kw("output")) == "started\n", r
+    wait_gone(tag)
+    assert stops.doing == {}, f"the command is still registered as running: {stops.doing}"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_stop_kills_the_group_and_keeps_the_output_so_far(tmp_path, mode):
+    ctx, stops = actuator_context(tmp_path, mode)
+    tag = unique_sleep()
+    cmd = f"echo started; sleep {tag} & sleep {tag}; echo never"
+
+    async def scenario():
+        job = asyncio.create_task(act(shell_action(cmd), ctx))
+        await until(lambda: len(sleeping(tag)) == 2, "both sleeps starting")
+        interrupted = stop_session(stops, SESSION)
+        return interrupted, await job
+
+    interrupted, r = asyncio.run(scenario())
+    assert interrupted == [(f"the command `{cmd}`", True)], interrupted
+    assert proto_get(r, kw("stopped")) is True, r
+    assert proto_get(r, kw("timed-out")) is False, r
+    assert "stopped by the person" in proto_get(r, kw("error")), r
+    assert proto_get(r, kw("output")) == "started\n", r
+    wait_gone(tag)
+    assert stops.doing == {}, f"the command is still registered as running: {stops.doing}"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_cancelling_the_awaiting_task_leaves_no_process(tmp_path, mode):
+    ctx, stops = actuator_context(tmp_path, mode)
+    tag = unique_sleep()
+
+    async def scenario():
+        job = asyncio.create_task(act(shell_action(f"sleep {tag} & sleep {tag}"), ctx))
+        await until(lambda: len(sleeping(tag)) == 2, "both sleeps starting")
+        job.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await job
+
+    asyncio.run(scenario())
+    wait_gone(tag)
+    assert stops.doing == {}, f"the command is still registered as running: {stops.doing}"
+
+
+def test_a_command_stopped_before_it_starts_is_not_run(tmp_path):
+    ctx, stops = actuator_context(tmp_path, "off")
+    stop_session(stops, SESSION)
+    r = asyncio.run(act(shell_action("touch ran"), ctx))
+    assert proto_get(r, kw("stopped")) is True, r
+    assert "nothing was run" in proto_get(r, kw("error")), r
+    assert not (tmp_path / "ws" / "ran").exists(), "a stopped task's command ran"

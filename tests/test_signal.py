@@ -8,7 +8,7 @@ from hy.models import Keyword
 from hypothesis import given, settings, strategies as st
 
 from passepartout.config import ConfigError
-from passepartout.gateway import Hub, Undeliverable, configured_gateways, gateway_factories
+from passepartout.gateway import Hub, Undeliverable, configured_gateways, find_gateway
 from passepartout.proto import proto_get, proto_read
 from signal_server import SignalServer, free_port
 
@@ -36,7 +36,7 @@ def source_of(signal):
 def env(booted):
     """A booted daemon whose model answers every message with "echo: " and its text, at once."""
     e = booted()
-    e["complete"] = lambda request: [kw("status"), kw("ok"), kw("provider"), "script", kw("text"),
+    e.complete = lambda request: [kw("status"), kw("ok"), kw("provider"), "script", kw("text"),
                                      "echo: " + text_of(proto_get(request, kw("signal")))]
     return e
 
@@ -80,7 +80,7 @@ async def until(predicate, timeout=5.0):
 
 def inbox(env):
     """The Signal rows of the store's inbox, oldest first, as (key, signal, state)."""
-    return [(k, proto_read(s), state) for k, s, state in env["store"].query(
+    return [(k, proto_read(s), state) for k, s, state in env.store.query(
         "SELECT key, signal, state FROM inbox WHERE gateway = 'signal' ORDER BY id")]
 
 
@@ -132,11 +132,12 @@ def test_settings_name_what_is_wrong():
 
 
 def test_the_daemon_builds_the_gateway_from_its_config_section(env):
-    assert "signal" in gateway_factories(headless=True)
-    env["config"]["gateways"] = {"signal": section("http://127.0.0.1:8080")}
+    found = find_gateway(env, "signal")
+    assert found and found["headless"] and found["factory"] is sig.make_signal, found
+    env.config["gateways"] = {"signal": section("http://127.0.0.1:8080")}
     built = configured_gateways(env)
     assert [g["name"] for g in built] == ["signal"], built
-    env["config"]["gateways"] = {"signal": section("http://192.0.2.7:8080")}
+    env.config["gateways"] = {"signal": section("http://192.0.2.7:8080")}
     with pytest.raises(ConfigError):
         configured_gateways(env)
 
@@ -380,9 +381,9 @@ def test_replies_sent_while_the_server_fails_longer_than_its_tries_are_kept_and_
             service = asyncio.create_task(hub.outbox_service(every=0.05))
             await until(lambda: len(server.sent) == 3, 30)
             # the last one is marked sent just after the server has it
-            await until(lambda: not env["store"].query("SELECT 1 FROM outbox WHERE state = 'pending'"), 10)
+            await until(lambda: not env.store.query("SELECT 1 FROM outbox WHERE state = 'pending'"), 10)
             service.cancel()
-            return env["store"].query("SELECT state, count(*) FROM outbox GROUP BY state")
+            return env.store.query("SELECT state, count(*) FROM outbox GROUP BY state")
     outbox = asyncio.run(go())
     assert sent_texts(server) == ["echo: one", "echo: two", "echo: three"], server.sent
     assert len(server.paths("send")) >= failing + 3, "the scripted failures were not all met"
@@ -602,13 +603,13 @@ def test_a_batch_is_all_in_the_inbox_before_its_first_message_is_handled(env, se
         # two chats' steps call at once: only the first records what it saw
         with lock:
             if not first_call:
-                first_call.append((env["store"].query(
+                first_call.append((env.store.query(
                     "SELECT count(*) FROM inbox WHERE gateway = 'signal' AND state = 'pending'")[0][0],
                     len(server.sent)))
         return [kw("status"), kw("ok"), kw("provider"), "script", kw("text"),
                 "echo: " + text_of(proto_get(request, kw("signal")))]
 
-    env["complete"] = complete
+    env.complete = complete
     texts = [f"batch message {i}" for i in range(20)]
     server.queue(*[server.message(ALICE, t) if i % 2 else server.message(None, t, uuid=BOB_UUID)
                    for i, t in enumerate(texts)])

@@ -6,27 +6,26 @@
         passepartout.proto [proto-get]
         passepartout.skills [make-skill register-skill unregister-skill get-skill all-skills
                              skill-functions actuator-for actuator-table pre-reason-handlers
-                             load-skill-file load-skills registry-snapshot registry-restore
-                             registry-version SkillError])
+                             load-skill-file load-skills Registry registry-version SkillError]
+        steps [run])
 
 (defn expect [got want [what "value"]]
   (assert (= got want) f"{what}: expected {want !r}, got {got !r}"))
 
-(defn [(pytest.fixture :autouse True)] clean-registry []
-  (setv saved (registry-snapshot))
-  (registry-restore {})
-  (yield None)
-  (registry-restore saved))
+(defn [pytest.fixture] registry []
+  "An empty registry of the test's own."
+  (Registry))
 
-(defn test-defskill-registers-a-skill []
-  (defskill no-rm
-    "Refuses any shell command that mentions rm."
-    :priority 60
-    :gate (fn [action ctx]
-            (if (in "rm" (or (proto-get action ':cmd) ""))
-                [:verdict :reject :reason "no rm here"]
-                [:verdict :allow])))
-  (setv s (get-skill "no-rm"))
+(defn test-defskill-declares-a-skill-to-register [registry]
+  (register-skill registry
+                  (defskill no-rm
+                    "Refuses any shell command that mentions rm."
+                    :priority 60
+                    :gate (fn [action ctx]
+                            (if (in "rm" (or (proto-get action ':cmd) ""))
+                                [:verdict :reject :reason "no rm here"]
+                                [:verdict :allow]))))
+  (setv s (get-skill registry "no-rm"))
   (expect (get s "priority") 60 "priority")
   (expect (get s "doc") "Refuses any shell command that mentions rm." "doc")
   (expect ((get s "gate") [:action :shell :cmd "rm x"] []) [:verdict :reject :reason "no rm here"] "gate"))
@@ -49,59 +48,74 @@
       (make-skill #** kwargs))
     (assert (in words (str e.value)) f"{kwargs}: {e.value}")))
 
-(defn test-order-is-priority-then-name []
+(defn test-order-is-priority-then-name [registry]
   (for [[n p] [["b" 10] ["a" 10] ["z" 99] ["m" 0]]]
-    (register-skill (make-skill n :priority p :gate (fn [a c] [:verdict :allow]))))
-  (expect (lfor [n _] (skill-functions "gate") n) ["z" "a" "b" "m"] "gate order"))
+    (register-skill registry (make-skill n :priority p :gate (fn [a c] [:verdict :allow]))))
+  (expect (lfor [n _] (skill-functions registry "gate") n) ["z" "a" "b" "m"] "gate order"))
 
-(defn test-views-follow-changes []
-  (setv v (registry-version))
-  (register-skill (make-skill "one" :gate (fn [a c] None)))
-  (assert (> (registry-version) v) "version moves")
-  (expect (len (skill-functions "gate")) 1 "gates")
-  (unregister-skill "one")
-  (expect (skill-functions "gate") [] "gates after removal"))
+(defn test-views-follow-changes [registry]
+  (setv v (registry-version registry))
+  (register-skill registry (make-skill "one" :gate (fn [a c] None)))
+  (assert (> (registry-version registry) v) "version moves")
+  (expect (len (skill-functions registry "gate")) 1 "gates")
+  (unregister-skill registry "one")
+  (expect (skill-functions registry "gate") [] "gates after removal"))
 
-(defn test-an-action-has-one-actuator []
+(defn test-an-action-has-one-actuator [registry]
   (setv spec {"run" (fn [a c] [:status :ok]) "schema" []})
-  (register-skill (make-skill "first" :actuators {"ping" spec}))
+  (register-skill registry (make-skill "first" :actuators {"ping" spec}))
   (with [e (pytest.raises SkillError)]
-    (register-skill (make-skill "second" :actuators {"ping" spec})))
+    (register-skill registry (make-skill "second" :actuators {"ping" spec})))
   (assert (in "already provided by skill first" (str e.value)) (str e.value))
-  (register-skill (make-skill "first" :actuators {"ping" spec "pong" spec}))
-  (expect (sorted (actuator-table)) ["ping" "pong"] "a skill may redefine its own actions"))
+  (register-skill registry (make-skill "first" :actuators {"ping" spec "pong" spec}))
+  (expect (sorted (actuator-table registry)) ["ping" "pong"] "a skill may redefine its own actions"))
+
+(defn test-each-registry-is-its-own [registry tmp-path]
+  (import passepartout.skills [registry-copy set-immutable-skills immutable-skills])
+  (setv file (write-skill tmp-path "own.hy" "(defskill own-gate :gate (fn [a c] None))\n"))
+  (expect (proto-get (load-skill-file registry file) ':error) None "loading the file")
+  (setv other (Registry))
+  (expect (get-skill other "own-gate") None "a skill loaded into another registry")
+  (set-immutable-skills registry ["own-gate"])
+  (setv copy (registry-copy registry))
+  (expect (get-skill copy "own-gate") (get-skill registry "own-gate") "the copy's skill")
+  (expect (immutable-skills copy) (frozenset ["own-gate"]) "the copy's immutable names")
+  (register-skill copy (make-skill "only-in-copy" :gate (fn [a c] None)))
+  (unregister-skill copy "own-gate")
+  (expect (lfor [n _] (skill-functions registry "gate") n) ["own-gate"] "the original's gates")
+  (expect (lfor [n _] (skill-functions copy "gate") n) ["only-in-copy"] "the copy's gates"))
 
 (defn write-skill [folder name text]
   (setv p (/ folder name))
   (.write-text p (+ "(require passepartout.macros [defskill])\n" text))
   p)
 
-(defn test-a-file-loads-whole-or-not-at-all [tmp-path]
+(defn test-a-file-loads-whole-or-not-at-all [registry tmp-path]
   (setv good (write-skill tmp-path "good.hy" "(defskill g-one :gate (fn [a c] None))\n(defskill g-two :gate (fn [a c] None))\n")
         bad (write-skill tmp-path "bad.hy" "(defskill b-one :gate (fn [a c] None))\n(raise (RuntimeError \"broken on purpose\"))\n")
-        r1 (load-skill-file good)
-        r2 (load-skill-file bad))
+        r1 (load-skill-file registry good)
+        r2 (load-skill-file registry bad))
   (expect (proto-get r1 ':skills) ["g-one" "g-two"] "skills of the good file")
   (expect (proto-get r1 ':error) None "error of the good file")
   (expect (proto-get r2 ':skills) [] "skills of the bad file")
   (assert (in "broken on purpose" (proto-get r2 ':error)) (proto-get r2 ':error))
-  (expect (get-skill "b-one") None "half-registered skill")
-  (expect (get (get-skill "g-one") "source") (str good) "source"))
+  (expect (get-skill registry "b-one") None "half-registered skill")
+  (expect (get (get-skill registry "g-one") "source") (str good) "source"))
 
-(defn test-a-file-that-does-not-compile-is-reported [tmp-path]
+(defn test-a-file-that-does-not-compile-is-reported [registry tmp-path]
   (setv bad (write-skill tmp-path "syntax.hy" "(defskill s-one :gate (fn [a c] None)\n")
-        r (load-skill-file bad))
+        r (load-skill-file registry bad))
   (assert (proto-get r ':error) "no error reported")
-  (expect (get-skill "s-one") None "skill from a broken file"))
+  (expect (get-skill registry "s-one") None "skill from a broken file"))
 
-(defn test-load-skills-reads-the-user-folder-and-honours-disabled [tmp-path]
+(defn test-load-skills-reads-the-user-folder-and-honours-disabled [registry tmp-path]
   (write-skill tmp-path "mine.hy" "(defskill mine :gate (fn [a c] None))\n")
   (write-skill tmp-path "_private.hy" "(defskill hidden :gate (fn [a c] None))\n")
-  (setv results (load-skills :folders [tmp-path (/ tmp-path "missing")] :disabled ["workspace"]))
-  (assert (get-skill "mine") "user skill not loaded")
-  (expect (get-skill "hidden") None "files starting with _ are not skills")
-  (expect (get-skill "workspace") None "disabled built-in")
-  (assert (get-skill "shell") "built-in shell actuator skill")
+  (setv results (load-skills registry :folders [tmp-path (/ tmp-path "missing")] :disabled ["workspace"]))
+  (assert (get-skill registry "mine") "user skill not loaded")
+  (expect (get-skill registry "hidden") None "files starting with _ are not skills")
+  (expect (get-skill registry "workspace") None "disabled built-in")
+  (assert (get-skill registry "shell") "built-in shell actuator skill")
   (assert (all (gfor r results (is (proto-get r ':error) None)))
           (lfor r results :if (proto-get r ':error) r)))
 
@@ -115,29 +129,30 @@
   (assert (proto-get seen ':handled-by) f"not handled: {seen}")
   (.join "\n" (lfor r (proto-get seen ':emit) (proto-get (proto-get r ':payload) ':text))))
 
-(defn test-help-lists-every-slash-command-of-the-registry [tmp-path]
+(defn test-help-lists-every-slash-command-of-the-registry [registry tmp-path]
   (import passepartout.context [make-context]
           passepartout.perceive [perceive])
-  (load-skills)
+  (load-skills registry)
   (defn on-frob [signal ctx] None)
   (setv on-frob.commands [["/frob N" "frobs N times"]])
-  (defskill frob "A person's own command." :handlers [on-frob])
-  (defskill twiddle "/twiddle: twiddles, answered here." :handlers [(fn [s c] None)])
-  (setv text (answer-text (perceive (says "/help") (make-context :workspace (str tmp-path)))))
+  (register-skill registry (defskill frob "A person's own command." :handlers [on-frob]))
+  (register-skill registry (defskill twiddle "/twiddle: twiddles, answered here." :handlers [(fn [s c] None)]))
+  (setv ctx (make-context :workspace (str tmp-path) :skills registry)
+        text (answer-text (run (perceive (says "/help") ctx))))
   (for [usage ["/approve CODE [30m]" "/deny CODE [reason]" "/pending" "/grants" "/revoke ID"
                "/help" "/status" "/stop" "/reload" "/frob N — frobs N times" "/twiddle: twiddles"]]
     (assert (in usage text) f"{usage} missing from /help:\n{text}"))
-  (expect (proto-get (perceive (says "/help" "tool-result") (make-context :workspace (str tmp-path))) ':handled-by)
+  (expect (proto-get (run (perceive (says "/help" "tool-result") ctx)) ':handled-by)
           None "/help in a tool's output"))
 
-(defn test-status-shows-models-breakers-budget-approvals-grants-workspace-and-sandbox [tmp-path]
+(defn test-status-shows-models-breakers-budget-approvals-grants-workspace-and-sandbox [registry tmp-path]
   (import passepartout.budget [day-record]
           passepartout.cascade [make-cascade make-provider]
           passepartout.context [make-context]
           passepartout.hitl [add-grant request-approval]
           passepartout.perceive [perceive]
           passepartout.store [event-append kv-put store-open store-close])
-  (load-skills)
+  (load-skills registry)
   (setv store (store-open (/ tmp-path "store.db"))
         cascade (make-cascade [(make-provider "openai/gpt-4o-mini" :name "hosted") (make-provider "symbolic")]
                               :clock (fn [] 110.0))
@@ -145,16 +160,16 @@
         now 1000000.0
         config {"budget" {"day_tokens" 5000 "day_cost" 2.0}}
         ctx (make-context :workspace (str tmp-path) :session session :store store :config config
-                          :cascade cascade :now now :sandbox [:kind "off"]))
+                          :cascade cascade :now now :sandbox [:kind "off"] :skills registry))
   (setv (get cascade "breakers" 0) {"failures" 3 "opened-at" 100.0})
   (event-append store "outcome" session [:verdict :allow :provider "symbolic"] :ts now)
   (day-record store now [:prompt-tokens 100 :completion-tokens 23 :cost 0.5])
   (request-approval store [:action :write-file :path ".env" :content "K=1"]
                     [:verdict :escalate :reason "secrets"] (+ (says "write .env") [:session session]) ctx config now)
-  (add-grant store session [:action :read-file :folder (str tmp-path)] now 30 "terminal:local")
+  (add-grant store session [:action :read-file :folder (str tmp-path)] now 30 "terminal:local" registry)
   (kv-put store "daemon:heartbeat" [:time (- now 5) :gateways ["telegram" "409 Conflict: another program polls this bot"]
                                     :degraded True])
-  (setv text (answer-text (perceive (says " /STATUS ") ctx)))
+  (setv text (answer-text (run (perceive (says " /STATUS ") ctx))))
   (store-close store)
   (for [part ["hosted (openai/gpt-4o-mini): breaker open, 3 failures in a row"
               "symbolic: breaker closed — answered last"

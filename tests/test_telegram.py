@@ -12,7 +12,7 @@ from hy.models import Keyword
 from bot_api_server import BotAPIServer, TelegramSetup, judge, run_in_process
 from passepartout.gateways.telegram import approval_buttons, button_command, split_text
 from passepartout.proto import proto_get
-from passepartout.skills import make_skill, register_skill, registry_restore, registry_snapshot
+from passepartout.skills import make_skill, register_skill
 
 K = Keyword
 ALICE, BOB, EVE = 5001, 5002, 6666
@@ -20,13 +20,11 @@ ALICE, BOB, EVE = 5001, 5002, 6666
 
 @pytest.fixture
 def tg(tmp_path):
-    saved = registry_snapshot()
     setup = TelegramSetup(tmp_path, users=(ALICE, BOB))
     try:
         yield setup
     finally:
         setup.close()
-        registry_restore(saved)
 
 
 def text_of(signal):
@@ -42,8 +40,9 @@ def reply(signal, text, kind="answer", **payload):
             K("payload"), [K("kind"), K(kind), K("text"), text] + extra]
 
 
-def handler_skill(name, answers):
-    """A skill whose pre-reason handler answers the texts in ANSWERS (text -> fn(signal) -> replies)."""
+def handler_skill(services, name, answers):
+    """A skill of SERVICES whose pre-reason handler answers the texts in ANSWERS
+    (text -> fn(signal) -> replies)."""
     seen = []
 
     def handle(signal, ctx):
@@ -54,7 +53,7 @@ def handler_skill(name, answers):
                 return answer(signal)
         return None
 
-    register_skill(make_skill(name, priority=1000, handlers=[handle]))
+    register_skill(services.skills, make_skill(name, priority=1000, handlers=[handle]))
     return seen
 
 
@@ -143,7 +142,7 @@ def test_an_empty_allow_list_answers_no_one(tmp_path, caplog):
 
 def test_long_replies_are_split_and_sent_as_plain_text(tg):
     long = "\n".join(f"line {i} " + "·" * 80 for i in range(120))
-    handler_skill("long-answer", {"/long": lambda s: [reply(s, long)]})
+    handler_skill(tg.env, "long-answer", {"/long": lambda s: [reply(s, long)]})
     tg.server.message(ALICE, ALICE, "/long")
     with tg.daemon():
         assert tg.server.wait_for(lambda: "".join(tg.server.texts(ALICE)) == long)
@@ -153,14 +152,14 @@ def test_long_replies_are_split_and_sent_as_plain_text(tg):
 
 
 def test_traces_are_hidden_and_every_other_kind_shown(tg):
-    handler_skill("kinds", {"/kinds": lambda s: [reply(s, "ran something", "trace"),
+    handler_skill(tg.env, "kinds", {"/kinds": lambda s: [reply(s, "ran something", "trace"),
                                                  reply(s, "a notice", "notice"),
                                                  reply(s, "an error", "error"),
                                                  reply(s, "the answer")]})
     tg.server.message(ALICE, ALICE, "/kinds")
     with tg.daemon():
         assert tg.server.wait_for(lambda: len(tg.server.texts(ALICE)) == 3)
-        store = tg.env["store"]
+        store = tg.env.store
         assert tg.server.wait_for(lambda: store.query("SELECT 1 FROM outbox WHERE state = 'pending'") == [])
     assert tg.server.texts(ALICE) == ["a notice", "an error", "the answer"]
     # the journal's conversation holds what the person saw, not the trace kept back
@@ -174,7 +173,7 @@ def test_traces_are_hidden_and_every_other_kind_shown(tg):
 
 def test_approval_buttons_become_approve_commands_and_the_message_shows_the_outcome(tg):
     approval = [K("code"), "QWERTY", K("token"), "tok-42"]
-    seen = handler_skill("approvals-stand-in", {
+    seen = handler_skill(tg.env, "approvals-stand-in", {
         "/risky": lambda s: [reply(s, "Run rm -rf build? Code QWERTY", "approval", approval=approval)],
         "/approve": lambda s: [reply(s, "Approved: ran rm -rf build", "notice")],
     })
@@ -196,7 +195,7 @@ def test_approval_buttons_become_approve_commands_and_the_message_shows_the_outc
 
 def test_a_button_with_unknown_data_is_answered_and_reaches_no_one(tg, caplog):
     caplog.set_level(logging.INFO)
-    seen = handler_skill("approvals-stand-in", {"/": lambda s: [reply(s, "handled")]})
+    seen = handler_skill(tg.env, "approvals-stand-in", {"/": lambda s: [reply(s, "handled")]})
     tg.server.press(ALICE, ALICE, "launch:missiles")
     tg.server.press(EVE, EVE, "approve:tok")
     with tg.daemon():
@@ -261,7 +260,7 @@ def test_a_409_is_said_retried_and_recovered_from(tg, caplog):
         assert tg.server.wait_for(lambda: any("409 Conflict" in r.getMessage() for r in caplog.records))
 
         def degraded_beat():
-            beat = kv_get(tg.env["store"], "daemon:heartbeat")
+            beat = kv_get(tg.env.store, "daemon:heartbeat")
             if beat and proto_get(beat, K("degraded")):
                 beats.append(beat)
             return beats
@@ -350,7 +349,7 @@ def test_edits_unknown_updates_and_unreadable_updates_are_logged_and_passed_over
 
 def test_huge_and_textless_messages_get_a_reply_and_reach_no_model(tg):
     calls = []
-    tg.env["complete"] = lambda request: calls.append(request) or [K("status"), K("failed")]
+    tg.env.complete = lambda request: calls.append(request) or [K("status"), K("failed")]
     tg.server.message(ALICE, ALICE, "x" * 20000)
     tg.server.message(BOB, BOB, None, photo=[{"file_id": "f", "file_unique_id": "u", "width": 1, "height": 1}])
     with tg.daemon():
@@ -378,7 +377,7 @@ def test_an_update_is_confirmed_only_after_the_hub_has_it(tg):
 
     first = tg.server.message(ALICE, ALICE, "one")
     tg.server.message(ALICE, ALICE, "two")
-    section = tg.env["config"]["gateways"]["telegram"]
+    section = tg.env.config["gateways"]["telegram"]
 
     class HoldingHub:
         def __init__(self):

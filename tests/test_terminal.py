@@ -14,7 +14,7 @@ from prompt_toolkit.output import DummyOutput
 from hy.models import Keyword as hy_kw
 
 from passepartout.gateways.terminal import chat_lines, chat_terminal, format_reply
-from passepartout.loop import Runner
+from passepartout.runner import Runner
 from passepartout.proto import proto_get
 
 BIN = Path(sys.executable).parent
@@ -112,7 +112,7 @@ def test_a_refusal_is_one_readable_line_then_the_explanation(env, tmp_path):
 
 def _pending(env):
     from passepartout.hitl import pending_approvals
-    return pending_approvals(env["store"], "terminal:local")
+    return pending_approvals(env.store, "terminal:local")
 
 
 @pytest.mark.parametrize("key,state,grants", [("y", "executed", 0), ("A", "executed", 1), ("n", "denied", 0)])
@@ -134,12 +134,12 @@ def test_one_key_answers_the_only_approval_waiting(env, tmp_path, key, state, gr
         pipe.send_text("\x04")
 
     run_chat(env, script, tmp_path)
-    approval = find_approval(env["store"], codes[0])
+    approval = find_approval(env.store, codes[0])
     assert proto_get(approval, hy_kw("state")) == state, approval
-    written = Path(env["config"]["workspace"]) / ".env"
+    written = Path(env.config["workspace"]) / ".env"
     assert written.exists() == (state == "executed"), f"{key}: .env exists: {written.exists()}"
     now = time.time()
-    assert len(active_grants(env["store"], "terminal:local", now)) == grants, f"{key}: grants"
+    assert len(active_grants(env.store, "terminal:local", now)) == grants, f"{key}: grants"
 
 
 def test_one_key_asks_for_the_code_when_several_wait(env, tmp_path):
@@ -159,7 +159,7 @@ def test_one_key_asks_for_the_code_when_several_wait(env, tmp_path):
     assert len(_pending(env)) == 2, "a single key approved one of two"
     note = next(s for s in shown if "approvals are waiting here" in s)
     assert all(proto_get(a, hy_kw("code")) in note for a in _pending(env)) and "/approve CODE" in note, note
-    assert not (Path(env["config"]["workspace"]) / ".env").exists(), ".env was written"
+    assert not (Path(env.config["workspace"]) / ".env").exists(), ".env was written"
 
 
 def test_trace_and_decision_lines_name_the_action_in_words():
@@ -188,7 +188,7 @@ def test_escape_enter_makes_one_multi_line_message(env, tmp_path):
         pipe.send_text("\x04")
 
     run_chat(env, script, tmp_path)
-    written = Path(env["config"]["workspace"]) / "notes.txt"
+    written = Path(env.config["workspace"]) / "notes.txt"
     assert written.read_text() == "second line"
 
 
@@ -202,13 +202,13 @@ def test_ctrl_c_stops_the_running_task_and_stays(env, tmp_path):
         return [hy_kw("status"), hy_kw("ok"), hy_kw("text"),
                 f'(:action :shell :cmd "echo {len(calls)}" :explanation "count")']
 
-    env["complete"] = complete
+    env.complete = complete
 
     async def script(pipe, shown, runner):
         pipe.send_text("count\r")
         await wait_for(lambda: calls)
         pipe.send_text("\x03")
-        await wait_for(lambda: "! Stopped: the model call was abandoned. Nothing more of that task will run."
+        await wait_for(lambda: "! Stopped: the model call was stopped. Nothing more of that task will run."
                        in shown)
         release.set()
         await runner.idle("terminal:local")
@@ -221,7 +221,7 @@ def test_ctrl_c_stops_the_running_task_and_stays(env, tmp_path):
 
 
 def test_ctrl_c_kills_the_running_command(env, tmp_path):
-    workspace = Path(env["config"]["workspace"])
+    workspace = Path(env.config["workspace"])
     gone = []
 
     def running():

@@ -6,11 +6,9 @@
         pathlib [Path]
         pytest
         passepartout.proto [kw proto-get proto-print]
-        passepartout.skills [make-skill register-skill replace-skill reply-validators
-                             registry-snapshot registry-restore SkillError load-skills]
-        passepartout.cascade [make-provider]
-        passepartout.daemon [boot shutdown]
-        passepartout.loop [step Runner]
+        passepartout.skills [Registry make-skill register-skill replace-skill reply-validators
+                             SkillError load-skills]
+        passepartout.runner [Runner]
         passepartout.store [events]
         passepartout.validators [findings judge]
         steps [expect kind-of text-of symbolic-env user-says scripted run-task])
@@ -30,10 +28,19 @@
 
 (setv CASES (Path (/ (. (Path __file__) parent) "data" "reply_cases.jsonl")))
 
+(defn builtin-registry []
+  "A registry of its own holding the built-in skills."
+  (setv r (Registry))
+  (load-skills r)
+  r)
+
+(defn ctx-of [registry fields]
+  "A bare context plist for findings: FIELDS, and REGISTRY in its runtime."
+  (+ fields [:runtime {"skills" registry}]))
+
 (defn _figures []
   "Per validator: [true-positive false-positive false-negative], over the labelled set."
-  (load-skills)
-  (setv checks (dfor v (reply-validators) (get v "name") (get v "check"))
+  (setv checks (dfor v (reply-validators (builtin-registry)) (get v "name") (get v "check"))
         counts {})
   (for [line (.splitlines (.read-text CASES :encoding "utf-8"))]
     (setv case (json.loads line)
@@ -67,8 +74,8 @@
 ;; * The review
 
 (defn test-findings-of-one-answer-make-one-correction []
-  (load-skills)
-  (setv fs (findings "I've saved the notes. Here is the output: 42. Let me check the rest." [:session "t"] []))
+  (setv fs (findings "I've saved the notes. Here is the output: 42. Let me check the rest."
+                     (ctx-of (builtin-registry) [:session "t"]) []))
   (expect (sorted (lfor f fs (proto-get f ':validator)))
           ["empty-promise" "hallucinated-action" "phantom-result"] "findings")
   (setv r (judge fs))
@@ -76,17 +83,16 @@
   (expect (.count (proto-get r ':correction) "\n- ") 3 "one correction with three points"))
 
 (defn test-a-validator-that-fired-notes-instead-of-holding []
-  (load-skills)
-  (setv fs (findings "I've saved the notes." [:session "t"] [] ["hallucinated-action"])
+  (setv fs (findings "I've saved the notes." (ctx-of (builtin-registry) [:session "t"]) [] ["hallucinated-action"])
         r (judge fs))
   (expect (proto-get r ':verdict) (kw "note") "verdict")
   (assert (in "hallucinated-action" (proto-get r ':note)) (proto-get r ':note)))
 
 (defn test-premature-completion-is-off-unless-the-config-turns-it-on []
-  (load-skills)
-  (setv text "All done, the task is complete.")
-  (expect (findings text [:session "t"] [["shell" "error"]]) [] "findings by default")
-  (setv fs (findings text [:session "t" :config {"validators" {"premature-completion" True}}]
+  (setv registry (builtin-registry)
+        text "All done, the task is complete.")
+  (expect (findings text (ctx-of registry [:session "t"]) [["shell" "error"]]) [] "findings by default")
+  (setv fs (findings text (ctx-of registry [:session "t" :config {"validators" {"premature-completion" True}}])
                      [["shell" "error"]]))
   (expect (lfor f fs (proto-get f ':validator)) ["premature-completion"] "findings when on"))
 
@@ -104,14 +110,12 @@
     (make-skill "bad" :validators {"Not Kebab" (fn [t c] None)})))
 
 (defn test-a-validator-that-raises-on-its-smoke-check-is-not-swapped-in []
-  (setv saved (registry-snapshot))
-  (try
-    (with [(pytest.raises SkillError :match "validator boom raised")]
-      (replace-skill (make-skill "fragile" :validators {"boom" (fn [t c] (.nope t))})))
-    (assert (not (in "boom" (lfor v (reply-validators) (get v "name")))) "the broken validator went live")
-    (replace-skill (make-skill "fragile" :validators {"fine" (fn [t c] None)}))
-    (assert (in "fine" (lfor v (reply-validators) (get v "name"))) "the new validator is not live")
-    (finally (registry-restore saved))))
+  (setv registry (builtin-registry))
+  (with [(pytest.raises SkillError :match "validator boom raised")]
+    (replace-skill registry (make-skill "fragile" :validators {"boom" (fn [t c] (.nope t))})))
+  (assert (not (in "boom" (lfor v (reply-validators registry) (get v "name")))) "the broken validator went live")
+  (replace-skill registry (make-skill "fragile" :validators {"fine" (fn [t c] None)}))
+  (assert (in "fine" (lfor v (reply-validators registry) (get v "name"))) "the new validator is not live"))
 
 ;; * The whole way through step
 
@@ -131,13 +135,13 @@
   (setv prompt (last-prompt (get requests 1)))
   (assert (in "Your answer was not delivered" prompt) prompt)
   (assert (in "notes.txt" prompt) prompt)
-  (setv kinds (lfor e (events (get env "store") :session "test:t1") (proto-get e ':kind)))
+  (setv kinds (lfor e (events env.store :session "test:t1") (proto-get e ':kind)))
   (assert (in "validation" kinds) f"no validation round in the store: {kinds}"))
 
 (defn test-a-clean-round-is-a-turn-of-the-journal-too [env]
   (scripted env [(says "Paris is the capital of France.")])
   (run-task env (user-says "what is the capital of France?"))
-  (setv rows (.query (get env "store")
+  (setv rows (.query env.store
                      "SELECT turn, task, data FROM events WHERE kind = 'validation'"))
   (expect (len rows) 1 "validation rounds recorded")
   (setv [turn task data] (get rows 0))
@@ -170,7 +174,7 @@
   (expect (text-of (get replies -1)) "I'll check the logs. Which day do you mean?" "answer"))
 
 (defn test-a-raising-custom-validator-holds-the-reply-and-says-so [env]
-  (register-skill (make-skill "brittle" :validators {"brittle-check" (fn [t c] (raise (RuntimeError "no dictionary")))}))
+  (register-skill env.skills (make-skill "brittle" :validators {"brittle-check" (fn [t c] (raise (RuntimeError "no dictionary")))}))
   (setv requests (scripted env [(says "The weather is fine.")])
         replies (run-task env (user-says "weather?")))
   (setv held (lfor r replies :if (= (kind-of r) "decision") (text-of r)))
@@ -182,12 +186,12 @@
   (assert (in "withheld" (text-of (get replies -1))) (text-of (get replies -1))))
 
 (defn test-a-killing-validator-keeps-the-answer-out-of-the-history [env]
-  (register-skill (make-skill "secret-words" :validators {"no-password" {"check" (fn [t c] (when (in "swordfish" t) "do not say the password"))
+  (register-skill env.skills (make-skill "secret-words" :validators {"no-password" {"check" (fn [t c] (when (in "swordfish" t) "do not say the password"))
                                                                           "kill" True}}))
   (setv requests (scripted env [(says "The password is swordfish.") (says "I cannot tell you that.")])
         replies (run-task env (user-says "password?")))
   (expect (text-of (get replies -1)) "I cannot tell you that." "answer")
-  (setv stored (proto-print (lfor e (events (get env "store") :session "test:t1" :kinds ["result" "answer"]) e)))
+  (setv stored (proto-print (lfor e (events env.store :session "test:t1" :kinds ["result" "answer"]) e)))
   (assert (not (in "swordfish" stored)) stored)
   (setv seen (json.dumps (proto-get (get requests 1) (quote :messages)) :ensure-ascii False))
   (assert (not (in "swordfish" seen)) seen))
@@ -195,7 +199,7 @@
 (defn test-a-validator-redefined-while-running-applies-to-the-next-answer [env]
   (scripted env [(says "Hello there.")])
   (expect (text-of (get (run-task env (user-says "hi")) -1)) "Hello there." "before")
-  (register-skill (make-skill "greeting" :validators {"no-hello" {"check" (fn [t c] (when (in "Hello" t) "say hi instead"))
+  (register-skill env.skills (make-skill "greeting" :validators {"no-hello" {"check" (fn [t c] (when (in "Hello" t) "say hi instead"))
                                                                   "halt" False}}))
   (setv answer (text-of (get (run-task env (user-says "hi")) -1)))
   (assert (and (.startswith answer "Hello there.") (in "no-hello" answer)) answer))

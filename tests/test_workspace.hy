@@ -5,7 +5,7 @@
         pytest
         passepartout.context [make-context]
         passepartout.proto [proto-get proto-put proto-read]
-        passepartout.skills [get-skill load-skill-file registry-restore registry-snapshot]
+        passepartout.skills [Registry get-skill load-skill-file]
         passepartout.workspace [resolve-path secret-name])
 
 (setv CORPUS (Path "/work/shared/corpora/path-traversal.jsonl")
@@ -170,13 +170,12 @@
 ;; * The workspace gate
 
 (defn [pytest.fixture] gate []
-  (setv snapshot (registry-snapshot)
-        loaded (load-skill-file (/ SKILLS "workspace.hy") :builtin True))
+  (setv registry (Registry)
+        loaded (load-skill-file registry (/ SKILLS "workspace.hy") :builtin True))
   (assert (is (proto-get loaded ':error) None) f"loading failed: {loaded}")
-  (setv skill (get-skill "workspace"))
-  (assert (= (get skill "priority") 90))
-  (yield (get skill "gate"))
-  (registry-restore snapshot))
+  (setv skill (get-skill registry "workspace"))
+  (assert (= (get skill "priority") 90) f"the workspace gate's priority is {(get skill "priority")}")
+  (get skill "gate"))
 
 (defn verdict-of [g action ctx]
   (setv v (g action ctx))
