@@ -62,12 +62,15 @@
 
 ;; * One step
 
-(defn _notifier [signal notify]
+(defn _notifier [signal notify stops mark]
   "A function telling the person of SIGNAL a TEXT at once, while the step goes
-   on (a =:progress= reply, which ends nothing); None when nothing delivers."
+   on (a =:progress= reply, which ends nothing); None when nothing delivers.
+   Once the session was stopped since MARK it tells nothing: what a dropped
+   model call still says on its way out is not news of a task that goes on."
   (when notify
     (fn [text [kind "progress"]]
-      (notify (reply-signal signal text kind)))))
+      (when (not (stopped-since stops (proto-get signal ':session) mark))
+        (notify (reply-signal signal text kind))))))
 
 (defn _budget-check [services writes usage [spending ZERO]]
   "None while USAGE (the task's) and the day's usage, each with SPENDING (what
@@ -102,7 +105,8 @@
   (setv signal (as-signal signal)
         session (proto-get signal ':session)
         mark (if (is mark None) (stop-mark services.stops session) mark)
-        ctx (proto-put (context-for services session :notify (_notifier signal notify))
+        ctx (proto-put (context-for services session
+                                    :notify (_notifier signal notify services.stops mark))
                        ':stop-mark mark)
         seen (await (perceive signal ctx)))
   #((cond (proto-get seen ':handled-by) (proto-get seen ':emit)
@@ -206,6 +210,11 @@
   (try
     (setv result (await (asyncio.shield job)))
     (except [asyncio.CancelledError]
+      (when (not (_stopped ctx))
+        ;; not a person's stop: the daemon is going down
+        (.cancel job)
+        (try (await job) (except [BaseException]))
+        (raise))
       (setv result (await (_settled job)))
       (.record writes (lfor r (get (after-act signal action result state outcome budget) 1)
                             :if (proto-get r ':event) r))

@@ -54,10 +54,29 @@
     (when (< (len head) limit)
       (.extend head (cut chunk (- limit (len head)))))))
 
+(defn _descendants [pid]
+  "The pids of the processes below PID, as /proc lists them now."
+  (setv found []
+        todo [pid])
+  (while todo
+    (setv p (.pop todo))
+    (try
+      (for [task (os.listdir f"/proc/{p}/task")]
+        (with [f (open f"/proc/{p}/task/{task}/children")]
+          (for [c (.split (.read f))]
+            (.append found (int c))
+            (.append todo (int c)))))
+      (except [OSError])))
+  found)
+
 (defn _kill-group [proc]
   ;; The group id is the pid of sh, which is not reaped yet, so it cannot
-  ;; have been reused.
+  ;; have been reused. The processes below it are found and killed while it
+  ;; lives, before any of them is handed to another parent.
   (when (is proc.returncode None)
+    (for [pid (_descendants proc.pid)]
+      (try (os.kill pid signal.SIGKILL)
+           (except [[ProcessLookupError PermissionError]] None)))
     (try (os.killpg proc.pid signal.SIGKILL)
          (except [[ProcessLookupError PermissionError]] None))))
 

@@ -887,6 +887,10 @@ def run_killed(chats=50, per_chat=20, kill_at=0.4, hold=False, timeout=180.0, ac
         ledger = folder / "workspace" / "ledger.txt"
         score = (lambda: judge_acting(server, talk, ledger)) if acting else (lambda: judge(server, talk))
         server.wait_for(lambda: score()["lost"] == 0, timeout)
+        # the first daemon may have answered everything before it left (SIGTERM):
+        # the second is told to stop only once it handles the signal
+        log = folder / "data" / "logs" / "daemon.log"
+        server.wait_for(lambda: _read(log).count("daemon started:") >= 2, timeout)
         time.sleep(0.5)  # what a duplicate would need to arrive
         procs[1].send_signal(signal.SIGTERM)
         code = procs[1].wait(60)

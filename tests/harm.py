@@ -25,8 +25,10 @@ in an outer bubblewrap jail: the whole system read-only, a fresh /tmp and
 Without bubblewrap nothing is executed.
 """
 import argparse
+import asyncio
 import base64
 import hashlib
+import inspect
 import io
 import json
 import os
@@ -326,19 +328,19 @@ class Daemon:
         self.world = world
         self.evaluated = 0
         import passepartout.repl as repl
-        original = repl.evaluate
+        original = repl.evaluate_async
 
-        def counting(*args, **kw):
+        # the REPL's handler evaluates every form it accepts through evaluate-async
+        async def counting(*args, **kw):
             self.evaluated += 1
-            return original(*args, **kw)
-        repl.evaluate = counting
+            return await original(*args, **kw)
+        repl.evaluate_async = counting
         self.start()
 
     def start(self):
         from passepartout.cascade import make_provider
         from passepartout.daemon import boot
         from passepartout.hitl import request_approval
-        from passepartout.loop import context_for
         from passepartout.proto import kw
         from passepartout.repl import ReplThread
         self.env = boot(environ=dict(os.environ), workspace=str(self.world.ws),
@@ -346,11 +348,11 @@ class Daemon:
         self.repl = ReplThread(self.env)
         self.signal = [kw("type"), kw("event"), kw("source"), [kw("gateway"), kw("terminal")],
                        kw("session"), "harm", kw("payload"), [kw("sensor"), kw("user-input"), kw("text"), "go"]]
-        ctx = context_for(self.signal, self.env)
+        ctx = self.context()
         action = [kw("action"), kw("shell"), kw("cmd"), "touch approved-canary", kw("explanation"), "canary"]
         outcome = [kw("verdict"), kw("escalate"), kw("reason"), "a canary approval", kw("decisions"), []]
-        approval, _ = request_approval(self.env["store"], action, outcome, self.signal, ctx,
-                                       self.env["config"], ctx[ctx.index(kw("now")) + 1])
+        approval, _ = request_approval(self.env.store, action, outcome, self.signal, ctx,
+                                       self.env.config, ctx[ctx.index(kw("now")) + 1])
         self.approval_id = approval[approval.index(kw("id")) + 1]
         self.baseline = self.counts()
 
@@ -360,14 +362,14 @@ class Daemon:
         shutdown(self.env)
 
     def context(self):
-        from passepartout.loop import context_for
-        return context_for(self.signal, self.env)
+        from passepartout.context import context_for
+        return context_for(self.env, "harm")
 
     def counts(self):
         """(state of the canary approval, answers, grants), or None when the store
         cannot be read."""
         try:
-            store = self.env["store"]
+            store = self.env.store
             rows = store.query("SELECT state FROM approvals WHERE id = ?", (self.approval_id,))
             return ((rows[0][0] if rows else "gone"),
                     store.query("SELECT count(*) FROM answers")[0][0],
@@ -387,10 +389,15 @@ class Daemon:
 
 # * Running
 
-def _shell_env(ctx):
+def _actuator(name, ctx):
+    from passepartout.context import context_runtime
     from passepartout.skills import actuator_for
+    return actuator_for(context_runtime(ctx, "skills"), name)
+
+
+def _shell_env(ctx):
     # the shell skill's own function, from the module the registry loaded
-    return actuator_for("shell")["run"].__globals__["shell_env"](ctx)
+    return _actuator("shell", ctx)["run"].__globals__["shell_env"](ctx)
 
 
 def run_bare(action, ctx, timeout=SHELL_TIMEOUT):
@@ -418,8 +425,12 @@ def run_actuator(action, ctx):
     """ACTION through its actuator, called as the act stage calls it; the
     result before the result filters, so a secret in it is seen."""
     from passepartout.act import action_name
-    from passepartout.skills import actuator_for
-    return actuator_for(action_name(action))["run"](action, ctx)
+    result = _actuator(action_name(action), ctx)["run"](action, ctx)
+    if inspect.isawaitable(result):
+        async def done():
+            return await result
+        result = asyncio.run(done())
+    return result
 
 
 class Harness:

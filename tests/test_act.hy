@@ -199,6 +199,82 @@
   (setv r (failed (shell ctx "sleep 30" :timeout 1) "timed out after 1 s"))
   (assert (is (proto-get r ':timed-out) True) f"{r}"))
 
+(defn :async _until-running [tag]
+  "Wait (at most 30 s) until `sleep TAG` runs."
+  (setv deadline (+ (time.monotonic) 30))
+  (while (not (_running tag))
+    (assert (< (time.monotonic) deadline) f"`sleep {tag}` never started")
+    (await (hy.I.asyncio.sleep 0.01))))
+
+(defn _gone [tag]
+  "True once no `sleep TAG` is left (waiting at most 10 s for the kernel to finish the kill)."
+  (for [_ (range 200)]
+    (when (not (_running tag)) (return True))
+    (time.sleep 0.05))
+  False)
+
+(defn test-a-cancelled-shell-action-kills-its-whole-group [registry ctx]
+  (setv tag f"31.{(% (time.time-ns) 1000000000)}")
+  (defn :async main []
+    (setv job (hy.I.asyncio.ensure-future
+                (act-async [:action :shell :cmd f"sleep {tag} & wait"] ctx)))
+    (await (_until-running tag))
+    (.cancel job)
+    (try (await job)
+         (except [hy.I.asyncio.CancelledError] "cancelled")))
+  (setv outcome (run (main)))
+  (assert (= outcome "cancelled") f"the cancelled action came back with {outcome}")
+  (assert (_gone tag) f"the background sleep {(_running tag)} survived the cancel"))
+
+(defn test-a-stop-kills-the-running-command-and-says-so [registry ctx]
+  (import passepartout.runner [stop-session])
+  (setv tag f"32.{(% (time.time-ns) 1000000000)}"
+        stops (hy.I.passepartout/context.context-runtime ctx "stops")
+        ctx (proto-put ctx ':session "test:stop"))
+  (defn :async main []
+    (setv job (hy.I.asyncio.ensure-future
+                (act-async [:action :shell :cmd f"sleep {tag} & wait"] ctx)))
+    (await (_until-running tag))
+    (setv interrupted (stop-session stops "test:stop"))
+    #(interrupted (await (hy.I.asyncio.wait-for job 30))))
+  (setv [interrupted r] (run (main)))
+  (assert (= interrupted [#(f"the command `sleep {tag} & wait`" True)]) f"what the stop interrupted: {interrupted}")
+  (failed r "stopped by the person")
+  (assert (is (proto-get r ':stopped) True) f"{r}")
+  (assert (_gone tag) f"the background sleep {(_running tag)} survived the stop"))
+
+(defn _started [text]
+  "True when a live process's command line holds TEXT (the sandbox's own holds
+   the command from its first instant)."
+  (for [p (.iterdir (Path "/proc")) :if (.isdigit p.name)]
+    (try
+      (when (in (.encode text) (.read-bytes (/ p "cmdline")))
+        (return True))
+      (except [OSError])))
+  False)
+
+(defn test-a-stop-as-a-sandboxed-command-starts-leaves-nothing-running [registry ctx]
+  (when (!= (proto-get (proto-get ctx ':sandbox) ':kind) "bubblewrap")
+    (pytest.skip "no bubblewrap sandbox on this machine"))
+  (import passepartout.runner [stop-session])
+  (setv stops (hy.I.passepartout/context.context-runtime ctx "stops"))
+  ;; the stop comes as soon as bubblewrap is there, before its sandbox is set up
+  (for [i (range 30)]
+    (setv tag f"33{i}.{(% (time.time-ns) 1000000000)}"
+          session f"test:starting-{i}"
+          c (proto-put ctx ':session session))
+    (defn :async main []
+      (setv job (hy.I.asyncio.ensure-future
+                  (act-async [:action :shell :cmd f"sleep {tag} & wait"] c))
+            deadline (+ (time.monotonic) 30))
+      (while (not (_started f"sleep {tag}"))
+        (assert (< (time.monotonic) deadline) f"`sleep {tag}` never started")
+        (await (hy.I.asyncio.sleep 0.001)))
+      (stop-session stops session)
+      (await (hy.I.asyncio.wait-for job 30)))
+    (failed (run (main)) "stopped by the person")
+    (assert (_gone tag) f"round {i}: the sandboxed sleep {(_running tag)} survived the stop")))
+
 (defn test-shell-env-holds-no-secret [registry ctx monkeypatch]
   (monkeypatch.setenv "OPENAI_API_KEY" "sk-test-000000000000000000000")
   (monkeypatch.setenv "TELEGRAM_BOT_TOKEN" "123456:ABCDEF")

@@ -778,34 +778,33 @@
 (defn test-the-service-carries-out-a-host-approval-and-the-task-goes-on [env tmp-path]
   (setv [_ code _] (ask env)
         delivered []
-        host-said [])
+        host-said []
+        done (asyncio.Event))
+  (defn deliver [r]
+    (.append delivered r)
+    (when (and (= (kind-of r) "answer") (in "Wrote .env" (str (text-of r))))
+      (.set done)))
+  (defn serves []
+    "the service marks the store as served by this process"
+    (= (approvals-served env.store) (os.getpid)))
   (defn :async body [runner]
-    (setv done (asyncio.Event))
-    (defn deliver [r]
-      (.append delivered r)
-      (when (and (= (kind-of r) "answer") (in "Wrote .env" (str (text-of r))))
-        (.set done)))
-    (setv runner.deliver deliver)
-    (defn serves []
-      "the service marks the store as served by this process"
-      (= (approvals-served env.store) (os.getpid)))
     (await (until serves))
     (setv host (await (asyncio.create-subprocess-exec
                         #* (passepartout-command) "approvals" "approve" code
                         :stdout asyncio.subprocess.PIPE :stderr asyncio.subprocess.PIPE
                         :env (| (dict os.environ) {"PASSEPARTOUT_CONFIG" env.config-file
+                                                   "PASSEPARTOUT_DATA_DIR" (get env.config "data_dir")
                                                    "HOME" (str tmp-path)})))
           [out err] (await (asyncio.wait-for (.communicate host) 120)))
     (.append host-said #(host.returncode (.decode out) (.decode err)))
     (await (settled done "the task's answer after the approval"))
     (await (.idle runner "test:t1")))
-  (run (serving env None body))
+  (run (serving env deliver body))
   (setv [status out err] (get host-said 0))
   (expect status 0 f"the host command's exit status (stderr: {err})")
   (has out f"Approved {code}. Handed to the running daemon (pid {(os.getpid)})")
   (expect (dotenv env) "KEY=1" "the .env file after the service's pass")
-  (setv texts-delivered (lfor r delivered (str (text-of r))))
-  (has (get texts-delivered 0) f"Approval {code} was approved by terminal:local; running it now.")
+  (has (text-of (get delivered 0)) f"Approval {code} was approved by terminal:local; running it now.")
   (expect (lfor r delivered (proto-get r ':session)) (* ["test:t1"] (len delivered))
           "every reply goes to the conversation that asked")
   (expect (kind-of (get delivered -1)) "answer" "the last reply's kind")
@@ -824,18 +823,20 @@
   (expect (approvals-on-host (host-args env "deny" code "not today")) 0 "deny exit code")
   (has (. (.readouterr capsys) out) "No daemon is running")
   (expect (len (waiting-notices env)) 1 "notices waiting for the daemon")
-  (setv delivered [])
+  (setv delivered []
+        told (asyncio.Event))
+  (defn deliver [r]
+    (.append delivered r)
+    (.set told))
+  (defn delivered-all []
+    "every stored notice is marked delivered"
+    (not (waiting-notices env)))
   (defn :async body [runner]
-    (setv told (asyncio.Event))
-    (defn deliver [r]
-      (.append delivered r)
-      (.set told))
-    (setv runner.deliver deliver)
-    (await (settled told "the delivery of the stored notice")))
-  (run (serving env None body))
-  (expect (lfor r delivered (proto-get r ':session)) ["test:t2"] "delivered to the conversation that asked")
+    (await (settled told "the delivery of the stored notice"))
+    (await (until delivered-all)))
+  (run (serving env deliver body))
+  (expect (lfor r delivered (proto-get r ':session)) ["test:t2"] "delivered once, to the conversation that asked")
   (has (text-of (get delivered 0)) f"Approval {code} was denied by terminal:local (not today)")
-  (expect (waiting-notices env) [] "notices still waiting after delivery")
   (expect (state-of env code) "denied" "state"))
 
 ;; * The figure

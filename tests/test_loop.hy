@@ -397,6 +397,117 @@
                     " Nothing more of that task will run.")]
           "what the person was told"))
 
+(defn test-a-stop-during-a-running-shell-action-kills-it-and-keeps-its-result [env]
+  (setv delivered []
+        tag f"41.{(% (hy.I.time.time-ns) 1000000000)}"
+        marker f"sleep\x00{tag}\x00"
+        requests (scripted env [f"(:action :shell :cmd \"sleep {tag} & wait\" :explanation \"wait\")"
+                                "(:action :message :text \"after the stop\")"]))
+  (defn running []
+    (pids-running marker))
+  (defn :async main []
+    (setv runner (Runner env (fn [r] (.append delivered r))))
+    (await (.submit runner (user-says "wait a while" "w")))
+    (await (until running 30))
+    (await (.submit runner (user-says "/stop" "w")))
+    ;; the sleep is the shell's child, in its process group: the stop kills it too
+    (await (until (fn [] (not (running)))))
+    (await (asyncio.wait-for (.idle runner "test:w") 10))
+    (await (.close runner)))
+  (asyncio.run (main))
+  (expect (len requests) 1 "model calls: the task went no further")
+  (expect (lfor r delivered (text-of r))
+          [f"Stopped: the command `sleep {tag} & wait` was killed. Nothing more of that task will run."]
+          "all that was delivered")
+  (setv results (lfor e (events env.store :session "test:w" :kinds ["result"]) (proto-get e ':data)))
+  (expect (len results) 1 "results in the journal")
+  (setv result (proto-get (get results 0) ':result))
+  (expect (proto-get result ':stopped) True f"the journaled result is the stopped one: {result}")
+  (assert (in "stopped by the person" (proto-get result ':error)) f"{result}"))
+
+(defn never-answering-model [env]
+  "Make ENV's model calls wait for an event no one sets. Returns (started ended):
+   STARTED is set once a call waits, ENDED holds \"cancelled\" once one was."
+  (setv started (asyncio.Event)
+        ended [])
+  (defn :async complete [request]
+    (.set started)
+    (try
+      (await (.wait (asyncio.Event)))
+      (except [asyncio.CancelledError]
+        (.append ended "cancelled")
+        (raise))))
+  (setv env.complete complete)
+  #(started ended))
+
+(defn test-a-stop-ends-a-model-call-that-never-answers-at-once [env]
+  (setv delivered []
+        [started ended] (never-answering-model env))
+  (defn :async main []
+    (setv runner (Runner env (fn [r] (.append delivered r))))
+    (await (.submit runner (user-says "think forever" "f")))
+    (await (asyncio.wait-for (.wait started) 10))
+    (await (.submit runner (user-says "/stop" "f")))
+    (await (asyncio.wait-for (.idle runner "test:f") 10))
+    (expect ended ["cancelled"] "what became of the model call")
+    (await (.close runner)))
+  (asyncio.run (main))
+  (expect (lfor r delivered (text-of r))
+          ["Stopped: the model call was stopped. Nothing more of that task will run."]
+          "all that was delivered")
+  (expect (sorted (gfor e (events env.store :session "test:f") (proto-get e ':kind))) ["input" "stop"]
+          "the journal: the input and the stop, no outcome"))
+
+(defn test-stop-session-cancels-the-runners-step [env]
+  (setv delivered []
+        [started ended] (never-answering-model env))
+  (defn :async main []
+    (setv runner (Runner env (fn [r] (.append delivered r))))
+    (await (.submit runner (user-says "think forever" "c")))
+    (await (asyncio.wait-for (.wait started) 10))
+    (setv step (get runner.running "test:c"))
+    (expect (stop-session env.stops "test:c") [#("the model call" False)] "what the stop interrupted")
+    (await (asyncio.wait-for (.idle runner "test:c") 10))
+    (assert (.cancelled step) f"the step was not cancelled: {step}")
+    (expect ended ["cancelled"] "what became of the model call")
+    (expect (.get runner.running "test:c") None "the session's running step")
+    (await (.close runner)))
+  (asyncio.run (main))
+  (expect delivered [] "what was delivered"))
+
+(defn model-call-threads []
+  "The threads of model calls that have not ended."
+  (lfor t (hy.I.threading.enumerate) :if (= t.name "passepartout-model-call") t))
+
+(defn test-a-stop-ends-a-real-model-call-that-hangs [tmp-path openai-server]
+  "The daemon's own model call (the cascade, over HTTP, to a provider that does
+   not answer) ends at once on /stop while the loop goes on serving; what the
+   dropped call says when it gives up reaches no one."
+  (setv config (/ tmp-path "config.toml"))
+  (.write-text config "[sandbox]\nmode = \"off\"\n")
+  (setv e (boot :config-path (str config)
+                :environ {"PASSEPARTOUT_DATA_DIR" (str (/ tmp-path "data")) "HOME" (str tmp-path)}
+                :providers [(make-provider "openai/scripted-hang" :api-base (.url openai-server "hang")
+                                           :api-key-env "PASSEPARTOUT_TEST_API_KEY" :timeout 120)])
+        delivered [])
+  (defn :async main []
+    (setv runner (Runner e (fn [r] (.append delivered r))))
+    (await (.submit runner (user-says "hello" "h")))
+    (await (until (fn [] (.scripts-seen openai-server)) 60))
+    (await (.submit runner (user-says "/stop" "h")))
+    (await (asyncio.wait-for (.idle runner "test:h") 10))
+    (assert (model-call-threads) "the dropped call's thread is gone before its provider answered")
+    ;; the provider lets go of the request: the dropped call fails, and says so to no one
+    (.stop openai-server)
+    (await (until (fn [] (not (model-call-threads))) 60))
+    (await (.close runner)))
+  (try
+    (asyncio.run (main))
+    (finally (shutdown e)))
+  (expect (lfor r delivered (text-of r))
+          ["Stopped: the model call was stopped. Nothing more of that task will run."]
+          "all that was delivered"))
+
 (defn test-stop-with-nothing-running-says-so [env]
   (setv delivered [])
   (defn :async main []

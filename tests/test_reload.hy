@@ -238,6 +238,11 @@
     (assert (in "No skill file changed" again) again)
     (setv usage (reload-said "/reload everything"))
     (assert (in "usage" usage) usage)
+    ;; every file, the built-in ones too: each skill is checked against the registry it goes into
+    (setv every (reload-said "/reload all"))
+    (assert (and (in "explanation.hy: reloaded (explanation)" every) (in "mine.hy: reloaded (mine)" every))
+            every)
+    (assert (not (in "not reloaded" every)) every)
     (expect asked [] "model calls")
     (finally
       (shutdown env))))

@@ -2,6 +2,7 @@
 that asks a person when there is no sandbox, and the control plane (the REPL,
 the approvals command) refusing callers that run inside an action. Real
 processes, real bwrap, real sockets."""
+import asyncio
 import json
 import os
 import shutil
@@ -20,7 +21,7 @@ import pytest
 import passepartout.shell as shell_module
 from passepartout.act import act
 from passepartout.config import ConfigError, load_config
-from passepartout.context import make_context
+from passepartout.context import context_for, make_context
 from passepartout.hitl import escalate, find_approval
 from passepartout.loop import step
 from passepartout.proto import proto_get, proto_put
@@ -71,7 +72,7 @@ def shell(ctx, cmd, **more):
     action = K("action", kw("shell"), "cmd", cmd)
     for k, v in more.items():
         action += [kw(k), v]
-    return act(action, ctx)
+    return asyncio.run(act(action, ctx))
 
 
 def output(result):
@@ -105,12 +106,10 @@ def daemon(booted, tmp_path, short, monkeypatch):
                  environ={"PASSEPARTOUT_WORKSPACE": str(short / "ws"),
                           "PASSEPARTOUT_RUNTIME_DIR": str(short / "run"),
                           "CANARY_API_KEY": SECRET})
-    (Path(env["config"]["data_dir"]) / "canary.txt").write_text("canary data\n")
+    (Path(env.config["data_dir"]) / "canary.txt").write_text("canary data\n")
     server = ReplThread(env)
-    config = env["config"]
-    ctx = make_context(workspace=config["workspace"], session="test", config=config,
-                       store=env["store"], secrets=env["secrets"], sandbox=env["sandbox"])
-    ctx = proto_put(ctx, kw("home"), str(home))
+    config = env.config
+    ctx = proto_put(context_for(env, "test"), kw("home"), str(home))
     yield {"env": env, "ctx": ctx, "home": home, "server": server, "ws": Path(config["workspace"])}
     server.stop()
 
@@ -128,7 +127,7 @@ PROBES = {
 
 
 def probe_command(d):
-    config = d["env"]["config"]
+    config = d["env"].config
     values = {"home": d["home"], "data": config["data_dir"], "config": config["config_path"],
               "socket": d["server"].path, "pid": os.getpid()}
     # "SE""EN" so that the sandbox's own command line, visible in its /proc, does not match
@@ -281,10 +280,11 @@ def shell_proposal(cmd="ls"):
 
 def test_without_bubblewrap_every_shell_action_escalates(booted):
     env = booted('[sandbox]\nbwrap = "/nonexistent/bwrap"\n')
-    status = env["sandbox"]
+    status = env.sandbox
     assert proto_get(status, kw("kind")) == "none", status
     assert "/nonexistent/bwrap" in proto_get(status, kw("why")), status
-    ctx = make_context(workspace=env["config"]["workspace"], config=env["config"], sandbox=status)
+    ctx = context_for(env, "local")
+    assert proto_get(ctx, kw("sandbox")) == status, ctx
     v = verify(shell_proposal(), ctx)
     assert proto_get(v, kw("verdict")) == kw("escalate"), v
     assert proto_get(v, kw("gate")) == "sandbox", v
@@ -297,10 +297,10 @@ def test_without_bubblewrap_every_shell_action_escalates(booted):
 
 def step_proposing(env, proposal, said):
     """One step of ENV in which the person SAID something and the model answers PROPOSAL."""
-    env["escalate"] = escalate
-    env["complete"] = lambda request: K("status", kw("ok"), "provider", "t", "text", proposal)
-    return step(K("type", kw("event"), "source", K("gateway", kw("test"), "chat", "c", "user", "u"),
-                  "payload", K("sensor", kw("user-input"), "text", said)), env)
+    env.escalate = escalate
+    env.complete = lambda request: K("status", kw("ok"), "provider", "t", "text", proposal)
+    return asyncio.run(step(K("type", kw("event"), "source", K("gateway", kw("test"), "chat", "c", "user", "u"),
+                              "payload", K("sensor", kw("user-input"), "text", said)), env))
 
 
 def test_without_bubblewrap_the_loop_asks_the_person(booted):
@@ -309,14 +309,15 @@ def test_without_bubblewrap_the_loop_asks_the_person(booted):
     asks = [s for s in out if proto_get(proto_get(s, kw("payload")) or [], kw("approval"))]
     assert asks, out
     code = proto_get(proto_get(proto_get(asks[0], kw("payload")), kw("approval")), kw("code"))
-    assert proto_get(find_approval(env["store"], code), kw("state")) == "pending"
+    assert proto_get(find_approval(env.store, code), kw("state")) == "pending"
 
 
 def test_mode_off_runs_unsandboxed_on_purpose(booted):
     env = booted('[sandbox]\nmode = "off"\nbwrap = "/nonexistent/bwrap"\n')
-    status = env["sandbox"]
+    status = env.sandbox
     assert proto_get(status, kw("kind")) == "off", status
-    ctx = make_context(workspace=env["config"]["workspace"], config=env["config"], sandbox=status)
+    ctx = context_for(env, "local")
+    assert proto_get(ctx, kw("sandbox")) == status, ctx
     assert proto_get(verify(shell_proposal(), ctx), kw("verdict")) == kw("allow")
     r = shell(ctx, "echo $PASSEPARTOUT_SANDBOX; ls /proc | grep -c .")
     assert output(r).startswith("1\n"), r
@@ -325,7 +326,7 @@ def test_mode_off_runs_unsandboxed_on_purpose(booted):
 
 def test_a_context_that_does_not_say_counts_as_no_sandbox(booted):
     env = booted("")
-    ctx = list(make_context(workspace=env["config"]["workspace"], config=env["config"]))
+    ctx = list(make_context(workspace=env.config["workspace"], config=env.config, skills=env.skills))
     i = ctx.index(kw("sandbox"))
     del ctx[i:i + 2]
     assert proto_get(verify(shell_proposal(), ctx), kw("verdict")) == kw("escalate")
@@ -514,7 +515,7 @@ def test_the_repl_refuses_a_caller_inside_an_action(daemon, short):
                                  text=True, timeout=60)
         assert json.loads(control.stdout)["value"] == "3", control
         ctxs = [("unsandboxed", unboxed(daemon["ctx"]))]
-        if proto_get(env["sandbox"], kw("kind")) == "bubblewrap":
+        if proto_get(env.sandbox, kw("kind")) == "bubblewrap":
             ctxs.append(("sandboxed", daemon["ctx"]))
         elif os.environ.get("CI"):
             pytest.fail("bubblewrap is missing in CI")
@@ -527,7 +528,7 @@ def test_the_repl_refuses_a_caller_inside_an_action(daemon, short):
     finally:
         server.stop()
     refused = [proto_get(proto_get(e, kw("data")), kw("refused"))
-               for e in events(env["store"], kind="repl", limit=None)]
+               for e in events(env.store, kind="repl", limit=None)]
     assert any(r and "inside an action" in r for r in refused), refused
 
 
@@ -543,13 +544,13 @@ def test_the_approvals_command_refuses_inside_an_action(booted, tmp_path):
     (ask,) = [s for s in out if proto_get(proto_get(s, kw("payload")) or [], kw("approval"))]
     code = proto_get(proto_get(proto_get(ask, kw("payload")), kw("approval")), kw("code"))
     config = tmp_path / "person.toml"
-    config.write_text(f'data_dir = "{env["config"]["data_dir"]}"\n')
+    config.write_text(f'data_dir = "{env.config["data_dir"]}"\n')
     command = [str(BIN / "passepartout"), "--config", str(config), "approvals"]
     person = subprocess.run(command + ["list"], capture_output=True, text=True, timeout=120)
     assert person.returncode == 0 and code in person.stdout, person
-    ctx = unboxed(make_context(workspace=env["config"]["workspace"], config=env["config"]))
+    ctx = unboxed(context_for(env, "local"))
     for prefix in ["", f"env -u {MARKER} "]:
         r = shell(ctx, f"{prefix}{' '.join(command)} approve {code}; echo exit=$?")
         assert "refused" in output(r) and "exit=1" in output(r), r
-        assert proto_get(find_approval(env["store"], code), kw("state")) == "pending"
-    assert not (Path(env["config"]["workspace"]) / ".env").exists()
+        assert proto_get(find_approval(env.store, code), kw("state")) == "pending"
+    assert not (Path(env.config["workspace"]) / ".env").exists()
