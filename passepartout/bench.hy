@@ -316,7 +316,7 @@
 ;; * A model that hangs
 
 (defn bench-hung-provider [runs]
-  (import socket
+  (import asyncio socket
           passepartout.cascade [make-cascade make-provider cascade-complete _litellm-module])
   (_litellm-module)
   (setv key-env "PASSEPARTOUT_BENCH_HUNG_KEY"
@@ -334,11 +334,11 @@
                                    (make-provider "symbolic")])
             start (time.perf-counter)
             heard [])
-      (cascade-complete cascade [:messages [{"role" "user" "content" "help"}] :tools None
-                                 :signal [:type :event :session "bench"
-                                          :payload [:sensor :user-input :text "help"]]
-                                 :notify (fn [text [kind "progress"]]
-                                           (.append heard (time.perf-counter)))])
+      (asyncio.run (cascade-complete cascade [:messages [{"role" "user" "content" "help"}] :tools None
+                                              :signal [:type :event :session "bench"
+                                                       :payload [:sensor :user-input :text "help"]]
+                                              :notify (fn [text [kind "progress"]]
+                                                        (.append heard (time.perf-counter)))]))
       (.append answered (- (time.perf-counter) start))
       (when heard (.append told (- (get heard 0) start)))))
   [#(f"hung first model ({deadline :g} s deadline) → the person told, p50"

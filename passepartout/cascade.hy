@@ -1,6 +1,6 @@
 ;; * Why
 
-(import json logging os re socket threading time
+(import asyncio inspect json logging os re socket threading time
         importlib.util [find-spec]
         urllib.parse [urlsplit]
         passepartout.config [did-you-mean schema-keys]
@@ -181,7 +181,28 @@
 
 ;; ** The probe
 
-(defn _probe [provider]
+(defn _os-words [e]
+  "What the OSError E says, in the system's words."
+  (cond (isinstance e socket.gaierror) (or e.strerror (str e))
+        (and (isinstance e.errno int) (> e.errno 0)) (os.strerror e.errno)
+        e.strerror e.strerror
+        True (. (type e) __name__)))
+
+(defn :async _connect [host port]
+  "Connect to HOST:PORT and close again; the last address's OSError when none accepts."
+  (setv loop (asyncio.get-running-loop)
+        error None)
+  (for [[family kind proto _ address] (await (.getaddrinfo loop host port :type socket.SOCK-STREAM))]
+    (with [s (socket.socket family kind proto)]
+      (.setblocking s False)
+      (try
+        (await (.sock-connect loop s address))
+        (return None)
+        (except [e OSError]
+          (setv error e)))))
+  (raise (or error (OSError f"{host} resolves to no address"))))
+
+(defn :async _probe [provider]
   "None when something accepts connections at the provider's api_base, else why not."
   (setv base (get provider "api_base"))
   (when (not base)
@@ -193,10 +214,11 @@
     (except [e ValueError]
       (return f"api_base {base !r} is not a URL: {e}")))
   (try
-    (.close (socket.create-connection #(host port) PROBE-TIMEOUT))
+    (with [:async (asyncio.timeout PROBE-TIMEOUT)]
+      (await (_connect host port)))
     None
     (except [e OSError]
-      f"nothing accepts connections at {host}:{port} ({(or e.strerror (. (type e) __name__))})")))
+      f"nothing accepts connections at {host}:{port} ({(_os-words e)})")))
 
 ;; ** LiteLLM, imported on first use
 
@@ -218,23 +240,15 @@
             _litellm litellm)))
   _litellm)
 
+(defn :async _litellm-ready []
+  "LiteLLM, imported in a worker thread if it is not yet."
+  (if (is _litellm None)
+      (await (asyncio.to-thread _litellm-module))
+      _litellm))
+
 (setv DEADLINE-GRACE 5.0)
 
-(defn _with-deadline [f seconds]
-  "The value of (F), or a :timeout _Failure when it takes longer than SECONDS."
-  (setv box {})
-  (defn run []
-    (try (setv (get box "value") (f))
-         (except [e BaseException]
-           (setv (get box "error") e))))
-  (setv t (threading.Thread :target run :daemon True :name "passepartout-provider"))
-  (.start t)
-  (.join t seconds)
-  (cond (.is-alive t) (raise (_Failure ':timeout f"no complete answer within {seconds :g} s" "timeout"))
-        (in "error" box) (raise (get box "error"))
-        True (get box "value")))
-
-(defn _litellm-call [litellm provider request]
+(defn :async _litellm-call [litellm provider request]
   "LiteLLM's response from PROVIDER to REQUEST."
   (setv key-env (get provider "api_key_env")
         tools (proto-get request ':tools)
@@ -255,8 +269,15 @@
                        "messages" (native-messages (get kwargs "messages"))
                        #** _tool-flags})
       (setv (get kwargs "messages") (text-messages (get kwargs "messages"))))
-  (_with-deadline (fn [] (litellm.completion #** kwargs))
-                  (+ (get provider "timeout") DEADLINE-GRACE)))
+  (setv seconds (+ (get provider "timeout") DEADLINE-GRACE)
+        deadline (asyncio.timeout seconds))
+  (try
+    (with [:async deadline]
+      (return (await (litellm.acompletion #** kwargs))))
+    (except [e Exception]
+      (when (.expired deadline)
+        (raise (_Failure ':timeout f"no complete answer within {seconds :g} s" "timeout") :from e))
+      (raise))))
 
 ;; ** Tools, natively or as text
 
@@ -389,14 +410,19 @@
     (or (and litellm (isinstance e litellm.Timeout)) (_cause-of e TimeoutError))
     #(':timeout (+ "no answer within " (format (get provider "timeout") "g") " s") "timeout")
     bad-json #(':garbage (_short f"the answer is not JSON ({bad-json})") "garbage")
-    cut-off #(':error (_short f"{(or cut-off.strerror (. (type cut-off) __name__))} at {(_where provider)}")
+    cut-off #(':error (_short f"{(_os-words cut-off)} at {(_where provider)}")
               "connect")
     status #(':error f"{status}: {(_provider-message e)}" f"http-{status}")
     True #(':error (_short (_error-text e)) "error")))
 
 ;; ** One attempt
 
-(defn _attempt [provider request]
+(defn _cancelling []
+  "How many requests to cancel the current task has pending (0 outside a task)."
+  (setv task (asyncio.current-task))
+  (if task (.cancelling task) 0))
+
+(defn :async _attempt [provider request]
   "(outcome detail answer kind) for one call of PROVIDER; answer is
    (:text :tool-calls :usage) on :ok, kind the failure's (see above)."
   (when (= (get provider "model") SYMBOLIC)
@@ -406,19 +432,22 @@
                :usage (proto-get r ':usage)]
               "ok")))
   (when (get provider "probe")
-    (setv why (_probe provider))
+    (setv why (await (_probe provider)))
     (when why
       (return #(':unreachable why None "unreachable"))))
-  (setv litellm None)
+  (setv litellm None
+        cancelling (_cancelling))
   (try
-    (setv litellm (_litellm-module)
-          response (_litellm-call litellm provider request)
+    (setv litellm (await (_litellm-ready))
+          response (await (_litellm-call litellm provider request))
           [text calls] (_answer response)
           usage (_usage litellm response))
     #(':ok (_short f"{(proto-get usage ':prompt-tokens)} prompt and {(proto-get usage ':completion-tokens)} completion tokens")
       [:text text :tool-calls calls :usage usage]
       "ok")
     (except [e Exception]
+      (when (> (_cancelling) cancelling)
+        (raise (asyncio.CancelledError) :from e))
       (setv [outcome detail kind] (_classify litellm provider e))
       #(outcome detail None kind))))
 
@@ -469,12 +498,13 @@
                            f"{(proto-get a ':provider)} {(. (proto-get a ':outcome) name)} ({(proto-get a ':detail)})"))
          "no providers are configured")))
 
-(defn cascade-complete [cascade request]
+(defn :async cascade-complete [cascade request]
   "Ask the providers of CASCADE in order; the first real answer, or a :failed plist.
+   Cancelling the task that awaits it cancels the model call under way.
 
-   (cascade-complete (make-cascade (default-providers))
-                     [:messages [{\"role\" \"user\" \"content\" \"help\"}] :tools None
-                      :signal SIGNAL :rejections [] :notify (fn [text] (print text))])"
+   (await (cascade-complete (make-cascade (default-providers))
+                            [:messages [{\"role\" \"user\" \"content\" \"help\"}] :tools None
+                             :signal SIGNAL :rejections [] :notify (fn [text] (print text))]))"
   (setv attempts []
         notify (proto-get request ':notify)
         session (proto-get (proto-get request ':signal) ':session)
@@ -485,12 +515,14 @@
   (defn failed [name kind clause fresh]
     (.append kinds kind)
     (.append (if fresh waiting untold) f"model {name} {clause}"))
-  (defn tell [next-words]
+  (defn :async tell [next-words]
     (for [what waiting]
       (setv line f"{what}, {next-words}")
       (.warning log "%s" line)
       (when notify
-        (try (notify line)
+        (try (setv said (notify line))
+             (when (inspect.isawaitable said)
+               (await said))
              (except [e Exception]
                (.warning log "could not tell the person: %s" (_error-text e))))))
     (.extend (if notify told untold) waiting)
@@ -502,13 +534,13 @@
           (do (setv [detail kind clause fresh] (_skip cascade i session))
               (.append attempts [:provider name :outcome :skipped :detail detail])
               (failed name kind clause fresh))
-          (do (tell (_next-words provider))
+          (do (await (tell (_next-words provider)))
               (setv asked (if (and kinds (= (.get provider "model") SYMBOLIC))
                               (+ (list (or request []))
                                  [:fallback [:told (list told) :untold (list untold) :kinds (list kinds)]])
                               request)
                     start (time.perf-counter)
-                    [outcome detail answer kind] (_attempt provider asked)
+                    [outcome detail answer kind] (await (_attempt provider asked))
                     seconds (round (- (time.perf-counter) start) 3)
                     ok (= outcome ':ok)
                     clause (when (not ok) (_clause provider kind detail))
@@ -527,24 +559,24 @@
               clause f"failed ({detail})")
         (.append attempts [:provider name :outcome :error :detail detail])
         (failed name "error" clause (_record cascade i False "error" clause session)))))
-  (tell "and no other model is left")
+  (await (tell "and no other model is left"))
   [:status :failed :reason (_failure-reason attempts) :attempts attempts])
 
 ;; * Checking one provider
 
 (setv CHECK-DEADLINE 5.0)
 
-(defn check-provider [provider [deadline CHECK-DEADLINE]]
+(defn :async check-provider [provider [deadline CHECK-DEADLINE]]
   "#(status detail) for PROVIDER after a one-token call of at most DEADLINE
    seconds: status \"ok\", \"warn\" (a probed local model is not running) or \"fail\".
 
-   (check-provider (make-provider \"symbolic\")) ⇒ #(\"ok\" \"the built-in commands, always there\")"
+   (await (check-provider (make-provider \"symbolic\"))) ⇒ #(\"ok\" \"the built-in commands, always there\")"
   (when (= (.get provider "model") SYMBOLIC)
     (return #("ok" "the built-in commands, always there")))
   (setv quick (| provider {"timeout" (min (float (get provider "timeout")) deadline) "max_tokens" 1})
         start (time.perf-counter)
-        [outcome detail answer kind] (_attempt quick [:messages [{"role" "user" "content" "Say ok."}]
-                                                      :tools None])
+        [outcome detail answer kind] (await (_attempt quick [:messages [{"role" "user" "content" "Say ok."}]
+                                                             :tools None]))
         seconds (- (time.perf-counter) start))
   (cond (in outcome #(':ok ':empty)) #("ok" f"answered in {seconds :.2f} s")
         (= outcome ':unreachable) #("warn" (+ (_clause quick kind detail) "; the next model answers"))

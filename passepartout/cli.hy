@@ -274,14 +274,15 @@
 
 (defn _model-checks [config]
   "Rows #(check status detail), one per provider of CONFIG, asked all at once."
-  (import concurrent.futures [ThreadPoolExecutor]
+  (import asyncio
           passepartout.cascade [providers-from-config check-provider])
   (try
     (setv providers (providers-from-config config))
     (except [e ValueError]
       (return [#("models" "fail" (str e))])))
-  (with [pool (ThreadPoolExecutor :max-workers (len providers))]
-    (setv found (list (.map pool check-provider providers))))
+  (defn :async check-all []
+    (await (asyncio.gather #* (gfor p providers (check-provider p)))))
+  (setv found (asyncio.run (check-all)))
   (lfor [p [status detail]] (zip providers found)
         #(f"model {(get p "name")}" status detail)))
 

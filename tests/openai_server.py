@@ -9,7 +9,12 @@ every kind of provider at once:
     http://127.0.0.1:PORT/error500/v1  HTTP 500 with an OpenAI-style error body
     http://127.0.0.1:PORT/garbage/v1   HTTP 200 whose body is not JSON
     http://127.0.0.1:PORT/empty/v1     HTTP 200 with empty content and no tool calls
-    http://127.0.0.1:PORT/hang/v1      reads the request and never answers (until stop)
+    http://127.0.0.1:PORT/hang/v1      reads the request and never answers (until stop or
+                                       until the client closes the connection, which it
+                                       records: see `hangs_closed`)
+    http://127.0.0.1:PORT/trickle/v1   answers `ok`, but sends the body one byte at a time
+                                       for `trickle_seconds`: no single read waits long,
+                                       the whole answer does
     http://127.0.0.1:PORT/error401/v1  HTTP 401 (any errorNNN: that status) with an
                                        OpenAI-style error body saying `error_message`
     http://127.0.0.1:PORT/live/v1      answers as the script `live` names at the time,
@@ -20,13 +25,15 @@ Every request is recorded, in arrival order, as a dict with its script, path and
 parsed JSON body.
 """
 import json
+import select
+import socket
 import threading
 import time
 from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
-SCRIPTS = ("ok", "toolcall", "slow", "error500", "garbage", "empty", "hang", "live")
+SCRIPTS = ("ok", "toolcall", "slow", "error500", "garbage", "empty", "hang", "trickle", "live")
 
 
 class ScriptedOpenAIServer:
@@ -39,9 +46,17 @@ class ScriptedOpenAIServer:
     slow_seconds    how long `slow` waits before answering (at most MAX_SLOW)
     error_message   what an `errorNNN` script other than error500 says went wrong
     live            the script `live` answers as (default "ok")
+    trickle_seconds how long `trickle` takes to send its body (at most MAX_TRICKLE)
+
+    and may read:
+
+    hangs_closed    the numbers (1 for the first request) of the `hang` requests whose
+                    client closed the connection while waiting; `wait_hang_closed`
+                    waits for one
     """
 
     MAX_SLOW = 5.0
+    MAX_TRICKLE = 30.0
 
     def __init__(self):
         self.reply_text = "scripted answer"
@@ -51,8 +66,11 @@ class ScriptedOpenAIServer:
         self.slow_seconds = 3.0
         self.error_message = "Incorrect API key provided: sk-scr***key"
         self.live = "ok"
+        self.trickle_seconds = 3.0
         self.requests = []
+        self.hangs_closed = []
         self._lock = threading.Lock()
+        self._closed = threading.Condition(self._lock)
         self._stopping = threading.Event()
         self._counter = 0
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
@@ -71,6 +89,11 @@ class ScriptedOpenAIServer:
         """The script of every request so far, in arrival order."""
         with self._lock:
             return [r["script"] for r in self.requests]
+
+    def wait_hang_closed(self, count=1, timeout=10.0):
+        """True once COUNT `hang` requests were closed by their client, False after TIMEOUT s."""
+        with self._closed:
+            return self._closed.wait_for(lambda: len(self.hangs_closed) >= count, timeout)
 
     def stop(self):
         """Stop serving; a request still waiting in `slow` is released at once."""
@@ -100,6 +123,34 @@ class ScriptedOpenAIServer:
             "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
             "usage": dict(self.usage),
         }
+
+    def hang(self, connection, n):
+        """Wait, answering nothing, until the server stops or the client closes
+        CONNECTION (then the request N is recorded in `hangs_closed`)."""
+        while not self._stopping.is_set():
+            readable, _, _ = select.select([connection], [], [], 0.05)
+            if not readable:
+                continue
+            try:
+                gone = connection.recv(1, socket.MSG_PEEK) == b""
+            except OSError:
+                gone = True
+            if gone:
+                with self._closed:
+                    self.hangs_closed.append(n)
+                    self._closed.notify_all()
+                return None
+            self._stopping.wait(0.05)  # the client sent more: it is still there
+        return 503, "application/json", _json({"error": {"message": "stopped"}})
+
+    def trickle(self, body, n):
+        """Answer as `ok` does, the body a byte at a time over `trickle_seconds`
+        (JSON allows the leading spaces that pad it)."""
+        message = {"role": "assistant", "content": self._next_text()}
+        answer = _json(self._completion(body, n, message))
+        seconds = min(self.trickle_seconds, self.MAX_TRICKLE)
+        pad = max(1, int(seconds / 0.1))
+        return 200, "application/json", b" " * pad + answer, pad
 
     def answer(self, script, body, n):
         if script == "live":
@@ -159,16 +210,31 @@ def _handler_for(server):
             except ValueError:
                 body = None
             n = server._record(script, self.path, body)
+            now = server.live if script == "live" else script
+            if now == "hang":
+                answer = server.hang(self.connection, n)
+                if answer:
+                    self._send(*answer)
+                return
+            if now == "trickle":
+                status, ctype, payload, pad = server.trickle(body, n)
+                self._send(status, ctype, payload, trickle=pad)
+                return
             status, ctype, payload = server.answer(script, body, n)
             self._send(status, ctype, payload)
 
-        def _send(self, status, ctype, payload):
+        def _send(self, status, ctype, payload, trickle=0):
             try:
                 self.send_response(status)
                 self.send_header("Content-Type", ctype)
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
-                self.wfile.write(payload)
+                for i in range(trickle):  # the padding, a byte every tenth of a second
+                    self.wfile.write(payload[i:i + 1])
+                    self.wfile.flush()
+                    if server._stopping.wait(0.1):
+                        break
+                self.wfile.write(payload[trickle:])
             except (BrokenPipeError, ConnectionResetError):
                 pass  # the client gave up (a timeout): nothing to answer
 

@@ -1,9 +1,12 @@
 """The provider cascade: the real LiteLLM client against a scripted server on loopback."""
+import asyncio
+import functools
 import json
 import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections import deque
 from pathlib import Path
@@ -13,9 +16,8 @@ import pytest
 from hy.models import Keyword as K
 
 from passepartout.cascade import (
-    _Failure,
+    DEADLINE_GRACE,
     _litellm_module,
-    _with_deadline,
     cascade_complete,
     check_provider,
     cascade_status,
@@ -46,6 +48,22 @@ def request(tools=None, text="list my files"):
 def scripted(server, script, timeout=5.0, model=None):
     return make_provider(model or f"openai/scripted-{script}", api_base=server.url(script),
                          api_key_env=KEY_ENV, timeout=timeout)
+
+
+def on_loop(test):
+    """TEST, a coroutine function, run on an event loop of its own when pytest calls it."""
+    @functools.wraps(test)
+    def run(*args, **kwargs):
+        return asyncio.run(test(*args, **kwargs))
+    return run
+
+
+async def until(predicate, timeout=10.0):
+    """Wait on the loop until PREDICATE() holds; fail after TIMEOUT seconds."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"still not so after {timeout} s: {predicate}"
+        await asyncio.sleep(0.01)
 
 
 def outcomes(result):
@@ -87,12 +105,12 @@ def test_a_closed_probe_port_is_unreachable_without_litellm():
     try:
         port = sock.getsockname()[1]
         seen = run_python(f"""
-            import json, sys
+            import asyncio, json, sys
             from passepartout.cascade import make_cascade, make_provider, cascade_complete
             from passepartout.proto import proto_get
             providers = [make_provider("ollama_chat/llama3.2", api_base="http://127.0.0.1:{port}", probe=True),
                          make_provider("symbolic")]
-            r = cascade_complete(make_cascade(providers), [])
+            r = asyncio.run(cascade_complete(make_cascade(providers), []))
             print(json.dumps({{
                 "outcomes": [proto_get(a, "outcome").name for a in proto_get(r, "attempts")],
                 "provider": proto_get(r, "provider"),
@@ -107,15 +125,44 @@ def test_a_closed_probe_port_is_unreachable_without_litellm():
     assert seen["litellm"] is False
 
 
+def test_the_first_import_of_litellm_does_not_stop_the_loop(openai_server):
+    # LiteLLM is in sys.modules from the moment its import starts, and the cascade
+    # holds it once the import is over: a task that sees the moment in between
+    # ran while the import did.
+    seen = run_python(f"""
+        import asyncio, json, os, sys
+        import passepartout.cascade as cascade
+        from passepartout.proto import proto_get
+        os.environ["{KEY_ENV}"] = "sk-scripted-test"
+        provider = cascade.make_provider("openai/scripted-ok", api_base="{openai_server.url("ok")}",
+                                         api_key_env="{KEY_ENV}")
+
+        async def main():
+            call = asyncio.create_task(cascade.cascade_complete(cascade.make_cascade([provider]), []))
+            ticks = 0
+            while not call.done():
+                if "litellm" in sys.modules and cascade._litellm is None:
+                    ticks += 1
+                await asyncio.sleep(0.005)
+            return ticks, proto_get(call.result(), "status").name
+
+        ticks, status = asyncio.run(main())
+        print(json.dumps({{"ticks": ticks, "status": status}}))
+    """)
+    assert seen["status"] == "ok", seen
+    assert seen["ticks"] > 0, f"no task ran while LiteLLM was being imported: {seen}"
+
+
 # * Falling through, with the real client
 
-def test_slow_error_garbage_then_ok(openai_server, key):
+@on_loop
+async def test_slow_error_garbage_then_ok(openai_server, key):
     openai_server.reply_text = "(:action :message :text \"here they are\")"
     providers = [scripted(openai_server, "slow", timeout=1.0),
                  scripted(openai_server, "error500"),
                  scripted(openai_server, "garbage"),
                  scripted(openai_server, "ok")]
-    result = cascade_complete(make_cascade(providers), request())
+    result = await cascade_complete(make_cascade(providers), request())
     assert proto_get(result, "status") == K("ok"), result
     assert proto_get(result, "provider") == "openai/scripted-ok"
     assert proto_get(result, "text") == "(:action :message :text \"here they are\")"
@@ -133,20 +180,22 @@ def test_slow_error_garbage_then_ok(openai_server, key):
     assert last["body"]["messages"] == MESSAGES
 
 
-def test_empty_answer_falls_through(openai_server, key):
+@on_loop
+async def test_empty_answer_falls_through(openai_server, key):
     openai_server.replies = deque(["first", "second"])
     cascade = make_cascade([scripted(openai_server, "empty"), scripted(openai_server, "ok")])
-    first = cascade_complete(cascade, request())
-    second = cascade_complete(cascade, request())
+    first = await cascade_complete(cascade, request())
+    second = await cascade_complete(cascade, request())
     assert outcomes(first) == [K("empty"), K("ok")], first
     assert [proto_get(first, "text"), proto_get(second, "text")] == ["first", "second"]
     assert openai_server.scripts_seen() == ["empty", "ok", "empty", "ok"]
 
 
-def test_tool_calls_are_parsed(openai_server, key):
+@on_loop
+async def test_tool_calls_are_parsed(openai_server, key):
     openai_server.tool_calls = [("shell", '{"cmd": "ls -la"}'),
                                 ("read_file", '{"path": "notes.txt"}')]
-    result = cascade_complete(make_cascade([scripted(openai_server, "toolcall")]), request(tools=TOOLS))
+    result = await cascade_complete(make_cascade([scripted(openai_server, "toolcall")]), request(tools=TOOLS))
     assert proto_get(result, "status") == K("ok"), result
     assert proto_get(result, "text") is None
     calls = proto_get(result, "tool-calls")
@@ -158,21 +207,23 @@ def test_tool_calls_are_parsed(openai_server, key):
     assert not [k for k in body if k.startswith("_")], body  # no LiteLLM-internal flag leaks out
 
 
-def test_cost_of_a_priced_model(openai_server, key):
+@on_loop
+async def test_cost_of_a_priced_model(openai_server, key):
     provider = scripted(openai_server, "ok", model="openai/gpt-4o-mini")
-    result = cascade_complete(make_cascade([provider]), request())
+    result = await cascade_complete(make_cascade([provider]), request())
     assert proto_get(proto_get(result, "usage"), "cost") > 0.0, result
 
 
 # * Failing without raising
 
-def test_all_failing_is_a_result_not_an_exception(openai_server, key, monkeypatch):
+@on_loop
+async def test_all_failing_is_a_result_not_an_exception(openai_server, key, monkeypatch):
     monkeypatch.delenv("PASSEPARTOUT_TEST_UNSET_KEY", raising=False)
     providers = [scripted(openai_server, "error500"),
                  make_provider("openai/scripted-ok", api_base=openai_server.url("ok"),
                                api_key_env="PASSEPARTOUT_TEST_UNSET_KEY"),
                  {"name": "broken"}]
-    result = cascade_complete(make_cascade(providers), request())
+    result = await cascade_complete(make_cascade(providers), request())
     assert proto_get(result, "status") == K("failed"), result
     assert outcomes(result) == [K("error"), K("error"), K("error")]
     assert proto_get(result, "reason").startswith("all providers failed: openai/scripted-error500 error")
@@ -181,18 +232,12 @@ def test_all_failing_is_a_result_not_an_exception(openai_server, key, monkeypatc
     assert openai_server.scripts_seen() == ["error500"]
 
 
-def test_no_providers_fails_with_a_reason():
-    result = cascade_complete(make_cascade([]), request())
+@on_loop
+async def test_no_providers_fails_with_a_reason():
+    result = await cascade_complete(make_cascade([]), request())
     assert proto_get(result, "status") == K("failed")
     assert proto_get(result, "attempts") == []
     assert "no providers" in proto_get(result, "reason")
-
-
-def test_the_deadline_bounds_a_call_that_never_ends():
-    with pytest.raises(_Failure) as failure:
-        _with_deadline(lambda: time.sleep(2), 0.05)
-    assert failure.value.outcome == K("timeout")
-    assert _with_deadline(lambda: 42, 1.0) == 42
 
 
 # * The circuit breaker
@@ -205,39 +250,41 @@ class FakeClock:
         return self.now
 
 
-def test_breaker_skips_a_failing_provider_then_tries_it_after_the_cooldown(openai_server, key):
+@on_loop
+async def test_breaker_skips_a_failing_provider_then_tries_it_after_the_cooldown(openai_server, key):
     clock = FakeClock()
     cascade = make_cascade([scripted(openai_server, "error500"), scripted(openai_server, "ok")],
                            cooldown=60.0, failure_threshold=3, clock=clock)
     for _ in range(3):
-        assert outcomes(cascade_complete(cascade, request())) == [K("error"), K("ok")]
+        assert outcomes(await cascade_complete(cascade, request())) == [K("error"), K("ok")]
     assert proto_get(cascade_status(cascade)[0], "state") == K("open")
 
-    skipped = cascade_complete(cascade, request())
+    skipped = await cascade_complete(cascade, request())
     assert outcomes(skipped) == [K("skipped"), K("ok")]
     assert "3 failures" in proto_get(proto_get(skipped, "attempts")[0], "detail")
     clock.now += 59.0
-    assert outcomes(cascade_complete(cascade, request())) == [K("skipped"), K("ok")]
+    assert outcomes(await cascade_complete(cascade, request())) == [K("skipped"), K("ok")]
     assert openai_server.scripts_seen() == ["error500", "ok"] * 3 + ["ok", "ok"]
 
     clock.now += 2.0  # cool-down over: one trial (half-open), which fails and re-opens
     assert proto_get(cascade_status(cascade)[0], "state") == K("half-open")
-    assert outcomes(cascade_complete(cascade, request())) == [K("error"), K("ok")]
-    assert outcomes(cascade_complete(cascade, request())) == [K("skipped"), K("ok")]
+    assert outcomes(await cascade_complete(cascade, request())) == [K("error"), K("ok")]
+    assert outcomes(await cascade_complete(cascade, request())) == [K("skipped"), K("ok")]
     assert openai_server.scripts_seen()[-3:] == ["error500", "ok", "ok"]
 
 
-def test_breaker_closes_after_a_successful_trial(openai_server, monkeypatch):
+@on_loop
+async def test_breaker_closes_after_a_successful_trial(openai_server, monkeypatch):
     monkeypatch.delenv(KEY_ENV, raising=False)
     clock = FakeClock()
     cascade = make_cascade([scripted(openai_server, "ok"), make_provider("symbolic")],
                            cooldown=10.0, failure_threshold=2, clock=clock)
     for _ in range(2):
-        assert outcomes(cascade_complete(cascade, request())) == [K("error"), K("ok")]
-    assert outcomes(cascade_complete(cascade, request())) == [K("skipped"), K("ok")]
+        assert outcomes(await cascade_complete(cascade, request())) == [K("error"), K("ok")]
+    assert outcomes(await cascade_complete(cascade, request())) == [K("skipped"), K("ok")]
     monkeypatch.setenv(KEY_ENV, "sk-now-set")
     clock.now += 10.0
-    recovered = cascade_complete(cascade, request())
+    recovered = await cascade_complete(cascade, request())
     assert outcomes(recovered) == [K("ok")]
     assert proto_get(recovered, "provider") == "openai/scripted-ok"
     assert proto_get(cascade_status(cascade)[0], "state") == K("closed")
@@ -246,8 +293,9 @@ def test_breaker_closes_after_a_successful_trial(openai_server, monkeypatch):
 
 # * The symbolic provider through the cascade
 
-def test_symbolic_answers_through_the_cascade():
-    result = cascade_complete(make_cascade([make_provider("symbolic")]), request(text="!ls -la"))
+@on_loop
+async def test_symbolic_answers_through_the_cascade():
+    result = await cascade_complete(make_cascade([make_provider("symbolic")]), request(text="!ls -la"))
     assert proto_get(result, "status") == K("ok")
     assert proto_get(result, "provider") == "symbolic"
     assert outcomes(result) == [K("ok")]
@@ -311,12 +359,13 @@ def test_bad_provider_tables_are_refused():
         make_provider("m", max_tokens="many")
 
 
-def test_max_tokens_is_sent_default_and_per_provider(openai_server, key):
+@on_loop
+async def test_max_tokens_is_sent_default_and_per_provider(openai_server, key):
     cfg = {"providers": [{"model": "openai/scripted-ok", "api_base": openai_server.url("ok"),
                           "api_key_env": KEY_ENV, "max-tokens": 77}]}
     configured = providers_from_config(cfg, env={})[0]
     for provider, want in [(scripted(openai_server, "ok"), 1024), (configured, 77)]:
-        result = cascade_complete(make_cascade([provider]), request())
+        result = await cascade_complete(make_cascade([provider]), request())
         assert proto_get(result, "status").name == "ok", result
         body = openai_server.requests[-1]["body"]
         assert body.get("max_tokens") == want, f"request body: {body}"
@@ -350,13 +399,14 @@ def warnings_of(caplog):
             if r.name == "passepartout.cascade" and r.levelname == "WARNING"]
 
 
-def test_a_hung_provider_costs_one_deadline_and_the_person_hears_it(openai_server, key, caplog):
+@on_loop
+async def test_a_hung_provider_costs_one_deadline_and_the_person_hears_it(openai_server, key, caplog):
     _litellm_module()  # its import is not the provider's time
     caplog.set_level("WARNING", logger="passepartout.cascade")
     heard = Heard()
     cascade = make_cascade([scripted(openai_server, "hang", timeout=1.0), scripted(openai_server, "ok")])
     start = time.monotonic()
-    result = cascade_complete(cascade, told(heard))
+    result = await cascade_complete(cascade, told(heard))
     took = time.monotonic() - start
     assert proto_get(result, "provider") == "openai/scripted-ok", result
     assert outcomes(result) == [K("timeout"), K("ok")], result
@@ -365,9 +415,104 @@ def test_a_hung_provider_costs_one_deadline_and_the_person_hears_it(openai_serve
     assert heard.times[0] - start < 2.0, f"told after {heard.times[0] - start:.2f} s"
     assert took < 2.0, f"the answer took {took:.2f} s for a 1 s deadline"
     assert warnings_of(caplog) == [line], caplog.records
+    assert await asyncio.to_thread(openai_server.wait_hang_closed), "the hung request was left open"
 
 
-def test_each_failure_is_told_in_words_with_the_providers_message(openai_server, key, monkeypatch):
+@on_loop
+async def test_an_answer_that_trickles_past_the_deadline_falls_through_in_the_same_words(
+        openai_server, key, caplog):
+    # Each byte comes well within the 0.5 s timeout, so LiteLLM's client never times
+    # out; the whole call's deadline (timeout + DEADLINE_GRACE) ends it, and the
+    # person hears what a hung model makes them hear.
+    _litellm_module()  # its import is not the provider's time
+    caplog.set_level("WARNING", logger="passepartout.cascade")
+    openai_server.trickle_seconds = openai_server.MAX_TRICKLE
+    heard = Heard()
+    cascade = make_cascade([scripted(openai_server, "trickle", timeout=0.5), scripted(openai_server, "ok")])
+    result = await cascade_complete(cascade, told(heard))
+    assert proto_get(result, "provider") == "openai/scripted-ok", result
+    assert outcomes(result) == [K("timeout"), K("ok")], result
+    assert proto_get(proto_get(result, "attempts")[0], "detail") == \
+        f"no complete answer within {0.5 + DEADLINE_GRACE:g} s", result
+    line = "model openai/scripted-trickle did not answer in 0.5 s, trying openai/scripted-ok"
+    assert heard.lines == [line], heard.lines
+    assert warnings_of(caplog) == [line], caplog.records
+
+
+def tasks_of_the_cascade():
+    """The tasks on the loop running the cascade's code, other than the current one."""
+    def code(task):
+        coro = task.get_coro()
+        return getattr(getattr(coro, "cr_code", None), "co_filename", "")
+    return [t for t in asyncio.all_tasks()
+            if t is not asyncio.current_task() and code(t).endswith("cascade.hy")]
+
+
+@on_loop
+async def test_a_cancelled_call_ends_at_once_and_leaves_no_trace(openai_server, key, caplog):
+    await asyncio.to_thread(_litellm_module)
+    caplog.set_level("DEBUG", logger="passepartout.cascade")
+    heard = Heard()
+    openai_server.live = "hang"
+    cascade = make_cascade([scripted(openai_server, "live", timeout=60.0), scripted(openai_server, "ok")],
+                           failure_threshold=1)
+    call = asyncio.create_task(cascade_complete(cascade, told(heard)))
+    await until(lambda: openai_server.scripts_seen() == ["live"])
+    call.cancel()
+    # the model has 60 s to answer: ending well before is the cancellation's doing
+    done, _ = await asyncio.wait([call], timeout=10.0)
+    assert done and call.cancelled(), f"the call went on after its cancellation: {call}"
+    assert await asyncio.to_thread(openai_server.wait_hang_closed), "the server still holds the request"
+    assert tasks_of_the_cascade() == [], "something of the cancelled call still runs"
+    assert openai_server.scripts_seen() == ["live"], "the cascade moved on to the next model"
+    assert heard.lines == [], heard.lines
+    assert [r.getMessage() for r in caplog.records if r.name == "passepartout.cascade"] == [], caplog.records
+    status = cascade_status(cascade)[0]
+    assert (proto_get(status, "failures"), proto_get(status, "state")) == (0, K("closed")), status
+    # the next failure of the model is the first the breaker counts and the person hears
+    openai_server.live = "error401"
+    result = await cascade_complete(cascade, told(heard))
+    assert proto_get(result, "provider") == "openai/scripted-ok", result
+    assert len(heard.lines) == 1 and "refused the key" in heard.lines[0], heard.lines
+    assert proto_get(cascade_status(cascade)[0], "failures") == 1, cascade_status(cascade)
+
+
+@on_loop
+async def test_threads_do_not_grow_with_the_number_of_calls(openai_server, key):
+    # LiteLLM's acompletion prepares each request in the loop's default executor
+    # (threads named asyncio_N, at most min(32, cpus + 4), reused) and logs in a
+    # task on the loop; the cascade starts no thread. The scripted server runs in
+    # this process too: its threads, one per connection, end with their connection.
+    def threads():
+        return [t for t in threading.enumerate() if "process_request_thread" not in t.name]
+    cascade = make_cascade([scripted(openai_server, "ok")])
+    for _ in range(5):  # LiteLLM loads what it loads on its first calls
+        await cascade_complete(cascade, request())
+    before = threads()
+    for _ in range(200):
+        result = await cascade_complete(cascade, request())
+        assert proto_get(result, "status") == K("ok"), result
+    after = threads()
+    new = [t.name for t in after if t not in before]
+    assert len(after) <= len(before) + 2, f"{len(before)} threads before 200 calls, after: {new}"
+    assert all(name.startswith("asyncio_") for name in new), new
+
+
+@on_loop
+async def test_a_notify_that_is_a_coroutine_is_awaited(openai_server, key):
+    heard = []
+
+    async def notify(text, kind="progress"):
+        await asyncio.sleep(0)
+        heard.append(text)
+    cascade = make_cascade([scripted(openai_server, "error401"), scripted(openai_server, "ok")])
+    result = await cascade_complete(cascade, told(notify))
+    assert proto_get(result, "provider") == "openai/scripted-ok", result
+    assert len(heard) == 1 and heard[0].startswith("model openai/scripted-error401 refused the key"), heard
+
+
+@on_loop
+async def test_each_failure_is_told_in_words_with_the_providers_message(openai_server, key, monkeypatch):
     monkeypatch.delenv("PASSEPARTOUT_TEST_UNSET_KEY", raising=False)
     openai_server.error_message = "Incorrect API key provided: sk-te***st"
     refused = closed_port()
@@ -382,7 +527,7 @@ def test_each_failure_is_told_in_words_with_the_providers_message(openai_server,
                                    api_key_env="PASSEPARTOUT_TEST_UNSET_KEY"),
                      scripted(openai_server, "error500"),
                      make_provider("symbolic")]
-        result = cascade_complete(make_cascade(providers), told(heard))
+        result = await cascade_complete(make_cascade(providers), told(heard))
     finally:
         refused.close()
     assert proto_get(result, "provider") == "symbolic", result
@@ -399,34 +544,36 @@ def test_each_failure_is_told_in_words_with_the_providers_message(openai_server,
         "purpose), falling back to the built-in commands"], heard.lines
 
 
-def test_the_same_failure_on_three_messages_is_told_once(openai_server, key, caplog):
+@on_loop
+async def test_the_same_failure_on_three_messages_is_told_once(openai_server, key, caplog):
     caplog.set_level("WARNING", logger="passepartout.cascade")
     clock = FakeClock()
     heard = Heard()
     cascade = make_cascade([scripted(openai_server, "error401"), scripted(openai_server, "ok")],
                            cooldown=60.0, failure_threshold=2, clock=clock)
     for n in range(3):
-        result = cascade_complete(cascade, told(heard, f"message {n}"))
+        result = await cascade_complete(cascade, told(heard, f"message {n}"))
         assert proto_get(result, "provider") == "openai/scripted-ok", result
     assert openai_server.scripts_seen() == ["error401", "ok", "error401", "ok", "ok"]
     assert len(heard.lines) == 1 and "refused the key (401:" in heard.lines[0], heard.lines
     assert warnings_of(caplog) == heard.lines, caplog.records
     # the cool-down ends and the trial fails the same way: still the same incident
     clock.now += 61.0
-    cascade_complete(cascade, told(heard, "message 4"))
+    await cascade_complete(cascade, told(heard, "message 4"))
     assert openai_server.scripts_seen()[-2:] == ["error401", "ok"]
     assert len(heard.lines) == 1, heard.lines
     # another conversation has not heard of it: it is told once, of the open breaker
     other = Heard()
     for n in range(2):
-        cascade_complete(cascade, told(other, f"other {n}", session="telegram:7"))
+        await cascade_complete(cascade, told(other, f"other {n}", session="telegram:7"))
     assert len(other.lines) == 1, other.lines
     assert other.lines[0].startswith("model openai/scripted-error401 is paused for 60 s after 3 failures "
                                      "in a row (it refused the key (401:"), other.lines
     assert other.lines[0].endswith(", trying openai/scripted-ok"), other.lines
 
 
-def test_a_recovery_then_a_new_failure_is_told_again(openai_server, key):
+@on_loop
+async def test_a_recovery_then_a_new_failure_is_told_again(openai_server, key):
     heard = Heard()
     cascade = make_cascade([scripted(openai_server, "live"), make_provider("symbolic")],
                            failure_threshold=100)
@@ -434,18 +581,19 @@ def test_a_recovery_then_a_new_failure_is_told_again(openai_server, key):
     for live in ["error401", "error401", "ok", "ok", "error401", "error401", "error500", "hang"]:
         openai_server.live = live
         before = len(heard.lines)
-        cascade_complete(cascade, told(heard, "help"))
+        await cascade_complete(cascade, told(heard, "help"))
         said.append(len(heard.lines) - before)
     assert said == [1, 0, 0, 0, 1, 0, 1, 1], (said, heard.lines)
     assert heard.lines[0] == heard.lines[1], heard.lines
     assert "answered with an error (500:" in heard.lines[2], heard.lines
 
 
-def test_the_fallback_says_it_is_the_fallback_and_names_the_reason_once(openai_server, key):
+@on_loop
+async def test_the_fallback_says_it_is_the_fallback_and_names_the_reason_once(openai_server, key):
     heard = Heard()
     cascade = make_cascade([scripted(openai_server, "error401"), make_provider("symbolic")])
-    first = proto_read(proto_get(cascade_complete(cascade, told(heard, "hello")), "text"))
-    second = proto_read(proto_get(cascade_complete(cascade, told(heard, "hello")), "text"))
+    first = proto_read(proto_get(await cascade_complete(cascade, told(heard, "hello")), "text"))
+    second = proto_read(proto_get(await cascade_complete(cascade, told(heard, "hello")), "text"))
     reason = "model openai/scripted-error401 refused the key (401: Incorrect API key provided: sk-scr***key)"
     assert heard.lines == [reason + ", falling back to the built-in commands"], heard.lines
     # just told in the line: the answer says what it is, and points to the line
@@ -458,11 +606,12 @@ def test_the_fallback_says_it_is_the_fallback_and_names_the_reason_once(openai_s
     assert text.count("refused the key") == 1, text
     # nobody to tell: the answer names it, and only the log heard the line
     quiet = make_cascade([scripted(openai_server, "error401"), make_provider("symbolic")])
-    text = proto_get(proto_read(proto_get(cascade_complete(quiet, told(None, "hello")), "text")), "text")
+    text = proto_get(proto_read(proto_get(await cascade_complete(quiet, told(None, "hello")), "text")), "text")
     assert f"not a language model: {reason}." in text, text
 
 
-def test_the_fallback_with_nothing_configured_says_how_to_configure(monkeypatch):
+@on_loop
+async def test_the_fallback_with_nothing_configured_says_how_to_configure(monkeypatch):
     sock = closed_port()
     port = sock.getsockname()[1]
     try:
@@ -470,7 +619,7 @@ def test_the_fallback_with_nothing_configured_says_how_to_configure(monkeypatch)
         cascade = make_cascade([make_provider("ollama_chat/llama3.2", api_base=f"http://127.0.0.1:{port}",
                                               probe=True),
                                 make_provider("symbolic")])
-        text = proto_get(proto_read(proto_get(cascade_complete(cascade, told(heard, "help")), "text")),
+        text = proto_get(proto_read(proto_get(await cascade_complete(cascade, told(heard, "help")), "text")),
                          "text")
     finally:
         sock.close()
@@ -480,26 +629,28 @@ def test_the_fallback_with_nothing_configured_says_how_to_configure(monkeypatch)
     assert "built-in fallback" in text and "PASSEPARTOUT_MODELS=" in text, text
 
 
-def test_a_notify_that_fails_does_not_fail_the_call(openai_server, key):
+@on_loop
+async def test_a_notify_that_fails_does_not_fail_the_call(openai_server, key):
     def broken(text, kind="progress"):
         raise RuntimeError("the chat went away")
-    result = cascade_complete(make_cascade([scripted(openai_server, "error401"), scripted(openai_server, "ok")]),
-                              told(broken))
+    result = await cascade_complete(make_cascade([scripted(openai_server, "error401"), scripted(openai_server, "ok")]),
+                                   told(broken))
     assert proto_get(result, "provider") == "openai/scripted-ok", result
 
 
 # * Checking one provider, as doctor does
 
-def test_check_provider_asks_for_one_token(openai_server, key):
-    status, detail = check_provider(scripted(openai_server, "ok"))
+@on_loop
+async def test_check_provider_asks_for_one_token(openai_server, key):
+    status, detail = await check_provider(scripted(openai_server, "ok"))
     assert status == "ok" and detail.startswith("answered in "), detail
     assert openai_server.requests[-1]["body"]["max_tokens"] == 1, openai_server.requests[-1]
     start = time.monotonic()
-    assert check_provider(scripted(openai_server, "hang", timeout=60.0), deadline=1.0) == \
+    assert await check_provider(scripted(openai_server, "hang", timeout=60.0), deadline=1.0) == \
         ("fail", "did not answer in 1 s")
     assert time.monotonic() - start < 2.0
-    assert check_provider(scripted(openai_server, "error401"))[1].startswith("refused the key (401: ")
-    assert check_provider(make_provider("symbolic"))[0] == "ok"
+    assert (await check_provider(scripted(openai_server, "error401")))[1].startswith("refused the key (401: ")
+    assert (await check_provider(make_provider("symbolic")))[0] == "ok"
 
 
 # * Tools natively, or as text
