@@ -507,35 +507,10 @@
   (+ [:messages messages :tools (tool-definitions registry) :signal signal :rejections (list (or rejections []))]
      (if notify [:notify notify] [])))
 
-(defn :async _on-a-thread [f #* args]
-  "The value of (F #* ARGS), computed on a daemon thread of its own."
-  (import threading)
-  (setv loop (asyncio.get-running-loop)
-        done (.create-future loop))
-  (defn settle [value error]
-    (when (not (.done done))
-      (if (is error None) (.set-result done value) (.set-exception done error))))
-  (defn body []
-    (try
-      (setv value (f #* args)
-            error None)
-      (except [e Exception]
-        (setv value None
-              error e)))
-    (try
-      (.call-soon-threadsafe loop settle value error)
-      ;; the loop is closed: no one waits for the answer any more
-      (except [RuntimeError])))
-  (.start (threading.Thread :target body :daemon True :name "passepartout-model-call"))
-  (await done))
-
 (defn :async think [signal ctx complete [history None] [rejections None]]
   "Ask the cascade (the function COMPLETE) for a proposal: (:status :ok :action A …),
    (:status :unreadable :error E :text T …) or the cascade's own failure."
-  (setv request (build-request signal ctx history rejections)
-        answer (if (inspect.iscoroutinefunction complete)
-                   (complete request)
-                   (await (_on-a-thread complete request))))
+  (setv answer (complete (build-request signal ctx history rejections)))
   (when (inspect.isawaitable answer)
     (setv answer (await answer)))
   (when (!= (proto-get answer ':status) ':ok)

@@ -29,7 +29,7 @@
           self.writer (GroupWriter store)
           self.skills skills
           self.cascade cascade
-          self.complete (or complete (fn [request] (cascade-complete cascade request)))
+          self.complete (or complete (fn :async [request] (await (cascade-complete cascade request))))
           self.gates (or gates (InlineGates skills))
           self.escalate escalate
           self.clock clock
