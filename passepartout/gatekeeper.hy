@@ -165,11 +165,6 @@
             self.version version))
     self.wrapped)
 
-  (defn unbound [self]
-    "Lift the memory limit (while skills load)."
-    (setv [soft hard] (resource.getrlimit resource.RLIMIT-AS))
-    (resource.setrlimit resource.RLIMIT-AS #(hard hard)))
-
   (defn rebound [self]
     "Limit the address space to what the process uses now plus the memory bound."
     (setv size (_address-space)
@@ -235,20 +230,27 @@
   (try
     (setv action (proto-read text :max-bytes MAX-PROPOSAL-BYTES))
     (except [e ProtoError]
-      (return (proto-print [:outcome (failed-outcome text "proto" f"the action cannot be read: {e}")]))))
+      ;; the daemon's own copy of the action goes in the outcome
+      (return (_verify-reply judge (failed-outcome None "proto" f"the action cannot be read: {e}") None))))
   (when (not (is-plist base))
-    (return (proto-print [:outcome (failed-outcome action "verify"
-                                                   f"the context cannot be read: {(or base "unknown context")}")])))
+    (return (_verify-reply judge (failed-outcome action "verify"
+                                                 f"the context cannot be read: {(or base "unknown context")}")
+                           action)))
   (setv ctx (+ (list (proto-get header ':ctx [])) base [_RUNTIME judge.runtime]))
   (signal.setitimer signal.ITIMER-PROF judge.budget)
   (try
     (setv outcome (verify action ctx :gates (judge.gates) :budget judge.budget))
     (except [e BaseException]
       (setv judge.tainted True
-            name (or judge.running "verify")
-            outcome (failed-outcome action name f"{name} failed closed: {(_describe e)}")))
+            outcome (failed-outcome action (or judge.running "verify")
+                                    f"{(if judge.running f"gate {judge.running}" "verify")} failed closed: {(_describe e)}")))
     (finally
       (signal.setitimer signal.ITIMER-PROF 0)))
+  (_verify-reply judge outcome action))
+
+(defn _verify-reply [judge outcome action]
+  "The reply text carrying OUTCOME, the fields that hold ACTION itself named
+   rather than written."
   (setv same (lfor i (range 0 (len outcome) 2) :if (= (get outcome (+ i 1)) action) (get outcome i)))
   (when same
     (setv outcome (lfor [i v] (enumerate outcome) (if (and (% i 2) (in (get outcome (- i 1)) same)) None v))))
@@ -278,7 +280,7 @@
 
 (defn _load-request [judge header]
   (setv saved (registry-snapshot))
-  (.unbound judge)
+  (.rebound judge)
   (try
     (setv problems (build-registry (_sources-dict (proto-get header ':sources []))))
     (.rebound judge)
@@ -335,8 +337,9 @@
   (os.dup2 2 1)
   (setv setup (proto-read (_read-frame inp) :max-bytes MAX-FRAME)
         judge (_Judge slot (json.loads (proto-get setup ':config "{}"))
-                      (proto-get setup ':budget GATE-BUDGET) (proto-get setup ':memory GATE-MEMORY))
-        problems (build-registry (_sources-dict (proto-get setup ':sources []))))
+                      (proto-get setup ':budget GATE-BUDGET) (proto-get setup ':memory GATE-MEMORY)))
+  (.rebound judge)
+  (setv problems (build-registry (_sources-dict (proto-get setup ':sources []))))
   (.rebound judge)
   (_write-all out (_frame (proto-print [:ready True :problems problems
                                         :gates (lfor [n _] (.gates judge) n)])))
@@ -525,6 +528,29 @@
   "OUTCOME with ACTION as the value of each of its fields named in SAME."
   (lfor [i v] (enumerate outcome) (if (and (% i 2) (in (get outcome (- i 1)) same)) action v)))
 
+(defn _fresh [value]
+  "The list VALUE with every list in it new, its atoms shared."
+  (lfor v value (if (isinstance v list) (_fresh v) v)))
+
+(defclass _Replies []
+  "The replies read lately, by their text: most outcomes are allows that differ
+   only in the action, which the reply leaves out, so the same text comes back
+   again and again. Each use gets lists of its own."
+
+  (defn __init__ [self [size 256]]
+    (setv self.size size
+          self.known (collections.OrderedDict)))
+
+  (defn read [self text]
+    (setv known (.get self.known text))
+    (if (is known None)
+        (do (setv known (proto-read text :max-bytes MAX-FRAME :max-depth (+ MAX-DEPTH 8))
+                  (get self.known text) known)
+            (when (> (len self.known) self.size)
+              (.popitem self.known :last False)))
+        (.move-to-end self.known text))
+    (_fresh known)))
+
 (defclass GateKeeper []
   "The daemon's gates, judged in a process of their own."
 
@@ -537,7 +563,8 @@
           self._spare None
           self._queue None
           self._worker None
-          self._last-context #(None None None)))
+          self._last-context #(None None None)
+          self._replies (_Replies)))
 
   (defn _setup [self]
     (proto-print [:op :setup :sources (_sources-plist self.sources)
@@ -558,7 +585,7 @@
       (try
         (setv child (await task))
         (await (.kill child))
-        (except [#(asyncio.CancelledError _Gone)]))))
+        (except [#(asyncio.CancelledError Exception)]))))
 
   (defn :async _active [self]
     "The gate process that judges now, the spare taking over when there is none."
@@ -569,7 +596,7 @@
       (when task
         (try
           (setv child (await task))
-          (except [_Gone])))
+          (except [Exception])))
       (when (is child None)
         (setv child (await (self._spawn))))
       (setv self._child child)
@@ -644,23 +671,28 @@
         prepared))
 
   (defn :async _verify [self action text numbers rest]
+    (setv child None)
     (try
       (setv child (await (self._active)))
+      (await (self._exchange-verify child action text numbers rest))
       (except [e _Gone]
-        (return (failed-outcome action "verify" e.reason))))
+        (when child (await (self._discard child)))
+        (failed-outcome action e.name e.reason))
+      (except [e Exception]
+        ;; whatever went wrong, the process's state is not trusted
+        (when child (await (self._discard child)))
+        (failed-outcome action "verify" f"verify failed closed: {(_describe e)}"))))
+
+  (defn :async _exchange-verify [self child action text numbers rest]
     (setv [n new forgotten] (.base-for child rest)
           header (+ [:op :verify :base n] (if new [:new-base True] [])
                     (if forgotten [:drop forgotten] []) [:ctx numbers])
           data (+ (_frame (proto-print header)) (if new (_frame rest) b"") (_frame text)))
     (try
-      (setv reply (proto-read (await (.exchange child data ":verify" (max (* GATE-WAIT self.budget) 1.0)))
-                              :max-bytes MAX-FRAME :max-depth (+ MAX-DEPTH 8)))
-      (except [e _Gone]
-        (await (self._discard child))
-        (return (failed-outcome action e.name e.reason)))
+      (setv reply (.read self._replies (await (.exchange child data ":verify"
+                                                          (max (* GATE-WAIT self.budget) 1.0)))))
       (except [e ProtoError]
-        (await (self._discard child))
-        (return (failed-outcome action "verify" f"the gate process answered unreadably: {e}"))))
+        (raise (_Gone "verify" f"the gate process answered unreadably: {e}"))))
     (when (proto-get reply ':discard)
       (await (self._discard child)))
     (setv outcome (proto-get reply ':outcome)
@@ -676,17 +708,15 @@
     (await (self._ask self._load (dict sources))))
 
   (defn :async _load [self sources]
+    (setv child None)
     (try
-      (setv child (await (self._active)))
-      (except [e _Gone]
-        (return [e.reason])))
-    (try
-      (setv reply (proto-read (await (.exchange child (_frame (proto-print [:op :load :sources (_sources-plist sources)]))
+      (setv child (await (self._active))
+            reply (proto-read (await (.exchange child (_frame (proto-print [:op :load :sources (_sources-plist sources)]))
                                                 ":load" LOAD-WAIT))
                               :max-bytes MAX-FRAME))
-      (except [e _Gone]
-        (await (self._discard child))
-        (return [e.reason])))
+      (except [e Exception]
+        (when child (await (self._discard child)))
+        (return [(if (isinstance e _Gone) e.reason f"loading failed: {(_describe e)}")])))
     (setv problems (list (proto-get reply ':problems [])))
     (when (proto-get reply ':discard)
       (await (self._discard child)))
@@ -720,4 +750,5 @@
     (when self._child
       (setv child self._child
             self._child None)
-      (await (.kill child)))))
+      (await (.kill child)))
+    (setv self._queue None)))
