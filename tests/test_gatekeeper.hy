@@ -134,13 +134,13 @@
         threads (set (threading.enumerate))
         seen [])
   (defn :async check [keeper problems]
+    (.extend seen (.pids keeper))
     (for [[cmd gate] [["spin" "spins"] ["stuck" "stuck"] ["lock" "locks"]]]
-      (.extend seen (.pids keeper))
       (setv out (await (.verify keeper [:action :shell :cmd cmd] CTX)))
       (expect (V out) "reject" f"verdict for {cmd}")
-      (expect (proto-get out ':gate) gate f"deciding gate for {cmd}"))
-    (expect (V (await (.verify keeper LS CTX))) "allow" "a proposal after them")
-    (.extend seen (.pids keeper)))
+      (expect (proto-get out ':gate) gate f"deciding gate for {cmd}")
+      (expect (V (await (.verify keeper LS CTX))) "allow" f"a proposal after {cmd}")
+      (.extend seen (.pids keeper))))
   (run-keeper folder check)
   (assert (>= (len (set seen)) 4) f"gate processes seen: {seen}")
   (for [pid (set seen)]
