@@ -106,143 +106,12 @@
 
 ;; * Deadlines that interrupt
 
-(import math os threading)
-
 (defclass GateTimeout [BaseException]
-  "Raised inside a gate's thread by the watchdog when the gate is past its deadline.")
+  "Raised inside a gate, by the gate process, when the gate has used up its CPU budget.")
 
 (defclass GateMemory [BaseException]
-  "Raised inside a gate's thread by the watchdog when the process grew past GATE-MEMORY.")
-
-(setv _WATCH-POLL 0.01
-      _NO-GATE #(math.inf None 0.0 math.inf 0.0))
-
-(defclass _Slot []
-  "One verify under watch: its thread, the gate running now as #(deadline name),
-   what the watchdog saw at its last wake, the resident size it took as the
-   baseline, and #(exception name) once it fired."
-  (setv __slots__ #("tid" "current" "seen" "rss0" "fired" "cpu"))
-  (defn __init__ [self tid]
-    (setv self.tid tid
-          self.current _NO-GATE
-          self.seen None
-          self.rss0 None
-          self.fired None
-          self.cpu (_cpu-clock tid))))
-
-(defn _cpu-clock [tid]
-  "A function giving the CPU time of thread TID, or None where it cannot be read."
-  (try
-    (setv clock (time.pthread-getcpuclockid tid))
-    (time.clock-gettime clock)
-    (fn [] (time.clock-gettime clock))
-    (except [Exception] None)))
-
-(defn _async-raiser []
-  "The function that raises an exception in another thread, or None where there is none."
-  (try
-    (import ctypes)
-    (setv f ctypes.pythonapi.PyThreadState_SetAsyncExc)
-    (fn [tid exc] (f (ctypes.c-ulong tid) (if (is exc None) None (ctypes.py-object exc))))
-    (except [Exception] None)))
-
-(setv _page-size (try (os.sysconf "SC_PAGE_SIZE") (except [Exception] 4096)))
-
-(defn _resident-size []
-  "This process's resident size in bytes, or None where /proc does not say."
-  (try
-    (with [f (open "/proc/self/statm" "rb")]
-      (* (int (get (.split (.read f)) 1)) _page-size))
-    (except [Exception] None)))
-
-(defclass _Watchdog []
-  "The one thread that interrupts gates past their deadline or their memory bound."
-  (defn __init__ [self]
-    (setv self.lock (threading.Lock)
-          self.active {}
-          self.wake (threading.Event)
-          self.idle True
-          self.raise-in (_async-raiser))
-    (when self.raise-in
-      (.start (threading.Thread :target self.run :name "passepartout-gate-watchdog"
-                                :daemon True))))
-
-  (defn arm [self slot]
-    (when self.raise-in
-      (with [self.lock]
-        (setv (get self.active (id slot)) slot
-              idle self.idle
-              self.idle False))
-      (when idle (.set self.wake))))
-
-  (defn disarm [self slot]
-    (with [self.lock]
-      (.pop self.active (id slot) None)
-      (when slot.fired
-        (self.raise-in slot.tid None))))
-
-  (defn _check [self slot now]
-    "Fire SLOT if its gate is past its deadline or its memory bound; else its deadline."
-    (setv current slot.current
-          [deadline name cpu0 cap budget] current)
-    (when (and (>= now deadline) (< now cap) slot.cpu)
-      ;; past the budget on the wall clock: fire only if the gate used it
-      (setv left (- budget (- (slot.cpu) cpu0)))
-      (when (> left 0)
-        (return (min cap (+ now (max left _WATCH-POLL))))))
-    (cond
-      (>= now deadline)
-      (do (setv slot.fired #(GateTimeout name))
-          (self.raise-in slot.tid GateTimeout)
-          None)
-      (is-not current slot.seen)
-      (do (setv slot.seen current
-                slot.rss0 None)
-          deadline)
-      (math.isinf deadline) deadline
-      True
-      (do (setv rss (_resident-size))
-          (cond (is rss None) None
-                (is slot.rss0 None) (setv slot.rss0 rss)
-                (> (- rss slot.rss0) GATE-MEMORY)
-                (do (setv slot.fired #(GateMemory name))
-                    (self.raise-in slot.tid GateMemory)
-                    (return None)))
-          deadline)))
-
-  (defn run [self]
-    (setv timeout None)
-    (while True
-      (.wait self.wake timeout)
-      (.clear self.wake)
-      (try
-        (with [self.lock]
-          (setv now (time.monotonic)
-                soonest None)
-          (for [slot (list (.values self.active))]
-            (when (not slot.fired)
-              (setv deadline (self._check slot now))
-              (when (is-not deadline None)
-                (setv soonest (if (is soonest None) deadline (min soonest deadline))))))
-          (setv self.idle (is soonest None)
-                timeout (if self.idle None (max 0.0 (min _WATCH-POLL (- soonest now))))))
-        (except [Exception]
-          (setv timeout _WATCH-POLL))))))
-
-(setv _watchdog None)
-
-(defn _forget-watchdog []
-  (global _watchdog)
-  (setv _watchdog None))
-
-(when (hasattr os "register_at_fork")
-  (os.register-at-fork :after-in-child _forget-watchdog))
-
-(defn _the-watchdog []
-  (global _watchdog)
-  (when (is _watchdog None)
-    (setv _watchdog (_Watchdog)))
-  _watchdog)
+  "Raised inside a gate, by the gate process, when the process grew past its bound
+   (the first argument, in bytes; GATE-MEMORY when not given).")
 
 ;; * Verify
 
@@ -262,38 +131,45 @@
   (cond
     (isinstance error GateTimeout) f"gate {name} did not answer within {ms} ms"
     (isinstance error GateMemory)
-    f"gate {name} failed closed: the daemon grew by more than {(// GATE-MEMORY 1048576)} MiB while it ran"
+    (do (setv bound (if error.args (get error.args 0) GATE-MEMORY))
+        f"gate {name} failed closed: the gate process grew by more than {(// bound 1048576)} MiB while it ran")
     error f"gate {name} failed closed: {(_describe error)}"
     (> took budget) f"gate {name} did not answer within {ms} ms (it took {(round (* 1000 took))} ms)"
     True None))
 
-(defn _run-gates [gates action ctx clock budget slot decisions]
-  "Run GATES over ACTION, appending each decision to DECISIONS, and tell SLOT which
-   gate runs until when. #(kind gate reason final-action rule)."
+(defn run-gate [name gate action ctx [clock time.thread-time] [budget None]]
+  "Gate NAME's answer to ACTION in CTX as #(kind reason new-action rule), or
+   #(\"fail\" why None None) when it is refused: it raised, it came later than
+   BUDGET seconds (GATE-BUDGET unless given), or its answer is no verdict."
+  (setv budget (or budget GATE-BUDGET)
+        started (clock)
+        wall (time.monotonic))
+  (try
+    (setv answer (gate action ctx)
+          error None)
+    (except [e #(Exception GateTimeout GateMemory)]
+      (setv answer None
+            error e)))
+  (setv took (- (clock) started)
+        waited (- (time.monotonic) wall)
+        failure (_gate-failure name error (if (> waited (* GATE-WAIT budget)) waited took) budget))
+  (when failure
+    (return #("fail" failure None None)))
+  (try
+    (_check-verdict answer)
+    (except [e Exception]
+      #("fail" f"gate {name} failed closed: {(_describe e)}" None None))))
+
+(defn _run-gates [gates action ctx clock budget decisions]
+  "Run GATES over ACTION, appending each decision to DECISIONS.
+   #(kind gate reason final-action rule)."
   (setv escalation None
         modified None)
   (for [[name gate] gates]
-    (setv started (clock)
-          wall (time.monotonic)
-          slot.current #((+ wall budget) name (if slot.cpu (slot.cpu) 0.0) (+ wall (* GATE-WAIT budget)) budget))
-    (try
-      (setv answer (gate action ctx)
-            error None)
-      (except [e Exception]
-        (setv answer None
-              error e)))
-    (setv slot.current _NO-GATE
-          took (- (clock) started)
-          waited (- (time.monotonic) wall)
-          failure (_gate-failure name error (if (> waited (* GATE-WAIT budget)) waited took) budget))
-    (when (is failure None)
-      (try
-        (setv [kind reason new rule] (_check-verdict answer))
-        (except [e Exception]
-          (setv failure f"gate {name} failed closed: {(_describe e)}"))))
-    (when failure
-      (.append decisions (_decision name "reject" failure))
-      (return #("reject" name failure action None)))
+    (setv [kind reason new rule] (run-gate name gate action ctx clock budget))
+    (when (= kind "fail")
+      (.append decisions (_decision name "reject" reason))
+      (return #("reject" name reason action None)))
     (.append decisions (_decision name kind reason rule))
     (cond
       (= kind "reject") (return #("reject" name reason action rule))
@@ -327,25 +203,9 @@
     (+ [:verdict (kw kind) :gate gate :reason reason :action final
         :proposed proposed :stripped stripped :decisions decisions]
        (if rule [:rule rule] [])))
-  (when problem
-    (return (outcome "reject" "schema" problem action None)))
-  (setv w (_the-watchdog)
-        slot (_Slot (threading.get-ident))
-        result None)
-  (try
-    (w.arm slot)
-    (setv result (_run-gates gates action ctx clock budget slot decisions))
-    (w.disarm slot)
-    (except [e #(GateTimeout GateMemory)]
-      (w.disarm slot)
-      (setv name (or (get (or slot.fired slot.current) 1) "verify")
-            reason (_gate-failure name e 0 budget))
-      (.append decisions (_decision name "reject" reason))
-      (setv result #("reject" name reason action None)))
-    (except [BaseException]
-      (w.disarm slot)
-      (raise)))
-  (outcome #* result))
+  (if problem
+      (outcome "reject" "schema" problem action None)
+      (outcome #* (_run-gates gates action ctx clock budget decisions))))
 
 ;; * Parsing what the model said
 
