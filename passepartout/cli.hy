@@ -108,6 +108,7 @@
   (import asyncio
           pathlib [Path]
           passepartout.gateway [Hub]
+          passepartout.daemon [start-services stop-services]
           passepartout.repl [serve-repl]
           passepartout.reload [watch-skills]
           passepartout.hitl [approvals-service]
@@ -119,6 +120,7 @@
                     (asyncio.create-task (watch-skills env))
                     (asyncio.create-task (approvals-service env hub))
                     (asyncio.create-task (.outbox-service hub))])
+  (await (start-services env))
   (try
     ;; what was left unfinished is answered before the first prompt
     (when (await (.resume hub "terminal"))
@@ -129,13 +131,14 @@
     (finally
       (for [t background] (.cancel t))
       (await (asyncio.gather #* background :return-exceptions True))
-      (await (.close hub)))))
+      (await (.close hub))
+      (await (stop-services env)))))
 
 (defn cmd-chat [args]
   (import asyncio
           passepartout.daemon [boot shutdown skill-failures]
           passepartout.sandbox [sandbox-summary])
-  (setv env (boot :config-path args.config :workspace args.workspace))
+  (setv env (boot :config-path args.config :workspace args.workspace :gates "process"))
   (for [line (skill-failures env)] (print "passepartout:" line :file sys.stderr))
   (print (+ "Passepartout — workspace " (get env.config "workspace") ". Type /help for the commands, /quit or Ctrl-D to leave."))
   (print (+ "Protection: " (sandbox-summary env.sandbox) "."))

@@ -11,6 +11,7 @@
         passepartout.hitl [escalate approvals-boot]
         passepartout.sandbox [sandbox-status]
         passepartout.services [Services]
+        passepartout.gatekeeper [ProcessGates]
         passepartout.gateway [Hub configured-gateways]
         passepartout.backoff [growing-pause])
 
@@ -24,9 +25,11 @@
     (except [e ValueError]
       (raise (ConfigError f"providers: {e}")))))
 
-(defn boot [[config-path None] [workspace None] [environ None] [providers None]]
+(defn boot [[config-path None] [workspace None] [environ None] [providers None] [gates "inline"]]
   "The services of a running daemon (=services.org=). PROVIDERS, when given,
-   replaces the configured cascade."
+   replaces the configured cascade. GATES \"process\" judges proposals in a
+   gate process of the daemon's own (=gatekeeper.org=), started by
+   start-services; \"inline\" in this process."
   (setv environ (if (is environ None) os.environ environ)
         config (load-config config-path environ))
   (when workspace
@@ -52,8 +55,21 @@
                           :skill-report report
                           :sandbox (sandbox-status config)
                           :environ environ))
+  (when (= gates "process")
+    (setv services.gates (ProcessGates services)))
   (approvals-boot services)
   services)
+
+(defn :async start-services [services]
+  "Start what of SERVICES runs beside the event loop (the gate process)."
+  (when (hasattr services.gates "start")
+    (for [p (await (.start services.gates))]
+      (.error log "the gate process: %s" p))))
+
+(defn :async stop-services [services]
+  "Stop what start-services started."
+  (when (hasattr services.gates "close")
+    (await (.close services.gates))))
 
 (defn skill-failures [env]
   "Lines describing every skill file that failed to load."
@@ -299,6 +315,7 @@
   (try
     (for [path (pid-files config)]
       (.append held #(path (claim-pid-file path (get config "data_dir")))))
+    (await (start-services env))
     (setv hub (Hub env gateways :concurrency (get settings "model_concurrency"))
           handled (_install-signals loop stop hurry)
           started (time.time)
@@ -339,6 +356,7 @@
             (await ((get g "close")))
             (except [Exception]
               (.exception log "gateway %s failed to close" (get g "name"))))))
+      (await (stop-services env))
       (for [[path fd] held]
         (release-pid-file path fd)))))
 
@@ -371,7 +389,7 @@
 (defn cmd-daemon [args]
   "Run the headless daemon; the exit status."
   (import passepartout.sandbox [sandbox-summary])
-  (setv env (boot :config-path args.config :workspace (getattr args "workspace" None))
+  (setv env (boot :config-path args.config :workspace (getattr args "workspace" None) :gates "process")
         handlers (setup-logging env.config))
   (for [line (skill-failures env)]
     (.error log "%s" line))

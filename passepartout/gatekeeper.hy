@@ -48,52 +48,86 @@
 
 ;; ** Which skills it judges with
 
-(import passepartout.skills [load-skills skill-functions registry-version registry-snapshot
-                             registry-restore unregister-skill _smoke-actions])
+(import pathlib [Path]
+        passepartout.skills [Registry load-skills load-skill-file skill-functions registry-version
+                             install-declared unregister-skill SMOKE-ACTIONS])
 
 (setv _form-prelude "(require passepartout.macros [defskill])
                      (import passepartout.proto [kw proto-read proto-print proto-get proto-put proto-merge])")
 
-(defn _eval-forms [text]
-  "Evaluate the Hy forms TEXT (defskill forms given at the REPL) in a namespace of their own."
+(defn _eval-forms [registry text]
+  "Evaluate the Hy forms TEXT (defskill forms given at the REPL) in a namespace
+   of their own, and install in REGISTRY the skills they declare."
   (setv ns (types.ModuleType "passepartout_gate_forms")
         (. ns hy) hy)
   (for [form (+ (list (hy.read-many _form-prelude)) (list (hy.read-many text :filename "<repl>")))]
-    (hy.eval form :globals (. ns __dict__) :module ns)))
+    (hy.eval form :globals (. ns __dict__) :module ns))
+  (install-declared registry ns))
+
+(defn _disk-text [path]
+  (try (.read-text (Path path) :encoding "utf-8")
+       (except [Exception] None)))
+
+(defn _load-text [registry path builtin text]
+  "Load the skill file PATH as TEXT says into REGISTRY: a result plist as
+   load-skill-file gives."
+  (if (= (_disk-text path) text)
+      (load-skill-file registry path :builtin builtin)
+      (try
+        (setv ns (types.ModuleType (+ "passepartout_gate_file_" (.replace (. (Path path) stem) "-" "_"))))
+        (setv (. ns hy) hy)
+        (for [form (hy.read-many text :filename path)]
+          (hy.eval form :globals (. ns __dict__) :module ns))
+        (install-declared registry ns path)
+        (setv (get registry.files path) #(builtin text))
+        [:file path :skills [] :error None]
+        (except [e Exception]
+          [:file path :skills [] :error (_describe e)]))))
 
 (defn build-registry [sources]
-  "Fill this process's skill registry from SOURCES (a dict: \"folders\",
-   \"disabled\", \"builtin\", \"forms\"), replacing what it held. The problems
-   met, as text; the skills that did load are kept."
-  (registry-restore {})
-  (setv problems (lfor r (load-skills :folders (.get sources "folders" [])
-                                      :builtin (.get sources "builtin" True))
+  "A registry filled from SOURCES (a dict: \"files\" (path builtin text), or
+   \"folders\" and \"builtin\"; then \"forms\" and \"disabled\"):
+   #(registry problems), the problems met as text; the skills that did load
+   are in it."
+  (setv registry (Registry)
+        results (if (in "files" sources)
+                    (lfor [path builtin text] (get sources "files")
+                          (_load-text registry (str path) (bool builtin) (str text)))
+                    (load-skills registry :folders (.get sources "folders" [])
+                                 :builtin (.get sources "builtin" True)))
+        problems (lfor r results
                        :if (proto-get r ':error)
                        f"skill file {(proto-get r ':file)} failed to load: {(proto-get r ':error)}"))
   (for [text (.get sources "forms" [])]
     (try
-      (_eval-forms text)
+      (_eval-forms registry text)
       (except [e Exception]
         (.append problems f"a defskill form failed: {(_describe e)}"))))
   (for [name (.get sources "disabled" [])]
-    (unregister-skill name))
-  problems)
+    (unregister-skill registry name))
+  #(registry problems))
 
-(defn _registry-gates []
-  "#(version gates): the registry's version and its (name gate) pairs, in order."
-  #((registry-version) (skill-functions "gate")))
+(defn _registry-gates [registry]
+  "#(version gates): the version of REGISTRY and its (name gate) pairs, in order."
+  #((registry-version registry) (skill-functions registry "gate")))
 
 (defn _sources-plist [sources]
-  [:folders (lfor f (.get sources "folders" []) (str f))
-   :disabled (lfor n (.get sources "disabled" []) (str n))
-   :builtin (bool (.get sources "builtin" True))
-   :forms (lfor t (.get sources "forms" []) (str t))])
+  (+ [:folders (lfor f (.get sources "folders" []) (str f))
+      :disabled (lfor n (.get sources "disabled" []) (str n))
+      :builtin (bool (.get sources "builtin" True))
+      :forms (lfor t (.get sources "forms" []) (str t))]
+     (if (in "files" sources)
+         [:files (lfor [p b t] (get sources "files") [(str p) (bool b) (str t)])]
+         [])))
 
 (defn _sources-dict [plist]
-  {"folders" (list (proto-get plist ':folders []))
-   "disabled" (list (proto-get plist ':disabled []))
-   "builtin" (bool (proto-get plist ':builtin True))
-   "forms" (list (proto-get plist ':forms []))})
+  (| {"folders" (list (proto-get plist ':folders []))
+      "disabled" (list (proto-get plist ':disabled []))
+      "builtin" (bool (proto-get plist ':builtin True))
+      "forms" (list (proto-get plist ':forms []))}
+     (if (is (proto-get plist ':files) None)
+         {}
+         {"files" (lfor f (proto-get plist ':files) (list f))})))
 
 ;; ** Deadlines inside
 
@@ -113,13 +147,15 @@
   (defn __init__ [self slot config budget memory]
     (setv self.slot slot
           self.config config
-          self.runtime {"config" config}
+          self.registry (Registry)
+          self.runtime {"config" config "skills" self.registry}
           self.budget budget
           self.allowance (* GATE-WAIT budget)
           self.memory memory
           self.contexts {}
           self.version None
           self.wrapped []
+          self.wrapped-of None
           self.running None
           self.cpu0 0.0
           self.tainted False
@@ -157,12 +193,18 @@
         (raise (GateMemory self.memory)))
       answer))
 
+  (defn use [self registry]
+    "Judge with the skills of REGISTRY from now on."
+    (setv self.registry registry
+          (get self.runtime "skills") registry))
+
   (defn gates [self]
     "The registry's gates, each wrapped with its deadlines."
-    (setv [version gates] (_registry-gates))
-    (when (!= version self.version)
+    (setv [version gates] (_registry-gates self.registry))
+    (when (or (!= version self.version) (is-not self.registry self.wrapped-of))
       (setv self.wrapped (lfor [name gate] gates #(name (self._wrap name gate)))
-            self.version version))
+            self.version version
+            self.wrapped-of self.registry))
     self.wrapped)
 
   (defn rebound [self]
@@ -265,7 +307,7 @@
                [_RUNTIME judge.runtime])
         problems [])
   (for [[name gate] (judge.gates)]
-    (for [action _smoke-actions]
+    (for [action SMOKE-ACTIONS]
       (signal.setitimer signal.ITIMER-PROF judge.budget)
       (try
         (setv [kind reason _ _] (run-gate name gate action ctx :budget judge.budget))
@@ -279,10 +321,11 @@
   problems)
 
 (defn _load-request [judge header]
-  (setv saved (registry-snapshot))
+  (setv saved judge.registry)
   (.rebound judge)
   (try
-    (setv problems (build-registry (_sources-dict (proto-get header ':sources []))))
+    (setv [registry problems] (build-registry (_sources-dict (proto-get header ':sources []))))
+    (.use judge registry)
     (.rebound judge)
     (when (not problems)
       (setv problems (_smoke judge)))
@@ -290,7 +333,7 @@
       (setv judge.tainted True
             problems [f"loading the skills failed: {(_describe e)}"])))
   (when problems
-    (registry-restore saved))
+    (.use judge saved))
   (proto-print (+ [:problems problems :gates (lfor [n _] (judge.gates) n)]
                   (if judge.tainted [:discard True] []))))
 
@@ -339,7 +382,8 @@
         judge (_Judge slot (json.loads (proto-get setup ':config "{}"))
                       (proto-get setup ':budget GATE-BUDGET) (proto-get setup ':memory GATE-MEMORY)))
   (.rebound judge)
-  (setv problems (build-registry (_sources-dict (proto-get setup ':sources []))))
+  (setv [registry problems] (build-registry (_sources-dict (proto-get setup ':sources []))))
+  (.use judge registry)
   (.rebound judge)
   (_write-all out (_frame (proto-print [:ready True :problems problems
                                         :gates (lfor [n _] (.gates judge) n)])))
@@ -752,3 +796,82 @@
             self._child None)
       (await (.kill child)))
     (setv self._queue None)))
+
+;; * The daemon's gates
+
+(import logging
+        passepartout.skills [all-skills]
+        passepartout.context [context-runtime])
+
+(setv log (logging.getLogger "passepartout.gatekeeper"))
+
+(defn skill-sources [config registry [forms None] [files None]]
+  "The sources a gate process loads to hold the skills of REGISTRY for CONFIG:
+   the files it loaded, with their text as loaded, and the forms of the skills
+   defined at the REPL. FORMS, when given, stands for those forms; FILES (path
+   to #(builtin text)) for the files it names."
+  (setv table (.get config "skills" {})
+        loaded (| (with [registry.lock] (dict registry.files)) (or files {})))
+  {"files" (lfor [path [builtin text]] (.items loaded) [path builtin text])
+   "disabled" (list (.get table "disabled" []))
+   "forms" (if (is forms None)
+               (lfor s (all-skills registry) :if (.get s "form") (get s "form"))
+               (list forms))})
+
+(defn _unshipped [registry]
+  "The skills of REGISTRY with a gate a gate process cannot hold: no file, no form."
+  (lfor s (all-skills registry)
+        :if (and (get s "gate") (not (.get s "form")) (not (get s "source")))
+        (get s "name")))
+
+(defclass ProcessGates []
+  "The gates of the daemon SERVICES, judged in a gate process kept in step
+   with its registry."
+
+  (defn __init__ [self services]
+    (setv self.services services
+          self.keeper None
+          self.version None
+          self.problem None))
+
+  (defn _sources [self [forms None] [files None]]
+    (skill-sources self.services.config self.services.skills forms files))
+
+  (defn :async start [self]
+    "Start the gate process; the problems it met loading the skills."
+    (setv self.keeper (GateKeeper (self._sources) :config (json.loads (json.dumps self.services.config :default str)))
+          problems (await (.start self.keeper))
+          self.version (registry-version self.services.skills))
+    problems)
+
+  (defn :async check [self [forms None] [files None]]
+    "Give the gate process the skills the daemon is about to hold (with FORMS
+     for the REPL's, FILES for the skill files about to be reloaded); the
+     problems, empty when it took them."
+    (await (.load self.keeper (self._sources forms files))))
+
+  (defn :async _sync [self]
+    (setv version (registry-version self.services.skills)
+          unshipped (_unshipped self.services.skills))
+    (setv self.problem
+          (if unshipped
+              (+ "the gate process cannot hold the skills " (.join ", " unshipped)
+                 " (defined with neither a file nor a form); define them with defskill")
+              (do (setv problems (await (.load self.keeper (self._sources))))
+                  (when problems
+                    (+ "the gate process could not load the daemon's skills: " (.join "; " problems))))))
+    (when self.problem
+      (.error log "%s" self.problem))
+    (setv self.version version))
+
+  (defn :async verify [self action ctx]
+    "The outcome of the gates over ACTION in CTX, judged in the gate process."
+    (when (!= (registry-version self.services.skills) self.version)
+      (await (self._sync)))
+    (if self.problem
+        (failed-outcome action "verify" self.problem)
+        (await (.verify self.keeper action ctx))))
+
+  (defn :async close [self]
+    (when self.keeper
+      (await (.close self.keeper)))))

@@ -6,7 +6,8 @@
         passepartout.proto [literal-keywords :as hy proto-get]
         passepartout.perceive [reply-signal sensor-of]
         passepartout.context [context-runtime]
-        passepartout.skills [builtin-skills-dir skill-files reload-skill-file set-immutable-skills])
+        passepartout.skills [builtin-skills-dir skill-files stage-skill-file install-staged
+                             set-immutable-skills])
 
 (setv log (logging.getLogger "passepartout.reload"))
 
@@ -51,21 +52,36 @@
 
 ;; * Reloading
 
-(defn reload-skills [services [force False]]
+(defn _stage-changed [services force]
+  "#(path stamp staged) for each skill file to reload, compiled and checked."
+  (setv config services.config
+        registry services.skills
+        disabled (.get (.get config "skills" {}) "disabled" [])
+        gates (not (hasattr services.gates "check")))
+  (set-immutable-skills registry (config-immutable config))
+  (lfor [p builtin] (if force (skill-paths config) (changed-skill-files services))
+        #(p (_stamp p) (stage-skill-file registry p :builtin builtin :disabled disabled :gates gates))))
+
+(defn :async reload-skills [services [force False]]
   "Reload the skill files that changed (every one with FORCE) into the
    registry of SERVICES, each with the fail-safe swap; the result plist of
    each file reloaded."
-  (setv config services.config
-        registry services.skills
-        stamps (_stamps registry))
-  (set-immutable-skills registry (config-immutable config))
-  (setv disabled (.get (.get config "skills" {}) "disabled" [])
-        results [])
-  (for [[p builtin] (if force (skill-paths config) (changed-skill-files services))]
-    (setv stamp (_stamp p))
-    (.append results (reload-skill-file registry p :builtin builtin :disabled disabled))
-    (setv (get stamps (str p)) stamp))
-  results)
+  (setv staged (await (asyncio.to-thread _stage-changed services force))
+        stamps (_stamps services.skills)
+        refused None)
+  (when (and (hasattr services.gates "check")
+             (any (gfor [_ _ st] staged (not (proto-get st ':error)))))
+    (setv problems (await (.check services.gates
+                                  :files (dfor [p _ st] staged :if (not (proto-get st ':error))
+                                               (str p) #((proto-get st ':builtin) (proto-get st ':text))))))
+    (when problems
+      (setv refused (+ "the gate process could not take the skill files as they are now: "
+                       (.join "; " problems)))))
+  (lfor [p stamp st] staged
+        (do (setv (get stamps (str p)) stamp)
+            (cond (proto-get st ':error) st
+                  refused [:file (str p) :skills [] :removed [] :error refused]
+                  True (install-staged services.skills st)))))
 
 (defn reload-summary [results]
   "RESULTS (from reload-skills) in words, one line per file."
@@ -91,7 +107,7 @@
     (await (asyncio.sleep interval))
     (try
       (when (changed-skill-files env)
-        (setv results (await (asyncio.to-thread reload-skills env)))
+        (setv results (await (reload-skills env)))
         (for [r results]
           (if (proto-get r ':error)
               (.error log "skill file %s not reloaded: %s" (proto-get r ':file) (proto-get r ':error))
@@ -116,7 +132,7 @@
   (when (not (in (cut words 1 None) [[] ["all"]]))
     (return [(reply-signal signal "usage: /reload, or /reload all to reload every skill file" "error")]))
   (defn :async reloaded []
-    (setv results (await (asyncio.to-thread reload-skills (context-runtime ctx "services")
-                                            :force (= words ["/reload" "all"]))))
+    (setv results (await (reload-skills (context-runtime ctx "services")
+                                        :force (= words ["/reload" "all"]))))
     [(reply-signal signal (reload-summary results) "notice")])
   (reloaded))

@@ -105,9 +105,11 @@
                         passepartout.skills [make-skill])"
       _namespaces (iter (range 1 (** 2 62))))
 
-(defn make-namespace [[bindings None] [registry None]]
+(defn make-namespace [[bindings None] [registry None] [check None]]
   "A fresh module for REPL forms, holding BINDINGS (a dict of Hy names) besides
-   the usual ones; the skill functions act on REGISTRY."
+   the usual ones; the skill functions act on REGISTRY. CHECK, when given, is
+   asked with the forms of the REPL's skills as they would be and answers the
+   problems of the gate process that judges with them (none: go ahead)."
   (import passepartout.skills :as sk)
   (setv name f"passepartout_repl_ns{(next _namespaces)}"
         ns (types.ModuleType name "Forms evaluated at the REPL."))
@@ -117,7 +119,16 @@
   (hy.eval (hy.read _prelude) :globals (. ns __dict__) :module ns)
   (defn replace [skill [form None]]
     (when form (setv (get skill "form") form))
-    (sk.replace-skill registry skill))
+    (if (is check None)
+        (sk.replace-skill registry skill)
+        (do (setv forms (+ (lfor s (sk.all-skills registry)
+                                 :if (and (.get s "form") (!= (get s "name") (get skill "name")))
+                                 (get s "form"))
+                           (if form [form] []))
+                  problems (or (sk.smoke-check skill :gates False :registry registry) (check forms)))
+            (when problems
+              (raise (sk.SkillError (if (isinstance problems str) problems (.join "; " problems)))))
+            (sk.replace-skill registry skill :gates False))))
   (for [[k v] (.items (| {"registry" registry
                            "skills" (fn [] (lfor s (sk.all-skills registry) (get s "name")))
                            "skill" (fn [name] (sk.get-skill registry name))
@@ -423,9 +434,20 @@
      "config" self.env.config
      "store" self.env.store
      "runner" self.runner
-     "reload-skills" (fn [[force False]] (reload-skills self.env :force force))
+     "reload-skills" (fn [[force False]]
+                       (.result (asyncio.run-coroutine-threadsafe (reload-skills self.env :force force)
+                                                                  self.loop)
+                                120))
      "submit" (fn [signal] (self.submit signal))
      "stop" (fn [session] (self.stop session))})
+
+  (defn _checker [self]
+    "The check of the daemon's gate process, callable from a form's thread; None
+     when the daemon judges in its own process."
+    (setv gates self.env.gates)
+    (when (hasattr gates "check")
+      (fn [forms]
+        (.result (asyncio.run-coroutine-threadsafe (.check gates forms) self.loop) 60))))
 
   (defn submit [self signal]
     "Hand SIGNAL to the runner from any thread; the session it was queued on."
@@ -449,7 +471,7 @@
     (_private-dir self.path.parent)
     (_clear-stale self.path)
     (setv self.loop (asyncio.get-running-loop)
-          self.namespace (make-namespace (self._bindings) self.env.skills)
+          self.namespace (make-namespace (self._bindings) self.env.skills (self._checker))
           self.env.repl self
           self.server (await (asyncio.start-unix-server self._serve :path (str self.path)
                                                         :limit (+ MAX-REQUEST 2))))

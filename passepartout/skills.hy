@@ -82,11 +82,14 @@
 ;; * The registry
 
 (defclass Registry []
-  "The skills of one daemon, by name; the names kept immutable; a version that
-   changes with every change, and the views computed for it. One lock guards them."
+  "The skills of one daemon, by name; the skill files they came from (path to
+   #(builtin text), the text as loaded); the names kept immutable; a version
+   that changes with every change, and the views computed for it. One lock
+   guards them."
   (defn __init__ [self]
     (setv self.lock (threading.RLock)
           self.skills {}
+          self.files {}
           self.immutable (set)
           self.version 0
           self.cache {})))
@@ -133,6 +136,7 @@
   (setv other (Registry))
   (with [registry.lock]
     (.update other.skills registry.skills)
+    (.update other.files registry.files)
     (.update other.immutable registry.immutable))
   other)
 
@@ -198,6 +202,13 @@
   (for [s skills] (setv (get s "source") (str path)))
   skills)
 
+(defn install-declared [registry module [path None]]
+  "Install in REGISTRY the skills MODULE (a module or namespace run already)
+   declared; PATH, when given, is the file they came from."
+  (_install registry (if path
+                         (_declared module path)
+                         (list (getattr module "__skills__" [])))))
+
 (defn load-skill-file [registry path [builtin False]]
   "Load one skill file into REGISTRY; a result plist (:file P :skills [names] :error nil-or-text)."
   (setv path (Path path))
@@ -208,7 +219,8 @@
     (.exec-module spec.loader module)
     (setv staged (_declared module path))
     (_install registry staged)
-    (setv (get sys.modules name) module)
+    (setv (get registry.files (str path)) #(builtin (.decode (.get-data spec.loader (str path)) "utf-8"))
+          (get sys.modules name) module)
     [:file (str path) :skills (lfor s staged (get s "name")) :error None]
     (except [e Exception]
       [:file (str path) :skills [] :error f"{(. (type e) __name__)}: {e}"])))
@@ -329,7 +341,8 @@
   (try
     (setv spec (importlib.util.spec-from-file-location name path)
           module (importlib.util.module-from-spec spec)
-          code (.source-to-code spec.loader (.get-data spec.loader (str path)) (str path)))
+          text (.get-data spec.loader (str path))
+          code (.source-to-code spec.loader text (str path)))
     (exec code (. module __dict__))
     (except [e Exception]
       (return (failed f"{(. (type e) __name__)}: {e}"))))
@@ -340,7 +353,7 @@
     (when problem
       (return (failed problem))))
   [:file (str path) :skills (lfor s staged (get s "name")) :module module :staged staged
-   :error None])
+   :builtin builtin :text (.decode text "utf-8") :error None])
 
 (defn install-staged [registry staged]
   "Swap in what stage-skill-file STAGED (without error): a result plist
@@ -366,6 +379,7 @@
         (return (failed (str e)))))
     (for [n gone]
       (.pop registry.skills n))
+    (setv (get registry.files path) #((proto-get staged ':builtin) (proto-get staged ':text)))
     (_changed registry))
   (setv (get sys.modules module.__name__) module)
   [:file path :skills names :removed gone :error None])

@@ -8,7 +8,7 @@
         passepartout.context [make-context]
         passepartout.gatekeeper [GateKeeper]
         passepartout.reason [verify proposal-action]
-        passepartout.skills [load-skills registry-snapshot registry-restore])
+        passepartout.skills [Registry load-skills])
 
 (defn expect [got want [what "value"]]
   (assert (= got want) f"{what}: expected {want !r}, got {got !r}"))
@@ -206,16 +206,13 @@
 
 (defn test-the-gate-process-judges-as-verify-does [tmp-path]
   (setv config {"sandbox" {"mode" "off"}}
+        registry (Registry)
+        _ (load-skills registry)
         ctx (make-context :workspace (str tmp-path) :session "corpus" :config config
-                          :secrets ["pp-test-secret-9c1d2e3f4a5b"]
+                          :secrets ["pp-test-secret-9c1d2e3f4a5b"] :skills registry
                           :sandbox [:kind "off" :network "on" :why "the gates alone"])
         actions (corpus-sample 150)
-        saved (registry-snapshot))
-  (try
-    (load-skills)
-    (setv want (lfor a actions (verify a ctx)))
-    (finally
-      (registry-restore saved)))
+        want (lfor a actions (verify a ctx)))
   (defn :async check [keeper problems]
     (expect problems [] "problems loading the built-in skills")
     (lfor a actions (await (.verify keeper a ctx))))
@@ -370,3 +367,118 @@
     (assert (and (= (len problems) 1) (in "broken on purpose" (get problems 0))) f"problems: {problems}")
     (expect (V (await (.verify keeper [:action :shell :cmd "rm x"] CTX))) "reject" "the skill that loaded"))
   (run-keeper folder check))
+
+;; * The daemon's gates
+
+(import passepartout.daemon [boot shutdown start-services stop-services]
+        passepartout.cascade [make-provider]
+        passepartout.loop [step]
+        passepartout.repl [make-namespace evaluate-async]
+        passepartout.reload [reload-skills note-skill-files]
+        passepartout.skills [make-skill register-skill get-skill])
+
+(defn process-daemon [tmp-path folder]
+  "The services of a daemon booted with its gates in a gate process, the person's
+   skills in FOLDER, the model scripted to propose `bad` and the sandbox off."
+  (setv config (/ tmp-path "config.toml"))
+  (.write-text config (+ "[sandbox]\nmode = \"off\"\n[skills]\ndirs = [" (json.dumps (str folder)) "]\n"))
+  (setv env (boot :config-path (str config)
+                  :environ {"PASSEPARTOUT_DATA_DIR" (str (/ tmp-path "data")) "HOME" (str tmp-path)}
+                  :providers [(make-provider "symbolic")]
+                  :gates "process"))
+  (setv env.complete (fn [request]
+                       [:status :ok :provider "script"
+                        :text "(:action :shell :cmd \"bad\" :explanation \"try it\")"]))
+  env)
+
+(defn said [text]
+  [:type :event :source [:gateway :test :chat "g"] :payload [:sensor :user-input :text text]])
+
+(defn own-threads []
+  "The names of this process's threads but asyncio's waiters on child processes
+   (one per gate process, which ends with it)."
+  (sorted (gfor t (threading.enumerate) :if (not (in "waitpid" t.name)) t.name)))
+
+(defn texts [emitted]
+  (lfor e emitted (str (proto-get (proto-get e ':payload) ':text))))
+
+(defn test-the-daemon-judges-in-its-gate-process-and-survives-a-gate-that-never-answers [tmp-path]
+  "A gate that loops forever in the daemon's skills is cut off in the gate
+   process: the proposal is refused naming it, the daemon's own threads are as
+   they were, and the next proposal is judged by a fresh process."
+  (setv folder (/ tmp-path "skills"))
+  (.mkdir folder)
+  (.write-text (/ folder "spinner.hy")
+               (+ PRELUDE (gate-skill "spinner" "(while True None)")))
+  (setv env (process-daemon tmp-path folder))
+  (defn :async main []
+    (await (start-services env))
+    (try
+      (setv threads (own-threads)
+            before (get (.pids env.gates.keeper) 0)
+            out (await (step (said "go") env)))
+      (setv env.complete (fn [request]
+                           [:status :ok :provider "script"
+                            :text "(:action :message :text \"fine\")"]))
+      (setv next (await (step (said "again") env))
+            after (get (.pids env.gates.keeper) 0))
+      #(threads (own-threads) before after out next)
+      (finally
+        (await (stop-services env)))))
+  (setv [threads-before threads-after before after out next] (asyncio.run (main)))
+  (shutdown env)
+  (setv told (.join "\n" (texts out)))
+  (assert (in "spinner did not answer within" told) f"what the person was told: {told}")
+  (assert (!= before after) f"the gate process {before} was replaced")
+  (assert-reaped before)
+  (expect threads-after threads-before "threads of the daemon after the cut-off gate")
+  (assert (in "fine" (.join "\n" (texts next))) f"the next answer: {(texts next)}"))
+
+(defn test-a-repl-defskill-reaches-the-gate-process-and-one-it-cannot-hold-is-refused [tmp-path]
+  (setv folder (/ tmp-path "skills"))
+  (.mkdir folder)
+  (setv env (process-daemon tmp-path folder))
+  (defn :async main []
+    (await (start-services env))
+    (try
+      (setv loop (asyncio.get-running-loop)
+            ns (make-namespace {} env.skills
+                               (fn [forms]
+                                 (.result (asyncio.run-coroutine-threadsafe (.check env.gates forms) loop) 60)))
+            defined (await (evaluate-async ns "(defskill no-bad :priority 90 :gate (fn [a c] (if (= (hy.I.passepartout/proto.proto-get a ':cmd) \"bad\") [:verdict :reject :reason \"no-bad says no\"] [:verdict :allow])))" 60))
+            judged (await (step (said "go") env))
+            looping (await (evaluate-async ns "(defskill no-bad :priority 90 :gate (fn [a c] (while True None)))" 60))
+            again (await (step (said "go") env)))
+      #(defined judged looping again)
+      (finally
+        (await (stop-services env)))))
+  (setv [defined judged looping again] (asyncio.run (main)))
+  (shutdown env)
+  (assert (get defined "ok") f"the first defskill: {defined}")
+  (assert (in "no-bad says no" (.join "\n" (texts judged))) f"judged with the REPL's gate: {(texts judged)}")
+  (assert (not (get looping "ok")) f"a gate that never answers is refused at the REPL: {looping}")
+  (assert (in "no-bad" (get looping "error")) (get looping "error"))
+  (assert (in "no-bad says no" (.join "\n" (texts again))) f"the old gate still judges: {(texts again)}"))
+
+(defn test-a-reload-the-gate-process-cannot-take-changes-nothing [tmp-path]
+  (setv folder (/ tmp-path "skills"))
+  (.mkdir folder)
+  (setv f (/ folder "guard.hy"))
+  (.write-text f (+ PRELUDE (rejects "guard" "bad")))
+  (setv env (process-daemon tmp-path folder))
+  (defn :async main []
+    (await (start-services env))
+    (try
+      (note-skill-files env)
+      (.write-text f (+ PRELUDE (gate-skill "guard" "(while True None)" :trigger "ls")))
+      (setv results (await (reload-skills env))
+            judged (await (step (said "go") env)))
+      #(results judged)
+      (finally
+        (await (stop-services env)))))
+  (setv [results judged] (asyncio.run (main)))
+  (shutdown env)
+  (setv errors (lfor r results :if (proto-get r ':error) (proto-get r ':error)))
+  (expect (len errors) 1 f"the reload of guard.hy is refused: {results}")
+  (assert (in "gate process" (get errors 0)) (get errors 0))
+  (assert (in "guard says no" (.join "\n" (texts judged))) f"the old guard still judges: {(texts judged)}"))

@@ -13,7 +13,8 @@
         passepartout.daemon [boot shutdown]
         passepartout.loop [step]
         passepartout.reload [reload-skills note-skill-files changed-skill-files watch-skills
-                             reload-summary])
+                             reload-summary]
+        steps [run])
 
 (defn expect [got want [what "value"]]
   (assert (= got want) f"{what}: expected {want !r}, got {got !r}"))
@@ -171,15 +172,15 @@
   (reload-skill-file reg b)
   (note-skill-files services)
   (expect (changed-skill-files services) [] "nothing changed yet")
-  (expect (reload-skills services) [] "nothing to reload")
+  (expect (run (reload-skills services)) [] "nothing to reload")
   (write b (skill-text "reject" "skill-b"))
-  (setv results (reload-skills services))
+  (setv results (run (reload-skills services)))
   (expect (lfor r results (proto-get r ':file)) [(str b)] "reloaded files")
   (expect (proto-get (verdict-of reg "skill-b" rm-action) ':verdict) (kw "reject") "skill-b")
   (assert (in "b.hy: reloaded (skill-b)" (reload-summary results)) (reload-summary results))
-  (expect (reload-skills services) [] "a reloaded file is not reloaded again")
+  (expect (run (reload-skills services)) [] "a reloaded file is not reloaded again")
   (write (/ tmp-path "c.hy") (skill-text "allow" "skill-c"))
-  (reload-skills services)
+  (run (reload-skills services))
   (assert (get-skill reg "skill-c") "a new file is loaded"))
 
 (defn test-the-watcher-picks-up-an-edit-and-survives-a-broken-one [reg tmp-path]
