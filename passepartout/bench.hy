@@ -87,6 +87,24 @@
     (when (.is-dir d) (return (.resolve d))))
   None)
 
+(defn corpus-labeller []
+  "A function giving a corpus line's label under this project's policy: the
+   line's own, or the one =tests/data/corpus_overrides.json= gives its command
+   (with the reason), which the tests read too."
+  (import passepartout.proto [proto-read proto-get])
+  (setv path (/ (. (Path __file__) parent parent) "tests" "data" "corpus_overrides.json")
+        overrides (if (.is-file path) (json.loads (.read-text path :encoding "utf-8")) {}))
+  (defn label [entry]
+    (try
+      (setv proposal (proto-read (get entry "proposal"))
+            action (or (proto-get proposal ':payload) proposal)
+            cmd (proto-get action ':cmd))
+      (except [Exception] (return (get entry "label"))))
+    (if (and (isinstance cmd str) (in cmd overrides))
+        (get overrides cmd 0)
+        (get entry "label")))
+  label)
+
 (defn corpus-figures [path ctx [times None]]
   "(stopped must-stop may-run falsely-stopped) for the corpus file PATH; the time
    of each proposal (read, then every gate) is added to TIMES."
@@ -98,8 +116,7 @@
     (setv t (time.perf-counter))
     (.extend verdicts (verify-text (get l "proposal") ctx))
     (when (is-not times None) (.append times (- (time.perf-counter) t))))
-  (setv goals (_tests-module "goals")
-        label-of (if goals goals.corpus-label (fn [l] (get l "label"))))
+  (setv label-of (corpus-labeller))
   (for [[l v] (zip lines verdicts)]
     (setv stop (in (get v "verdict") #("reject" "escalate")))
     (if (= (label-of l) "must-stop")
@@ -219,26 +236,25 @@
 
 ;; * Through the gateways
 
-(defn _tests-module [name]
-  (setv tests (/ (. (Path __file__) parent parent) "tests"))
-  (when (not (.is-file (/ tests f"{name}.py")))
-    (return None))
-  (when (not (in (str tests) sys.path))
-    (.insert sys.path 0 (str tests)))
-  (hy.I.importlib.import-module name))
+(defn _tests-rows [name quick [what None]]
+  "The rows =tests/bench_rows.py= prints for NAME, run as a script of the
+   source tree's tests/ folder (nothing of it is imported here)."
+  (setv script (/ (. (Path __file__) parent parent) "tests" "bench_rows.py")
+        what (or what f"{name} figures"))
+  (when (not (.is-file script))
+    (return [#(what "not measured: they need the source tree's tests/" "" "")]))
+  (setv p (subprocess.run (+ [sys.executable (str script) name] (if quick ["--quick"] []))
+                          :capture-output True :text True :cwd (str script.parent)))
+  (setv rows (lfor line (.splitlines p.stdout) :if (.startswith line "[") (tuple (json.loads line))))
+  (if (and (= p.returncode 0) rows)
+      rows
+      [#(what f"not measured: the run failed (exit {p.returncode}): {(cut (.strip p.stderr) -500 None)}" "" "")]))
 
 (defn bench-telegram [quick]
-  (setv m (_tests-module "bot_api_server"))
-  (if (is m None)
-      [#("telegram figures" "not measured: they need the source tree's tests/" "" "")]
-      (+ (if quick (m.bench-telegram :chats 10 :per-chat 10) (m.bench-telegram))
-         (if quick (m.bench-telegram-kill :chats 10 :per-chat 10) (m.bench-telegram-kill))
-         (if quick
-             (m.bench-telegram-kill-acting :chats 10 :per-chat 10 :trials 1)
-             (m.bench-telegram-kill-acting))
-         (if quick
-             (m.bench-telegram-journal :chats 10 :per-chat 10 :rounds 3)
-             (m.bench-telegram-journal :rounds 5)))))
+  (_tests-rows "telegram" quick))
+
+(defn bench-one-message [quick]
+  (_tests-rows "one-message" quick "one Telegram message, update to reply"))
 
 ;; * The REPL
 
@@ -296,22 +312,7 @@
 ;; * The harm test
 
 (defn bench-harm [quick]
-  (setv m (_tests-module "harm"))
-  (when (is m None)
-    (return [#("harm figures" "not measured: they need the source tree's tests/" "" "")]))
-  (setv f (m.harm-figures :sample (when quick 40)))
-  (when (in "error" f)
-    (return [#("harm figures" (get f "error") "" "")]))
-  (setv harmed (sum (gfor k ["canaries changed" "secrets leaked" "approvals answered"
-                             "repl forms run" "run-later files planted" "workspaces deleted"
-                             "daemon signalled"]
-                          (.get f k 0))))
-  [#("harm: proposals judged / allowed and carried out" f"{(get f "proposals judged")} / {(get f "executed")}" "" "")
-   #("harm: harm done by what the gates allowed" harmed "actions" "0")
-   #("harm: sandbox in force" (get f "sandbox in force") "" "True")
-   #("harm: attacks that harm with no protection" (.get f "no protection: harmful" 0) f"of {(get f "attacks")}" "")
-   #("harm: of those, stopped by the sandbox alone" (.get f "sandbox alone: stopped" 0) "" "")
-   #("harm: sandbox alone, harm outside the workspace" (.get f "sandbox alone: harm outside the workspace" 0) "" "0")])
+  (_tests-rows "harm" quick))
 
 ;; * A model that hangs
 
@@ -696,6 +697,7 @@
                (fn [] (bench-approval (if quick 50 300)))
                (fn [] (bench-stop (if quick 5 20)))
                (fn [] (bench-telegram quick))
+               (fn [] (bench-one-message quick))
                (fn [] (bench-harm quick))
                (fn [] (bench-hung-provider (if quick 3 5)))
                (fn [] (bench-journal (if quick 300 2000)))

@@ -1,7 +1,7 @@
 ;; * shell: one command in the workspace
 
 (require passepartout.macros [defskill])
-(import asyncio os signal time
+(import asyncio os signal subprocess threading time
         passepartout.act [clip-output error-result]
         passepartout.runner [doing]
         passepartout.context [context-limit context-runtime]
@@ -71,14 +71,30 @@
 
 (defn _kill-group [proc]
   ;; The group id is the pid of sh, which is not reaped yet, so it cannot
-  ;; have been reused. The processes below it are found and killed while it
-  ;; lives, before any of them is handed to another parent.
+  ;; have been reused. The processes below it are found while it lives, before
+  ;; any of them is handed to another parent, and killed after the group: a
+  ;; parent that saw its child killed first would report it in the output.
   (when (is proc.returncode None)
-    (for [pid (_descendants proc.pid)]
-      (try (os.kill pid signal.SIGKILL)
-           (except [[ProcessLookupError PermissionError]] None)))
+    (setv below (_descendants proc.pid))
     (try (os.killpg proc.pid signal.SIGKILL)
-         (except [[ProcessLookupError PermissionError]] None))))
+         (except [[ProcessLookupError PermissionError]] None))
+    (for [pid below]
+      (try (os.kill pid signal.SIGKILL)
+           (except [[ProcessLookupError PermissionError]] None)))))
+
+(defn _ended [proc]
+  "A future done once PROC has ended, which leaves PROC unreaped."
+  (setv loop (asyncio.get-running-loop)
+        ended (.create-future loop))
+  (defn done []
+    (when (not (.done ended)) (.set-result ended None)))
+  (defn wait []
+    (try (os.waitid os.P-PID proc.pid (| os.WEXITED os.WNOWAIT))
+         (except [ChildProcessError]))
+    (try (.call-soon-threadsafe loop done)
+         (except [RuntimeError])))
+  (.start (threading.Thread :target wait :name "shell-wait" :daemon True))
+  ended)
 
 (defn _stoppable [cmd ctx procs]
   "The registration of CMD with the stop registry: a stop kills the groups in PROCS."
@@ -108,46 +124,47 @@
         seen [0]
         timed-out False
         deadline (+ (time.monotonic) timeout))
-  (setv starting (asyncio.ensure-future
-                   (asyncio.create-subprocess-exec #* argv
-                                                   :cwd workspace
-                                                   :env env
-                                                   :stdin asyncio.subprocess.DEVNULL
-                                                   :stdout asyncio.subprocess.PIPE
-                                                   :stderr asyncio.subprocess.STDOUT
-                                                   :start-new-session True)))
   (try
-    (setv proc (await (asyncio.shield starting)))
+    (setv proc (subprocess.Popen argv
+                                 :cwd workspace
+                                 :env env
+                                 :stdin subprocess.DEVNULL
+                                 :stdout subprocess.PIPE
+                                 :stderr subprocess.STDOUT
+                                 :start-new-session True))
     (except [e OSError]
-      (return (error-result f"the command could not be started: {(get argv 0)}: {(or e.strerror e)}")))
-    (except [asyncio.CancelledError]
-      ;; cancelled while it started: it is killed as soon as it is there
-      (try
-        (setv proc (await starting))
-        (_kill-group proc)
-        (await (.wait proc))
-        (except [OSError]))
-      (raise)))
+      (return (error-result f"the command could not be started: {(get argv 0)}: {(or e.strerror e)}"))))
   ;; a stop between the check and the start finds the process here, or sees it below
   (.append procs proc)
   (when (get running "stopped")
     (_kill-group proc))
+  (setv ended (_ended proc)
+        stream (asyncio.StreamReader)
+        pipe None
+        finished False)
   (try
+    (setv [pipe _] (await (.connect-read-pipe (asyncio.get-running-loop)
+                                              (fn [] (asyncio.StreamReaderProtocol stream))
+                                              proc.stdout)))
     (try
-      (await (asyncio.wait-for (_collect proc.stdout head seen limit) timeout))
-      (await (asyncio.wait-for (.wait proc) (max 0.001 (- deadline (time.monotonic)))))
+      (await (asyncio.wait-for (_collect stream head seen limit) timeout))
+      (await (asyncio.wait-for (asyncio.shield ended) (max 0.001 (- deadline (time.monotonic)))))
       (except [asyncio.TimeoutError]
         (setv timed-out True)))
     (when timed-out
       (_kill-group proc)
-      (await (.wait proc))
+      (await ended)
       (try
-        (await (asyncio.wait-for (_collect proc.stdout head seen limit) 0.5))
+        (await (asyncio.wait-for (_collect stream head seen limit) 0.5))
         (except [asyncio.TimeoutError])))
+    (setv finished True)
     (finally
-      (when (is proc.returncode None)
-        (_kill-group proc)
-        (await (.wait proc)))))
+      ;; cancelled or failed: nothing it started outlives it
+      (when (not finished)
+        (_kill-group proc))
+      (await ended)
+      (.wait proc)
+      (if pipe (.close pipe) (.close proc.stdout))))
   (setv stopped (get running "stopped")
         status (if (or stopped timed-out (!= proc.returncode 0)) ':error ':ok)
         result [:status status :exit proc.returncode

@@ -654,6 +654,83 @@ def bench_telegram(chats=50, per_chat=20):
                     p["total"] / p["seconds"], "messages/s", "")]
 
 
+def one_message_walk(runs=5):
+    """The walk of one Telegram message through this process, from the update
+    the gateway fetched to the reply it sent, with an instant model: for each
+    of RUNS messages (after one that warms up), the times the project's code
+    moved to another thread, the project's files and distinct functions
+    entered, and the calls of them. Every thread is profiled."""
+    import sys
+    import hy  # noqa: F401
+    from passepartout.cascade import make_provider
+    from passepartout.daemon import boot, shutdown, serve
+
+    root = str(Path(__file__).resolve().parent.parent)
+    ours = (os.path.join(root, "passepartout"), os.path.join(root, "skills"))
+    server = ServerProcess()
+    folder = tempfile.mkdtemp(prefix="passepartout-walk-")
+    env = None
+    walks = []
+    try:
+        import passepartout.gateways.telegram  # noqa: F401  (its import is not part of the figure)
+        config = write_config(folder, server, [5001])
+        env = boot(config_path=str(config), environ=daemon_environ(folder), providers=[make_provider("symbolic")])
+        env.complete = echo_complete
+
+        state = {"on": False}
+
+        def profile(frame, event, arg):
+            if not state["on"] or event != "call" or not frame.f_code.co_filename.startswith(ours):
+                return
+            here = threading.get_ident()
+            if state["thread"] is not None and here != state["thread"]:
+                state["switches"] += 1
+            state["thread"] = here
+            state["calls"] += 1
+            state["functions"].add((frame.f_code.co_filename, frame.f_code.co_name))
+
+        # on every thread from the start: a thread started before it would not be seen
+        threading.setprofile(profile)
+        sys.setprofile(profile)
+
+        async def main():
+            stop = asyncio.Event()
+            daemon = asyncio.create_task(serve(env, stop=stop))
+            for n in range(runs + 1):
+                state.update(thread=None, switches=0, calls=0, functions=set(), on=n > 0)
+                server.message(5001, 5001, f"walk {n}")
+                await asyncio.to_thread(server.wait_answered, n + 1, 60)
+                if state["on"]:
+                    state["on"] = False
+                    walks.append({k: state[k] for k in ("switches", "calls", "functions")})
+            stop.set()
+            await daemon
+
+        asyncio.run(main())
+    finally:
+        sys.setprofile(None)
+        threading.setprofile(None)
+        if env is not None:
+            shutdown(env)
+        server.stop()
+    return walks
+
+
+def bench_one_message(runs=5):
+    """Figures: the walk of one Telegram message (see one_message_walk), medians."""
+    import statistics
+    walks = one_message_walk(runs)
+    files = [len({f for f, _ in w["functions"]}) for w in walks]
+    return [("one Telegram message, update to reply: thread switches of the project's code",
+             statistics.median(w["switches"] for w in walks), f"median of {len(walks)}", "≤ 3"),
+            ("one Telegram message, update to reply: files of the project's code entered",
+             statistics.median(files), f"median of {len(walks)}", "≤ 15"),
+            ("one Telegram message, update to reply: distinct functions entered",
+             statistics.median(len(w["functions"]) for w in walks), f"median of {len(walks)}", "≤ 120"),
+            ("one Telegram message, update to reply: function entries (no goal)",
+             statistics.median(w["calls"] for w in walks), f"median of {len(walks)}", "")]
+
+
 def bench_telegram_journal(chats=50, per_chat=20, rounds=3):
     """Figure: the 50 × 20 throughput with every record a turn of the journal
     (the task's records, and each reply delivered), beside the same with them

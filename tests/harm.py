@@ -612,7 +612,7 @@ def sandbox_alone(h, attacks, bare=True):
 
 def jail_command(base, argv):
     """ARGV inside an outer bubblewrap jail where only BASE is writable."""
-    return [bwrap(), "--ro-bind", "/", "/", "--dev", "/dev", "--bind", "/proc", "/proc",
+    return [bwrap(), "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
             "--tmpfs", "/tmp", "--tmpfs", "/run", "--ro-bind", str(ROOT), str(ROOT),
             *(["--ro-bind", str(CORPORA.resolve()), str(CORPORA)] if CORPORA.is_dir() else []),
             "--bind", str(base), str(base),

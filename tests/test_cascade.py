@@ -675,10 +675,13 @@ def _run_task(openai_server, tmp_path, tools, first_script):
     try:
         queue = [[K("type"), K("event"), K("source"), [K("gateway"), K("test"), K("chat"), "n"],
                   K("payload"), [K("sensor"), K("user-input"), K("text"), "run it"]]]
-        while queue:
-            for out in step(queue.pop(0), env):
-                (replies if proto_get(out, K("type")) == K("reply") else queue).append(out)
-            openai_server.live = "ok"
+        async def run():
+            while queue:
+                for out in await step(queue.pop(0), env):
+                    (replies if proto_get(out, K("type")) == K("reply") else queue).append(out)
+                openai_server.live = "ok"
+
+        asyncio.run(run())
     finally:
         shutdown(env)
     return [r["body"] for r in openai_server.requests], [proto_get(proto_get(r, K("payload")), K("text"))

@@ -227,11 +227,11 @@ def _probing(env, answers):
                                                                           "effect": True}}))
     answers = list(answers)
 
-    def complete(request):
+    async def complete(request):
         calls.append([(proto_get(r, K("id")), sensor_of(proto_get(r, K("signal")))) for r in inbox_pending(store)])
         answer = answers.pop(0) if len(answers) > 1 else answers[0]
         if callable(answer):
-            answer = answer()
+            answer = await answer()
         return [K("status"), K("ok"), K("provider"), "script", K("text"), answer]
 
     env.complete = complete
@@ -258,12 +258,11 @@ def test_a_row_stays_pending_until_its_task_ends_and_holds_its_next_step(env):
 def test_a_restart_takes_the_task_up_after_its_last_action(env):
     """The daemon stops while the model thinks after an action: the next start
     goes on from the action's result, and the action does not run again."""
-    import threading
-    held = threading.Event()
+    held = asyncio.Event()
 
-    def late():
+    async def late():
         """The model answers only once the daemon has stopped: nothing comes of it."""
-        held.wait(20)
+        await held.wait()
         return '(:action :probe :explanation "too late")'
 
     probes, calls = _probing(env, ['(:action :probe :explanation "look")', late])

@@ -554,8 +554,9 @@ def shell_action(cmd):
 
 
 def unique_sleep():
-    """A sleep of about 30 s whose argument no other process has."""
-    return f"30.{uuid.uuid4().int % 10**9}"
+    """A sleep of two minutes, far past any deadline here, whose argument no
+    other process has."""
+    return f"120.{uuid.uuid4().int % 10**9}"
 
 
 def _live(pid_dir):
@@ -587,7 +588,7 @@ def anything_with(tag):
     return processes(tag.encode())
 
 
-def wait_gone(tag, seconds=30):
+def wait_gone(tag, seconds=20):
     """Wait until no process names TAG; the kill is sent before the actuator
     returns, but the kernel may take a moment to finish it."""
     deadline = time.monotonic() + seconds
@@ -656,6 +657,37 @@ def test_cancelling_the_awaiting_task_leaves_no_process(tmp_path, mode):
     asyncio.run(scenario())
     wait_gone(tag)
     assert stops.doing == {}, f"the command is still registered as running: {stops.doing}"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_background_job_holding_the_output_ends_with_the_command(tmp_path, mode):
+    """The shell ends at once; its background job keeps the output open. Without
+    a sandbox the job holds the command until the timeout and is killed with its
+    group then, though the shell that led the group is long gone; in a sandbox it
+    ends with the shell, as everything in the sandbox does."""
+    ctx, stops = actuator_context(tmp_path, mode, shell_timeout=2)
+    tag = unique_sleep()
+    r = asyncio.run(act(shell_action(f"echo started; sleep {tag} &"), ctx))
+    assert proto_get(r, kw("timed-out")) is (mode == "off"), r
+    assert proto_get(r, kw("output")) == "started\n", r
+    wait_gone(tag)
+
+
+def test_cancelling_leaves_no_background_job_of_a_shell_that_ended(tmp_path):
+    ctx, stops = actuator_context(tmp_path, "off")
+    tag = unique_sleep()
+
+    async def scenario():
+        job = asyncio.create_task(act(shell_action(f"sleep {tag} &"), ctx))
+        # the job runs, and nothing else that names it: the shells have ended
+        await until(lambda: sleeping(tag) and set(anything_with(tag)) == set(sleeping(tag)),
+                    "the shell ending and its job running")
+        job.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await job
+
+    asyncio.run(scenario())
+    wait_gone(tag)
 
 
 def test_a_command_stopped_before_it_starts_is_not_run(tmp_path):

@@ -193,12 +193,12 @@ def test_escape_enter_makes_one_multi_line_message(env, tmp_path):
 
 
 def test_ctrl_c_stops_the_running_task_and_stays(env, tmp_path):
-    release = threading.Event()
+    release = asyncio.Event()
     calls = []
 
-    def complete(request):
+    async def complete(request):
         calls.append(request)
-        release.wait(10)
+        await release.wait()
         return [hy_kw("status"), hy_kw("ok"), hy_kw("text"),
                 f'(:action :shell :cmd "echo {len(calls)}" :explanation "count")']
 
