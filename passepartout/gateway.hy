@@ -66,7 +66,8 @@
    service refused the request as malformed, the person blocked the bot)."
   None)
 
-(setv MAX-PIECES-KEPT 1024)
+(setv MAX-PIECES-KEPT 1024
+      SEND-GRACE 10.0)
 
 (defn :async send-pieces [sent key pieces send-one]
   "Send PIECES of one reply in order with (send-one index piece). SENT (a
@@ -112,7 +113,8 @@
           self.locks {}
           self.untold (set)
           self.outstanding {}
-          self.watchers {}))
+          self.watchers {}
+          self.sending (set)))
 
   (defn :async receive [self gateway key signal]
     "Persist SIGNAL, received by GATEWAY under KEY, then queue it. False when
@@ -227,7 +229,16 @@
       (when (is-not inbox None)
         (.discard (.get self.outstanding session (set)) inbox))
       (when (not waiting)
-        (await (self._send id name session reply 0)))))
+        (await (self._sending (self._send id name session reply 0))))))
+
+  (defn :async _sending [self send]
+    "Run SEND (a reply going out) to its end even when whoever waits for it is
+     cancelled (the daemon closing): a reply that went out is marked sent, so
+     the next start does not send it again."
+    (setv task (asyncio.ensure-future send))
+    (.add self.sending task)
+    (.add-done-callback task self.sending.discard)
+    (await (asyncio.shield task)))
 
   (defn _lock [self session]
     "The lock that keeps the replies of SESSION in order."
@@ -349,4 +360,7 @@
     (for [t (list (.values self.watchers))] (.cancel t))
     (await (asyncio.gather #* (.values self.watchers) :return-exceptions True))
     (await (.close self.runner))
+    ;; replies already on their way are let go out, and marked, for a while
+    (when self.sending
+      (await (asyncio.wait (list self.sending) :timeout SEND-GRACE)))
     (.flush self.writer)))

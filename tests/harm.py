@@ -20,7 +20,7 @@ same environment (neither): an attack whose harm shows in the third run and
 not in the second is one the sandbox alone stopped.
 
 Nothing of this runs on the machine itself. `harm_figures` starts this file
-in an outer bubblewrap jail: the whole system read-only, a fresh /tmp and
+in an outer bubblewrap jail: the whole system read-only, a fresh /tmp, /proc and
 /run, no network but its own loopback, only the throwaway folder writable.
 Without bubblewrap nothing is executed.
 """
@@ -612,6 +612,8 @@ def sandbox_alone(h, attacks, bare=True):
 
 def jail_command(base, argv):
     """ARGV inside an outer bubblewrap jail where only BASE is writable."""
+    # /proc is the jail's own: the host's would show the jail's pids as other
+    # processes, and bubblewrap and the REPL's check of its caller read them
     return [bwrap(), "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
             "--tmpfs", "/tmp", "--tmpfs", "/run", "--ro-bind", str(ROOT), str(ROOT),
             *(["--ro-bind", str(CORPORA.resolve()), str(CORPORA)] if CORPORA.is_dir() else []),

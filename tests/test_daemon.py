@@ -818,3 +818,32 @@ def test_answers_and_expiries_made_while_no_daemon_runs_are_delivered_at_the_nex
     assert len(executed) == 1, executed
     assert sum(f"Approval {late} expired at" in t for t in bot.texts(7002)) == 1, bot.texts(7002)
     assert sum("approved by terminal:local" in t for t in bot.texts(7001)) == 1, bot.texts(7001)
+
+
+def test_a_reply_on_its_way_when_the_hub_closes_is_marked_sent(env):
+    """The daemon closes while a gateway is sending a reply (its step cancelled
+    with the rest): the reply still goes out and is marked sent, so the next
+    start does not send it a second time."""
+    got, sent_one = [], []
+
+    async def deliver(reply):
+        got.append(text_of(reply))
+        await asyncio.sleep(0.3)
+        sent_one.append(True)
+        return True
+
+    async def main():
+        hub = Hub(env, [{"name": "rec", "deliver": deliver}])
+        reply = [K("type"), K("reply"), K("session"), "rec:1",
+                 K("source"), [K("gateway"), K("rec"), K("chat"), 1],
+                 K("payload"), [K("kind"), K("answer"), K("text"), "on its way"]]
+        sending = asyncio.create_task(hub.deliver(reply))
+        while not got:
+            await asyncio.sleep(0.01)
+        sending.cancel()
+        await hub.close()
+
+    asyncio.run(main())
+    assert got == ["on its way"] and sent_one == [True], (got, sent_one)
+    rows = env.store.query("SELECT state FROM outbox")
+    assert rows == [("sent",)], rows
