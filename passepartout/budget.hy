@@ -17,9 +17,12 @@
 
 (defn usage-add [a b]
   "The sum of two usage plists (:prompt-tokens N :completion-tokens N :cost X)."
-  (setv [pa ca xa] (usage-values (or a ZERO))
-        [pb cb xb] (usage-values (or b ZERO)))
-  [:prompt-tokens (+ pa pb) :completion-tokens (+ ca cb) :cost (+ xa xb)])
+  ;; most sums add nothing: what a step has spent before its model call
+  (cond (or (is b None) (is b ZERO)) (or a ZERO)
+        (or (is a None) (is a ZERO)) b
+        True (do (setv [pa ca xa] (usage-values a)
+                       [pb cb xb] (usage-values b))
+                 [:prompt-tokens (+ pa pb) :completion-tokens (+ ca cb) :cost (+ xa xb)])))
 
 (defn usage-tokens [u]
   (setv [p c _] (usage-values u))

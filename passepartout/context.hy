@@ -51,7 +51,10 @@
         env (if (is env None) os.environ env)
         limits (| _limit-defaults (.get config "limits" {}))
         protected (protected-paths config))
-  [:workspace (_real workspace)
+  ;; the runtime handles first: every stage reads them, and a read scans from the front
+  [:runtime {"store" store "config" config "cascade" cascade "notify" notify
+             "skills" skills "stops" stops "services" services}
+   :workspace (_real workspace)
    :temp-dirs (temp-dirs env [(_real "~") #* protected])
    :home (_real "~")
    :search-path (.get env "PATH" "/usr/local/bin:/usr/bin:/bin")
@@ -60,9 +63,7 @@
    :now (if (is now None) (time.time) now)
    :limits (lfor [k v] (.items limits) x [(kw (.replace k "_" "-")) v] x)
    :secrets (list (or secrets []))
-   :sandbox (if (is sandbox None) (sandbox-status config) sandbox)
-   :runtime {"store" store "config" config "cascade" cascade "notify" notify
-             "skills" skills "stops" stops "services" services}])
+   :sandbox (if (is sandbox None) (sandbox-status config) sandbox)])
 
 (defn context-for [services session [notify None] [now None]]
   "The context of a step of SESSION in the daemon whose parts are SERVICES

@@ -1,7 +1,7 @@
 ;; * Why
 
 (import hashlib json time
-        passepartout.proto [literal-keywords :as hy proto-get proto-print proto-values]
+        passepartout.proto [literal-keywords :as hy proto-get proto-print proto-values proto-without]
         passepartout.budget [usage-values]
         passepartout.store [data-print data-read])
 
@@ -34,6 +34,20 @@
 (defn _one [conn sql params]
   (.fetchone (.execute conn sql params)))
 
+(defn _remembered [store seq]
+  "The journal's memo when the file's last event is still its last turn, else a fresh one."
+  (setv memo (.get store.memo "journal"))
+  (when (not (and memo (= (get memo "id") seq)))
+    (setv memo {"id" None "hash" None "sessions" {} "tasks" {}}
+          (get store.memo "journal") memo))
+  memo)
+
+(defn _last-of [conn memo key what sql value]
+  "The remembered last turn of WHAT (\"sessions\" or \"tasks\") KEY, or the one SQL finds."
+  (if (in key (get memo what))
+      (get memo what key)
+      (_one conn sql #(value))))
+
 (defn journal-append [store record [ts None]]
   "Append the event RECORD (see =task.org=) as a turn; its id."
   (setv [kind session data state-after turn]
@@ -47,31 +61,75 @@
         figures (when usage (usage-values usage))
         ts (if (is ts None) (time.time) (float ts)))
   (with [conn (.transaction store)]
-    (setv last (_one conn "SELECT hash FROM events WHERE turn IS NOT NULL ORDER BY id DESC LIMIT 1" #())
-          mine (_one conn "SELECT id, clock, state_after FROM events
-                           WHERE session IS ? AND turn IS NOT NULL ORDER BY id DESC LIMIT 1"
-                     #(session))
+    (setv seq (_one conn "SELECT seq FROM sqlite_sequence WHERE name = 'events'" #())
+          seq (if seq (get seq 0) 0)
+          memo (_remembered store seq)
+          last (if (is (get memo "id") None)
+                   (_one conn "SELECT hash FROM events WHERE turn IS NOT NULL ORDER BY id DESC LIMIT 1" #())
+                   #((get memo "hash")))
+          mine (_last-of conn memo session "sessions"
+                         "SELECT id, clock, state_after FROM events
+                          WHERE session IS ? AND turn IS NOT NULL ORDER BY id DESC LIMIT 1"
+                         session)
           thread (when task
-                   (_one conn "SELECT id, clock FROM events WHERE task = ? ORDER BY id DESC LIMIT 1"
-                         #(task)))
+                   (_last-of conn memo task "tasks"
+                             "SELECT id, clock FROM events WHERE task = ? ORDER BY id DESC LIMIT 1"
+                             task))
           parent (or thread mine)
           clock (+ 1 (max (if mine (get mine 1) 0) (if parent (get parent 1) 0)))
           before (if mine (get mine 2) GENESIS)
           after (or state-after before)
-          seq (_one conn "SELECT seq FROM sqlite_sequence WHERE name = 'events'" #())
-          id (+ 1 (if seq (get seq 0) 0))
+          id (+ 1 seq)
           row #(id ts kind session text (turn-type kind data turn) clock
                 (if parent (str (get parent 0)) "") task before after
                 (when figures (+ (get figures 0) (get figures 1))) (when figures (float (get figures 2)))
-                (if last (get last 0) GENESIS)))
+                (if last (get last 0) GENESIS))
+          hash (row-hash row))
     (.execute conn (+ "INSERT INTO events (" _columns ") VALUES ("
                       (.join ", " (* ["?"] 15)) ")")
-              (+ row #((row-hash row)))))
+              (+ row #(hash)))
+    (.update memo {"id" id "hash" hash})
+    (setv (get memo "sessions" session) #(id clock after))
+    (when task
+      (setv (get memo "tasks" task) #(id clock)))
+    (when (> (len (get memo "sessions")) 4096) (.clear (get memo "sessions")))
+    (when (> (len (get memo "tasks")) 4096) (.clear (get memo "tasks"))))
   id)
 
 (defn journal-event [store kind session data [ts None]]
   "Append an event of KIND in SESSION carrying the plist DATA as a turn; its id."
   (journal-append store [:event kind :session session :data data] :ts ts))
+
+;; ** Contexts, each kept once
+
+(setv _VOLATILE [':now ':stop-mark])
+
+(defn context-record [ctx]
+  "#(hash record) for the context data CTX (see =context-data=): the record
+   that keeps it once (written by =write-records=), and the hash an outcome
+   names it by. The moment it holds (and the stop count) are left out: the
+   outcome keeps its moment itself."
+  (setv text (data-print (proto-without ctx _VOLATILE))
+        hash (cut (.hexdigest (hashlib.sha256 (.encode text "utf-8" "surrogatepass"))) 32))
+  #(hash [:context hash :text text]))
+
+(defn journal-context [store hash text]
+  "Keep the context TEXT under HASH, unless it is kept already."
+  (setv known (.setdefault store.memo "contexts" (set)))
+  (when (not (in hash known))
+    (.execute store.conn "INSERT OR IGNORE INTO contexts (hash, data) VALUES (?, ?)" #(hash text))
+    (when (> (len known) 4096) (.clear known))
+    (.add known hash)))
+
+(defn context-of [store data]
+  "The context the outcome DATA was judged in, or None when it names none."
+  (setv old (proto-get data ':context))
+  (when old (return old))
+  (setv hash (proto-get data ':context-hash))
+  (when (is hash None) (return None))
+  (setv rows (.query store "SELECT data FROM contexts WHERE hash = ?" #(hash)))
+  (when rows
+    (+ [:now (proto-get data ':now)] (data-read (get rows 0 0)))))
 
 ;; * Verifying
 
@@ -118,6 +176,10 @@
     (setv expected (get row 14)
           last row
           n (+ n 1)))
+  (for [[hash text] (.query store "SELECT hash, data FROM contexts ORDER BY rowid")]
+    (when (!= hash (cut (.hexdigest (hashlib.sha256 (.encode text "utf-8" "surrogatepass"))) 32))
+      (return [:ok False :id None :problem "context edited"
+               :text f"the context {hash} does not match its hash: it was edited"])))
   [:ok True :turns n])
 
 ;; * Exporting
@@ -173,7 +235,7 @@
   (for [row (journal-rows store :session session :since-ts since)
         :if (= (get row 2) "outcome")]
     (setv data (data-read (get row 4))
-          ctx (proto-get data ':context))
+          ctx (context-of store data))
     (for [attempt (or (proto-get data ':attempts) [])]
       (setv proposed (proto-get attempt ':proposed))
       (when (or (is ctx None) (is proposed None))

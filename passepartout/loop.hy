@@ -7,6 +7,7 @@
         passepartout.reason [reason refusal-text]
         passepartout.validators [review-reply]
         passepartout.history [task-history cone-figures]
+        passepartout.journal [context-record]
         passepartout.task [task-state after-outcome after-act is-answer refused-again refusal-lines
                            not-approvable finish stop intent cut-off cut-off-text event-record
                            write-records]
@@ -150,9 +151,13 @@
   (.spend writes spent)
   (setv [refused repeated] (refused-again (proto-get state ':refused) outcome)
         state (proto-merge state [:usage (usage-add spent-before spent) :refused refused]))
-  ;; the context the gates saw goes with their decisions, so that replay judges alike
+  ;; the context the gates saw goes with their decisions (named, kept once), so
+  ;; that replay judges alike
+  (setv [context-hash context] (context-record (context-data ctx)))
+  (.record writes [context])
   (.event writes "outcome" session (proto-merge outcome [:task (proto-get state ':task)
-                                                         :context (context-data ctx)
+                                                         :context-hash context-hash
+                                                         :now (proto-get ctx ':now)
                                                          :cone figures]))
   ;; stopped while the model thought: its cost is counted, its answer dropped
   (when (_stopped ctx)

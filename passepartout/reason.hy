@@ -435,7 +435,13 @@
           ;; A refused proposal is only ever shown, never run: whatever secret it
           ;; carried is masked before it reaches the model, the person or the store.
           (when rejected (setv outcome (_redacted outcome ctx)))
-          (.append tries (+ [:attempt n :provider (proto-get thought ':provider)] outcome))
+          ;; a rejected attempt is kept whole; the one that passed is the outcome
+          ;; itself, so its attempt keeps only what replay judges again
+          (.append tries (+ [:attempt n :provider (proto-get thought ':provider)]
+                            (if rejected
+                                outcome
+                                [:verdict (proto-get outcome ':verdict) :gate (proto-get outcome ':gate)
+                                 :reason (proto-get outcome ':reason) :proposed (proto-get outcome ':proposed)])))
           (if rejected
               (.append rejections [:gate (proto-get outcome ':gate)
                                    :reason (proto-get outcome ':reason)

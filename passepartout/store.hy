@@ -14,12 +14,15 @@
   "A store file that cannot be opened or used.")
 
 (defclass Store []
-  "One SQLite connection shared by the threads of the daemon, behind one lock."
+  "One SQLite connection shared by the threads of the daemon, behind one lock;
+   and what the modules remember of the file between their writes (memo),
+   forgotten whenever a transaction rolls back."
 
   (defn __init__ [self path conn]
     (setv self.path path
           self.conn conn
           self.lock (threading.RLock)
+          self.memo {}
           self.fts False))
 
   (defn [contextmanager] transaction [self]
@@ -36,6 +39,7 @@
                   ;; also after a failed COMMIT, so no later call joins a dead transaction
                   (when self.conn.in-transaction
                     (.execute self.conn "ROLLBACK"))
+                  (.clear self.memo)
                   (raise)))))))
 
   (defn query [self sql [params #()]]
@@ -182,6 +186,16 @@
      END"
     "CREATE TRIGGER IF NOT EXISTS events_no_delete BEFORE DELETE ON events BEGIN
        SELECT RAISE (ABORT, 'the journal is append-only: an event is never deleted');
+     END"]
+   ;; 7: the contexts proposals were judged in, each kept once (see =journal.org=)
+   ["CREATE TABLE IF NOT EXISTS contexts (
+       hash TEXT PRIMARY KEY,
+       data TEXT NOT NULL)"
+    "CREATE TRIGGER IF NOT EXISTS contexts_no_update BEFORE UPDATE ON contexts BEGIN
+       SELECT RAISE (ABORT, 'a context is kept as it was judged in: it is never changed');
+     END"
+    "CREATE TRIGGER IF NOT EXISTS contexts_no_delete BEFORE DELETE ON contexts BEGIN
+       SELECT RAISE (ABORT, 'a context is kept as it was judged in: it is never deleted');
      END"]])
 
 (setv SCHEMA-VERSION (len _schema))

@@ -5,7 +5,7 @@
         passepartout.perceive [reply-signal]
         passepartout.budget [ZERO]
         passepartout.store [data-read inbox-continue]
-        passepartout.journal [journal-append])
+        passepartout.journal [journal-append journal-context])
 
 ;; * The state
 
@@ -44,11 +44,15 @@
   [:event kind :session session :data data])
 
 (defn write-records [store records [ts None]]
-  "Write RECORDS to STORE (inside the caller's transaction)."
+  "Write RECORDS to STORE (inside the caller's transaction): events, the
+   contexts they name, and inbox rows' next steps."
   (for [r records]
-    (if (is-not (proto-get r ':event) None)
-        (journal-append store r :ts (or (proto-get r ':ts) ts))
-        (inbox-continue store (proto-get r ':inbox) (proto-get r ':signal)))))
+    (cond (is-not (proto-get r ':event) None)
+          (journal-append store r :ts (or (proto-get r ':ts) ts))
+          (is-not (proto-get r ':context) None)
+          (journal-context store (proto-get r ':context) (proto-get r ':text))
+          True
+          (inbox-continue store (proto-get r ':inbox) (proto-get r ':signal)))))
 
 ;; * Finishing
 
@@ -237,10 +241,11 @@
 (defn cut-off [store signal state]
   "The action the task of STATE was running at its current step when the
    daemon stopped, or None."
+  ;; the task's own turns, by the task's index: a long conversation costs no more
   (setv rows (.query store "SELECT kind, data FROM events
-                            WHERE session = ? AND kind IN ('intent', 'result')
+                            WHERE task = ? AND kind IN ('intent', 'result')
                             ORDER BY id DESC LIMIT 1"
-                     #((proto-get signal ':session))))
+                     #((str (proto-get state ':task)))))
   (when (and rows (= (get rows 0 0) "intent"))
     (setv d (data-read (get rows 0 1)))
     (when (and (= (proto-get d ':task) (proto-get state ':task))

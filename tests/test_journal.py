@@ -265,3 +265,56 @@ def test_replay_since_leaves_out_what_came_before(recorded):
     assert r.returncode == 0 and "replayed 0 proposals" in r.stdout, (r.stdout, r.stderr)
     r = cli(recorded(), "replay", "--since", "yesterday")
     assert r.returncode == 2 and "neither a time nor an age" in r.stderr, r.stderr
+
+
+def test_turns_another_process_appends_keep_the_chain_and_the_threads(tmp_path):
+    """The daemon remembers its journal's last turns between appends; a turn
+    appended meanwhile through another connection (an approval answered on the
+    host) is read from the file, so the chain links through it and the next
+    turn of the session is its child."""
+    path = store_path_for(tmp_path / "data")
+    with store_open(path) as daemon, store_open(path) as host:
+        a_task(daemon, session="s", task="t1")
+        with host.transaction():
+            write_records(host, [event_record("approval", "s", plist(event="asked", task="t1"))])
+        a_task(daemon, session="s", task="t1")
+        assert proto_get(journal_verify(daemon), k("ok")) is True, journal_verify(daemon)
+        rows = daemon.query("SELECT id, kind, parents, clock FROM events WHERE turn IS NOT NULL ORDER BY id")
+    host_turn = [r for r in rows if r[1] == "approval"][0]
+    after = rows[rows.index(host_turn) + 1]
+    assert after[2] == str(host_turn[0]), f"the turn after the host's links to it: {rows}"
+    assert after[3] == host_turn[3] + 1, f"its clock goes on from the host's turn: {rows}"
+
+
+def test_a_context_is_kept_once_and_an_edited_one_is_found(booted):
+    """Each outcome names the context it was judged in by hash; a context is
+    kept once however many steps it judged; a context edited behind the
+    journal's back is found by journal verify."""
+    import asyncio
+    from passepartout.loop import step
+    from passepartout.journal import context_of
+    from passepartout.store import data_read
+    env = booted('[sandbox]\nmode = "off"\n')
+    for text in ["hello", "help", "!ls"]:
+        signal = [k("type"), k("event"), k("source"), [k("gateway"), k("test"), k("chat"), "c"],
+                  k("payload"), [k("sensor"), k("user-input"), k("text"), text]]
+        queue = [signal]
+
+        async def run():
+            while queue:
+                for out in await step(queue.pop(0), env):
+                    if proto_get(out, k("type")) != k("reply"):
+                        queue.append(out)
+        asyncio.run(run())
+    outcomes = [data_read(d) for (d,) in env.store.query("SELECT data FROM events WHERE kind = 'outcome'")]
+    hashes = {proto_get(o, k("context-hash")) for o in outcomes}
+    assert len(outcomes) >= 3 and len(hashes) == 1 and None not in hashes, outcomes
+    assert env.store.query("SELECT count(*) FROM contexts") == [(1,)]
+    ctx = context_of(env.store, outcomes[0])
+    assert proto_get(ctx, k("session")) == "test:c" and proto_get(ctx, k("now")) is not None, ctx
+    assert proto_get(journal_verify(env.store), k("ok")) is True
+    with env.store.transaction() as conn:
+        conn.execute("DROP TRIGGER contexts_no_update")
+        conn.execute("UPDATE contexts SET data = replace(data, 'test:c', 'test:x')")
+    verdict = journal_verify(env.store)
+    assert proto_get(verdict, k("ok")) is False and proto_get(verdict, k("problem")) == "context edited", verdict
