@@ -397,6 +397,65 @@
   [#("approval: /approve to start of execution p50" (* 1000 (statistics.median times)) "ms" "< 50 ms")
    #("approval: /approve to start of execution p99" (* 1000 (_percentile times 0.99)) "ms" "")])
 
+;; * Gates that never answer
+
+(setv _BAD-GATES
+      {"spinner" "(while True None)"
+       "hoarder" "(do (setv xs []) (while True (.append xs (* b\"x\" 1000000))))"
+       "locker" "(with [LOCK] (while True None))"})
+
+(defn _bad-gate-file [name body]
+  (+ "(require passepartout.macros [defskill])\n"
+     "(import threading passepartout.proto [proto-get])\n"
+     "(setv LOCK (threading.Lock))\n"
+     f"(defskill {name} :priority 90\n"
+     "  :gate (fn [action ctx]\n"
+     f"          (if (= (proto-get action ':cmd) \"{name}\") {body} [:verdict :allow])))\n"))
+
+(defn bench-gate-cutoffs [[rounds 3]]
+  "Rows (name value unit goal): each bad gate's refusal, and this process after them."
+  (import asyncio resource
+          passepartout.gatekeeper [GateKeeper]
+          passepartout.reason [GATE-BUDGET GATE-WAIT])
+  (setv folder (Path (tempfile.mkdtemp :prefix "passepartout-bench-gates-")))
+  (for [[name body] (.items _BAD-GATES)]
+    (.write-text (/ folder f"{name}.hy") (_bad-gate-file name body)))
+  (setv ctx [:workspace (str folder) :session "bench" :now 1.0
+             :sandbox [:kind "off" :network "on" :why "the bench measures the gates alone"]]
+        times {}
+        named {})
+  (defn :async main []
+    (setv keeper (GateKeeper {"folders" [(str folder)] "builtin" True}))
+    (await (.start keeper))
+    (try
+      (setv rss-before (_rss-kib (os.getpid))
+            cpu-before (time.process-time))
+      (for [_ (range rounds)
+            name _BAD-GATES]
+        (setv t (time.perf-counter)
+              out (await (.verify keeper [:action :shell :cmd name :explanation "bench"] ctx)))
+        (.append (.setdefault times name []) (- (time.perf-counter) t))
+        (.append (.setdefault named name []) (and (= (proto-get out ':verdict) ':reject)
+                                                  (= (proto-get out ':gate) name))))
+      (setv used (- (time.process-time) cpu-before)
+            cpu-idle (time.process-time))
+      (await (asyncio.sleep 1.0))
+      #(rss-before (_rss-kib (os.getpid)) used (- (time.process-time) cpu-idle))
+      (finally
+        (await (.close keeper)))))
+  (setv [rss-before rss-after used idle] (asyncio.run (main))
+        deadline (* 1000 GATE-WAIT GATE-BUDGET))
+  (+ (lfor [name took] (.items times)
+           #(f"a gate that {(get {"spinner" "loops forever" "hoarder" "allocates without bound"
+                                  "locker" "holds a lock and loops"} name)}: refused, naming it, after (max of {rounds})"
+             (* 1000 (max took))
+             (if (all (get named name)) "ms" "ms — NOT refused by name")
+             f"≤ {deadline :.0f} ms"))
+     [#(f"this process's CPU while the gate process cut them off ({(* rounds (len _BAD-GATES))} proposals)"
+        (* 1000 used) "ms" "")
+      #("this process's CPU in the second after" (* 1000 idle) "ms" "≈ 0")
+      #("this process's resident memory before / after" f"{(// rss-before 1024)} / {(// rss-after 1024)}" "MiB" "the same")]))
+
 ;; * Stopping a running action
 
 (defn _running [marker]
@@ -515,6 +574,62 @@
      f"in {(len calls)} functions of {(len (sfor k calls (get k 0)))} files" "")
    #("one message to its reply: the same without plist, usage and comprehension plumbing"
      (sum (.values own)) f"in {(len own)} functions of {(len (sfor k own (get k 0)))} files" "")])
+
+;; * What a message costs the daemon
+
+(defn _cpu-of [pid]
+  "The CPU seconds process PID has used."
+  (setv fields (.split (get (.rsplit (.read-text (Path f"/proc/{pid}/stat")) ")" 1) 1)))
+  (/ (+ (int (get fields 11)) (int (get fields 12))) (os.sysconf "SC_CLK_TCK")))
+
+(defn bench-message-cpu [n [runs 5]]
+  "Rows (name value unit goal): the daemon's CPU per message, N messages a run."
+  (import asyncio
+          passepartout.cascade [make-provider]
+          passepartout.daemon [boot shutdown start-services stop-services]
+          passepartout.gateway [Hub])
+  (setv folder (Path (tempfile.mkdtemp :prefix "passepartout-bench-cpu-")))
+  (.write-text (/ folder "config.toml") "[sandbox]\nmode = \"off\"\n")
+  (setv env (boot :config-path (str (/ folder "config.toml"))
+                  :environ {"PASSEPARTOUT_DATA_DIR" (str (/ folder "data")) "HOME" (str folder)}
+                  :providers [(make-provider "symbolic")]
+                  :gates "process"))
+  (setv env.complete _echo-model)
+  (defn :async through [count first]
+    (setv done (asyncio.Event)
+          answered [0])
+    (defn :async deliver [reply]
+      (+= (get answered 0) 1)
+      (when (>= (get answered 0) count) (.set done)))
+    (setv hub (Hub env [{"name" "bench" "deliver" deliver}]))
+    (for [i (range count)]
+      (await (.receive hub "bench" f"m{(+ first i)}"
+                       [:type :event :source [:gateway :bench :chat (% i 20) :user 7]
+                        :payload [:sensor :user-input :text f"hello {i}"]])))
+    (await (.wait done))
+    (await (.close hub)))
+  (defn :async main []
+    (await (start-services env))
+    (try
+      (setv gate-pid (get (.pids env.gates.keeper) 0))
+      (await (through 50 0))
+      (setv daemon [] gates [])
+      (for [r (range runs)]
+        (setv cpu (time.process-time)
+              child (_cpu-of gate-pid))
+        (await (through n (* 100000 (+ r 1))))
+        (.append daemon (/ (- (time.process-time) cpu) n))
+        (.append gates (/ (- (_cpu-of gate-pid) child) n)))
+      #(daemon gates)
+      (finally
+        (await (stop-services env)))))
+  (try
+    (setv [daemon gates] (asyncio.run (main)))
+    (finally
+      (shutdown env)))
+  [#(f"daemon CPU per message, instant model, gates in their process (median of {runs} × {n})"
+     (* 1000 (statistics.median daemon)) "ms" "≤ 2 ms")
+   #("the gate process's CPU per message" (* 1000 (statistics.median gates)) "ms" "")])
 
 ;; * Checking answers
 
@@ -696,8 +811,12 @@
                (fn [] (bench-repl (if quick 10 40)))
                (fn [] (bench-approval (if quick 50 300)))
                (fn [] (bench-stop (if quick 5 20)))
+               (fn [] (bench-gate-cutoffs (if quick 1 3)))
                (fn [] (bench-telegram quick))
                (fn [] (bench-one-message quick))
+               (fn [] (bench-message-cpu (if quick 200 600) (if quick 3 5)))
+               (fn [] (_tests-rows "model-calls" quick "model calls"))
+               (fn [] (_tests-rows "litellm-message" quick "a message through LiteLLM"))
                (fn [] (bench-harm quick))
                (fn [] (bench-hung-provider (if quick 3 5)))
                (fn [] (bench-journal (if quick 300 2000)))

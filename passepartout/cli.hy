@@ -128,6 +128,9 @@
     (if interactive
         (await (chat-terminal hub :history-path (/ (Path (get env.config "data_dir")) "chat_history")))
         (await (chat-lines hub)))
+    ;; what is still held back in the outbox (behind a reply a chat killed
+    ;; before it was marked shown) is shown before the chat goes
+    (await (.settle-outbox hub))
     (finally
       (for [t background] (.cancel t))
       (await (asyncio.gather #* background :return-exceptions True))

@@ -295,6 +295,17 @@
           (.exception log "the outbox pass failed")))
       (await (asyncio.sleep every))))
 
+  (defn :async settle-outbox [self [timeout 10.0] [max-age 86400]]
+    "Send what the outbox holds back now, until nothing is held or TIMEOUT
+     seconds have passed; True when nothing is held. For a chat about to
+     close: what it answered is shown before it goes."
+    (setv deadline (+ (time.monotonic) timeout))
+    (while (and self.held (< (time.monotonic) deadline))
+      (await (self._outbox-pass max-age))
+      (when self.held
+        (await (asyncio.sleep 0.05))))
+    (not self.held))
+
   (defn :async _outbox-pass [self max-age]
     ;; what went out is marked first, so that it is never taken as given up
     (for [[id args] (list (.items self.unmarked))]

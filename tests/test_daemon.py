@@ -293,12 +293,14 @@ def test_a_restart_takes_the_task_up_after_its_last_action(env):
 def test_an_action_cut_off_by_a_crash_is_not_run_again(env):
     """What kill -9 leaves while an action runs: its intent committed, no result.
     The next start does not run it again; the person is told which it was."""
-    from passepartout.store import event_append
+    from passepartout.task import event_record, write_records
     probes, calls = _probing(env, ['(:action :probe :explanation "look")'])
     row = inbox_add(env.store, "rec", "u1", said("look"))
-    event_append(env.store, "intent", "rec:1",
-                 [K("action"), [K("action"), K("probe"), K("explanation"), "look"],
-                  K("task"), f"inbox-{row}", K("step"), 0])
+    with env.store.transaction():
+        # as the step writes it, before the action starts
+        write_records(env.store, [event_record("intent", "rec:1",
+                                               [K("action"), [K("action"), K("probe"), K("explanation"), "look"],
+                                                K("task"), f"inbox-{row}", K("step"), 0])])
     rec = Recorder()
     with InProcessDaemon(env, gateways=[rec.gateway()]):
         assert wait_for(lambda: len(rec.delivered) == 1), rec.texts()
