@@ -800,7 +800,25 @@
          :flush True))
 
 (defn run-benchmarks [[quick False]]
-  "Run every benchmark and print its figures. Returns 0."
+  "Run every benchmark and print its figures. Returns 0. What they write goes
+   in one scratch folder (the default of =tempfile=, and =TMPDIR= for the
+   processes they start), removed at the end."
+  (import shutil)
+  (setv scratch (tempfile.mkdtemp :prefix "passepartout-bench-")
+        before #(tempfile.tempdir (.get os.environ "TMPDIR")))
+  (setv tempfile.tempdir scratch
+        (get os.environ "TMPDIR") scratch)
+  (try
+    (_run-all quick)
+    (finally
+      (setv tempfile.tempdir (get before 0))
+      (if (is (get before 1) None)
+          (.pop os.environ "TMPDIR" None)
+          (setv (get os.environ "TMPDIR") (get before 1)))
+      (shutil.rmtree scratch :ignore-errors True)))
+  0)
+
+(defn _run-all [quick]
   (setv n (if quick 300 3000))
   (for [bench [(fn [] (bench-proto n))
                (fn [] (bench-verify n))
@@ -823,5 +841,4 @@
                bench-cone
                bench-function-entries
                (fn [] (bench-reply-validators (if quick 3 20)))]]
-    (for [row (bench)] (_print-row row)))
-  0)
+    (for [row (bench)] (_print-row row))))
