@@ -86,3 +86,18 @@ def openai_server():
         yield server
     finally:
         server.stop()
+
+
+def need_bwrap():
+    """The sandbox status when bubblewrap works here; else the test is skipped,
+    or fails under CI, which installs bubblewrap so that the sandbox is tested."""
+    from hy.models import Keyword
+    from passepartout.proto import proto_get
+    from passepartout.sandbox import sandbox_status
+    status = sandbox_status({})
+    if proto_get(status, Keyword("kind")) != "bubblewrap":
+        why = f"bubblewrap does not work here: {proto_get(status, Keyword('why'))}"
+        if os.environ.get("CI"):
+            pytest.fail(f"{why}; CI installs it, so the sandbox must be tested")
+        pytest.skip(why)
+    return status

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import hy
 import pytest
+from conftest import need_bwrap
 
 import passepartout.shell as shell_module
 from passepartout.act import act
@@ -47,15 +48,6 @@ def K(*pairs):
     """A plist from Python pairs: K("action", kw("shell"), "cmd", "ls")."""
     return [kw(x) if i % 2 == 0 else x for i, x in enumerate(pairs)]
 
-
-def need_bwrap():
-    status = sandbox_status({})
-    if proto_get(status, kw("kind")) != "bubblewrap":
-        why = f"bubblewrap does not work here: {proto_get(status, kw('why'))}"
-        if os.environ.get("CI"):
-            pytest.fail(f"{why}; CI installs it, so the sandbox must be tested")
-        pytest.skip(why)
-    return status
 
 
 def system_python():
