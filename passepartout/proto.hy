@@ -288,15 +288,18 @@
     (.get _print-escapes c (if (> (ord c) 255) f"\\u{(ord c) :04x}" f"\\x{(ord c) :02x}")))
   (+ "\"" (_needs-escape-re.sub esc s) "\""))
 
-(defn proto-print [value]
-  "The s-expression text of VALUE; (proto-read (proto-print x)) equals x."
+(defn proto-print [value [max-depth None]]
+  "The s-expression text of VALUE; (proto-read (proto-print x)) equals x.
+   With MAX-DEPTH, a ProtoError when its lists nest deeper than that."
   (if (isinstance value #(list tuple))
-      (_print-list value)
+      (_print-list value 1 (or max-depth (float "inf")))
       (_print-atom value)))
 
-(defn _print-list [value]
+(defn _print-list [value depth limit]
   ;; the atoms of a list are printed here rather than by a call each: a
   ;; message is mostly atoms, and printing one is a step of every stage
+  (when (> depth limit)
+    (raise (ProtoError f"nested deeper than {limit}")))
   (setv parts [])
   (for [v value]
     (.append parts (cond
@@ -304,7 +307,7 @@
                      (if (_keyword-re.match v.name)
                          (+ ":" v.name)
                          (_print-atom v))
-                     (isinstance v #(list tuple)) (_print-list v)
+                     (isinstance v #(list tuple)) (_print-list v (+ depth 1) limit)
                      (isinstance v str) (if (_needs-escape-re.search v)
                                             (_print-string v)
                                             (+ "\"" v "\""))

@@ -1,7 +1,6 @@
 ;; * Why
 
 (import asyncio logging os re sqlite3 threading time
-        contextlib [contextmanager]
         pathlib [Path]
         hy.models [Keyword]
         passepartout.proto [literal-keywords :as hy ProtoError proto-get proto-print proto-read proto-depth MAX-DEPTH])
@@ -12,6 +11,50 @@
 
 (defclass StoreError [Exception]
   "A store file that cannot be opened or used.")
+
+(defclass _Transaction []
+  "A store's transaction, for a `with`: the outermost begins and commits it
+   (or rolls it back when its body raises), one inside it joins it. A class,
+   not a generator: every write of every step enters one."
+  (setv __slots__ #("store" "outer"))
+
+  (defn __init__ [self store]
+    (setv self.store store
+          self.outer False))
+
+  (defn __enter__ [self]
+    (setv store self.store)
+    (.acquire store.lock)
+    (try
+      (when (not store.conn.in-transaction)
+        (.execute store.conn "BEGIN IMMEDIATE")
+        (setv self.outer True))
+      (except [BaseException]
+        (.release store.lock)
+        (raise)))
+    store.conn)
+
+  (defn __exit__ [self kind value traceback]
+    (setv store self.store)
+    (try
+      (when self.outer
+        (if (is kind None)
+            (try
+              (.execute store.conn "COMMIT")
+              (except [BaseException]
+                (self._undo)
+                (raise)))
+            (self._undo)))
+      (finally
+        (.release store.lock)))
+    False)
+
+  (defn _undo [self]
+    ;; also after a failed COMMIT, so no later call joins a dead transaction
+    (setv store self.store)
+    (when store.conn.in-transaction
+      (.execute store.conn "ROLLBACK"))
+    (.clear store.memo)))
 
 (defclass Store []
   "One SQLite connection shared by the threads of the daemon, behind one lock;
@@ -25,22 +68,10 @@
           self.memo {}
           self.fts False))
 
-  (defn [contextmanager] transaction [self]
+  (defn transaction [self]
     "Hold the lock and a write transaction for the body of a `with`: commit
-     when it ends, roll back when it raises. Yields the connection."
-    (with [self.lock]
-      (if self.conn.in-transaction
-          (yield self.conn)
-          (do (.execute self.conn "BEGIN IMMEDIATE")
-              (try
-                (yield self.conn)
-                (.execute self.conn "COMMIT")
-                (except [BaseException]
-                  ;; also after a failed COMMIT, so no later call joins a dead transaction
-                  (when self.conn.in-transaction
-                    (.execute self.conn "ROLLBACK"))
-                  (.clear self.memo)
-                  (raise)))))))
+     when it ends, roll back when it raises. The `with` gets the connection."
+    (_Transaction self))
 
   (defn query [self sql [params #()]]
     "Every row that SQL selects, as tuples."
@@ -516,9 +547,7 @@
 
 (defn data-print [value]
   "VALUE as stored text; a ProtoError when it would not read back."
-  (setv text (_surrogate-re.sub _escape-surrogate (proto-print value)))
-  (when (> (proto-depth value) _max-data-depth)
-    (raise (ProtoError f"nested deeper than {_max-data-depth}")))
+  (setv text (_surrogate-re.sub _escape-surrogate (proto-print value _max-data-depth)))
   (when (> (len (.encode text "utf-8")) MAX-DATA-BYTES)
     (raise (ProtoError f"larger than {MAX-DATA-BYTES} bytes")))
   text)
