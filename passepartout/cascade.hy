@@ -5,6 +5,7 @@
         urllib.parse [urlsplit]
         passepartout.config [did-you-mean schema-keys]
         passepartout.proto [literal-keywords :as hy proto-get]
+        passepartout.display [valid-unicode]
         passepartout.symbolic [symbolic-complete])
 
 ;; The log is the daemon's when it has one; elsewhere (the chat, a script) the
@@ -253,7 +254,7 @@
   (setv key-env (get provider "api_key_env")
         tools (proto-get request ':tools)
         kwargs {"model" (get provider "model")
-                "messages" (proto-get request ':messages [])
+                "messages" (valid-unicode (proto-get request ':messages []))
                 "timeout" (get provider "timeout")
                 "max_tokens" (.get provider "max_tokens" DEFAULT-MAX-TOKENS)
                 "num_retries" 0})

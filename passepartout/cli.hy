@@ -16,13 +16,13 @@
   "S with lone surrogates replaced, so that it encodes as UTF-8; other values as they are."
   (if (isinstance s str) (_surrogate-re.sub "\ufffd" s) s))
 
-(defn _unjudged [gate offset chunk reason]
-  {"verdict" "reject" "gate" gate
-   "reason" (_clean reason)
-   "action" (_clean (cut chunk 200))})
+(defn _not-a-proposal [line reason]
+  {"verdict" "reject" "gate" "proto"
+   "reason" (_clean (+ "not a proposal: " reason))
+   "action" (_clean (cut line 200))})
 
-(defn _judge [action ctx offset chunk]
-  "The verdict dict for ACTION, read at OFFSET from CHUNK."
+(defn _judge [action ctx n line]
+  "The verdict dict for ACTION, read from LINE, the Nth."
   (import passepartout.proto [proto-print proto-get]
           passepartout.reason [verify])
   (try
@@ -32,22 +32,41 @@
      "reason" (_clean (proto-get outcome ':reason))
      "action" (proto-print (proto-get outcome ':action))}
     (except [e Exception]
-      (_unjudged "verify" offset chunk
-                 (try f"the proposal at offset {offset} could not be judged: {(. (type e) __name__)}: {e}"
-                      (except [Exception] f"the proposal at offset {offset} could not be judged"))))))
+      {"verdict" "reject" "gate" "verify"
+       "reason" (_clean (try f"the proposal on line {n} could not be judged: {(. (type e) __name__)}: {e}"
+                             (except [Exception] f"the proposal on line {n} could not be judged")))
+       "action" (_clean (cut line 200))})))
+
+(defn input-lines [text]
+  "The lines of TEXT: cut at each newline, a final newline ending the last line."
+  (setv lines (.split text "\n"))
+  (when (= (get lines -1) "")
+    (.pop lines))
+  (lfor l lines (.removesuffix l "\r")))
+
+(defn verify-line [line n ctx]
+  "The verdict dict for LINE, the Nth of the input."
+  (import passepartout.proto [ProtoError proto-read proto-normalize]
+          passepartout.reason [proposal-action])
+  (when (not (.strip line))
+    (return (_not-a-proposal line f"line {n} is empty")))
+  (try
+    (setv action (proposal-action (proto-normalize (proto-read line))))
+    (except [e ProtoError]
+      (return (_not-a-proposal line f"line {n}: {e}")))
+    (except [e Exception]
+      (return (_not-a-proposal line (try f"line {n}: {(. (type e) __name__)}: {e}"
+                                         (except [Exception] f"line {n} does not read"))))))
+  (_judge action ctx n line))
 
 (defn verify-text [text ctx]
-  "One verdict dict per proposal in TEXT."
-  (import passepartout.proto [proto-read-each proto-normalize]
-          passepartout.reason [proposal-action])
-  (lfor [offset chunk action error] (proto-read-each text (fn [v] (proposal-action (proto-normalize v))))
-        (if error
-            (_unjudged "proto" offset chunk f"unreadable proposal at offset {offset}: {error}")
-            (_judge action ctx offset chunk))))
+  "One verdict dict per line of TEXT."
+  (lfor [i line] (enumerate (input-lines text) 1) (verify-line line i ctx)))
 
 (defn verify-lines [text ctx]
-  "The output of verify for TEXT: one JSON line per proposal."
-  (lfor v (verify-text text ctx) (json.dumps v :ensure-ascii False)))
+  "The output of verify for TEXT: one JSON line per input line."
+  (import passepartout.display [json-line])
+  (lfor v (verify-text text ctx) (json-line v)))
 
 (defn _read-input [file]
   "The proposals in FILE (- for standard input) as text, invalid UTF-8 replaced."
@@ -191,7 +210,8 @@
           passepartout.proto [proto-get]
           passepartout.store [notice-add]
           passepartout.grants [duration-minutes]
-          passepartout.hitl [HOST-IDENTITY answer-approval find-approval pending-text])
+          passepartout.hitl [HOST-IDENTITY answer-approval find-approval pending-text]
+          passepartout.display [display-text])
   (setv env (boot :config-path args.config))
   (try
     (setv store env.store
@@ -200,7 +220,7 @@
           minutes (when duration (duration-minutes duration)))
     (cond
       (= action "list")
-      (do (print (proto-get (pending-text env HOST-IDENTITY None :host True) ':text)) 0)
+      (do (print (display-text (proto-get (pending-text env HOST-IDENTITY None :host True) ':text))) 0)
       (not (in action #("approve" "deny")))
       (do (print f"passepartout approvals: unknown action {action !r}" :file sys.stderr) 2)
       (not (getattr args "code" None))
@@ -215,10 +235,10 @@
                                                 :host True)))
           (for [s (proto-get r ':emit)]
             (notice-add store s (env.clock)))
-          (print (if (proto-get r ':handed-over)
-                     (+ (proto-get r ':text) " "
-                        (_handed-over-text store (find-approval store args.code) action))
-                     (proto-get r ':text)))
+          (print (display-text (if (proto-get r ':handed-over)
+                                   (+ (proto-get r ':text) " "
+                                      (_handed-over-text store (find-approval store args.code) action))
+                                   (proto-get r ':text))))
           (if (proto-get r ':ok) 0 1)))
     (finally (shutdown env))))
 
@@ -382,6 +402,7 @@
 
 (defn cmd-journal [args]
   (import passepartout.journal [journal-verify journal-export]
+          passepartout.display [display-text json-visible]
           passepartout.proto [proto-get])
   (setv store (_journal-store args))
   (when (is store None)
@@ -395,7 +416,7 @@
                 (do (print f"the journal's {(proto-get v ':turns)} turns are intact") 0)
                 (do (print (proto-get v ':text)) 1)))
         (do (for [text (journal-export store :session args.session :fmt args.format)]
-              (.write sys.stdout text))
+              (.write sys.stdout (if (= args.format "org") (display-text text) (json-visible text))))
             (.flush sys.stdout)
             0))))
 
@@ -415,6 +436,7 @@
 
 (defn cmd-replay [args]
   (import passepartout.journal [journal-replay change-text]
+          passepartout.display [display-text]
           passepartout.proto [proto-get])
   (setv since None)
   (when args.since
@@ -431,7 +453,7 @@
   (with [store store]
     (setv r (journal-replay store today :since since :session args.session)))
   (setv changes (proto-get r ':changes))
-  (for [c changes] (print (change-text c)))
+  (for [c changes] (print (display-text (change-text c))))
   (print (+ f"replayed {(proto-get r ':judged)} proposals: {(len changes)} decisions would change"
             (if (proto-get r ':unjudged)
                 f"; {(proto-get r ':unjudged)} had no recorded proposal or context to judge again"

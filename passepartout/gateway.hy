@@ -7,7 +7,8 @@
         passepartout.perceive [normalize-signal reply-signal session-name]
         passepartout.runner [Runner]
         passepartout.backoff [growing-pause]
-        passepartout.task [ends-task]
+        passepartout.task [ends-task ending]
+        passepartout.display [display-text unicode-problem valid-unicode]
         passepartout.journal [journal-event]
         passepartout.store [inbox-add inbox-done inbox-pending outbox-add outbox-sent outbox-failed outbox-give-up
                             outbox-pending outbox-expire outbox-untold outbox-sessions])
@@ -188,7 +189,14 @@
     (try
       (setv signal (normalize-signal signal)
             signal (proto-put signal ':source (proto-put (proto-get signal ':source) ':inbox id))
-            session (await (.submit self.runner signal)))
+            why (unicode-problem (proto-get signal ':payload)))
+      (when why
+        (.info log "inbox row %s is not valid text (%s); its sender is told it was not read" id why)
+        (await (self.deliver (ending (reply-signal signal (+ f"Your message was not read: it is not valid text ({why}). "
+                                                             "Nothing was done with it; please send it again.")
+                                                   "refusal"))))
+        (return))
+      (setv session (await (.submit self.runner (valid-unicode signal))))
       (except [e ProtoError]
         (.error log "inbox row %s holds a signal that cannot be handled (%s); it is set aside" id e)
         (await (.call self.writer inbox-done id))
@@ -222,7 +230,8 @@
     (setv source (proto-get reply ':source [])
           session (proto-get reply ':session)
           name (or (_gateway-of source) "none")
-          inbox (when (ends-task reply) (proto-get source ':inbox)))
+          inbox (when (ends-task reply) (proto-get source ':inbox))
+          reply (valid-unicode reply))
     (with [:async (self._lock session)]
       (setv waiting (in session self.held)
             id (await (.call self.writer outbox-add name session reply inbox)))
@@ -248,6 +257,7 @@
     "Send the kept reply ID; True when it went out. One that did not holds its
      session's later replies behind it until the retries get it out."
     (setv gateway (.get self.gateways name (when self.fallback {"deliver" self.fallback}))
+          reply (valid-unicode reply)
           why None
           shown True)
     (if (is gateway None)
@@ -277,7 +287,7 @@
       (return True))
     (setv pause (growing-pause (+ attempts 1) 300))
     (.warning log "a reply to %s could not be sent through %s (%s); it is kept and tried again in %s s: %s"
-              session name why pause (cut (str (proto-get (proto-get reply ':payload []) ':text "")) 200))
+              session name why pause (display-text (cut (str (proto-get (proto-get reply ':payload []) ':text "")) 200)))
     (.add self.held session)
     (await (.call self.writer outbox-failed id (+ (time.time) pause)))
     False)

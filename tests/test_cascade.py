@@ -360,6 +360,30 @@ def test_bad_provider_tables_are_refused():
 
 
 @on_loop
+async def test_a_lone_surrogate_in_a_past_turn_does_not_fail_the_call(openai_server, key):
+    """A session's history read back from the journal may hold a lone surrogate
+    (a turn written before the edges refused them): the request still goes out,
+    with it written as its escape, and every later call of the session works."""
+    openai_server.replies = deque(["first", "second"])
+    past = [{"role": "system", "content": "You propose actions."},
+            {"role": "user", "content": "hi \ud800 there"},
+            {"role": "assistant", "content": [{"type": "text", "text": "odd \udfff"}]},
+            {"role": "user", "content": "list my files"}]
+    req = [K("messages"), past, K("tools"), None, K("signal"), proto_get(request(), "signal"),
+           K("rejections"), []]
+    cascade = make_cascade([scripted(openai_server, "ok")])
+    first = await cascade_complete(cascade, req)
+    second = await cascade_complete(cascade, req)
+    assert [proto_get(first, "status"), proto_get(second, "status")] == [K("ok"), K("ok")], (first, second)
+    assert [proto_get(first, "text"), proto_get(second, "text")] == ["first", "second"]
+    assert len(openai_server.requests) == 2, "every call reached the server"
+    sent = openai_server.requests[-1]["body"]["messages"]
+    assert sent[1]["content"] == "hi \\ud800 there", sent
+    assert sent[2]["content"] == [{"type": "text", "text": "odd \\udfff"}], sent
+    assert past[1]["content"] == "hi \ud800 there", "the caller's history is left as it was"
+
+
+@on_loop
 async def test_max_tokens_is_sent_default_and_per_provider(openai_server, key):
     cfg = {"providers": [{"model": "openai/scripted-ok", "api_base": openai_server.url("ok"),
                           "api_key_env": KEY_ENV, "max-tokens": 77}]}

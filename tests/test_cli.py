@@ -1,6 +1,7 @@
 """Tests of the command line, run as a person runs it: a whole process."""
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -106,15 +107,17 @@ def test_verify_answers_broken_input_once_per_proposal(home, tmp_path):
     assert out.returncode == 0, out.stderr
     raw = out.stdout.decode("utf-8")  # strict: the output is valid UTF-8
     got = [json.loads(line) for line in raw.splitlines()]
+    # a lone surrogate is no text (refused), a NUL in a message is shown as \x00 (modified)
     assert [(g["verdict"], g["gate"]) for g in got] == [
         ("allow", None), ("reject", "proto"), ("reject", "proto"), ("reject", "proto"),
-        ("allow", None), ("allow", None), ("reject", "proto"), ("allow", None),
+        ("reject", "text-safety"), ("allow", None), ("reject", "proto"), ("modify", "text-safety"),
         ("reject", "proto"), ("allow", None), ("reject", "proto"), ("allow", None)], got
-    assert [g["action"] for g in got if g["verdict"] == "allow"] == [
-        '(:action :message :text "one")', '(:action :message :text "\\ud800 lone")',
+    assert [g["action"] for g in got if g["verdict"] in ("allow", "modify")] == [
+        '(:action :message :text "one")',
         '(:action :message :text "\ufffd\ufffd bad utf-8")',
-        '(:action :message :text "nul\\x00inside")', '(:action :message :text "three")',
+        '(:action :message :text "nul\\\\x00inside")', '(:action :message :text "three")',
         '(:action :message :text "four")'], got
+    assert all(g["reason"].startswith("not a proposal: line ") for g in got if g["gate"] == "proto"), got
     for g in got:
         assert set(g) == {"verdict", "gate", "reason", "action"}, g
 
@@ -142,7 +145,8 @@ def test_no_input_stops_verify(monkeypatch, tmp_path):
                                                             kw("cmd"), t]])))
     bad = st.one_of(st.text(no_newline).map(lambda t: "x" + t),
                     st.text(no_newline).map(lambda t: "(" + t),
-                    st.sampled_from(['"', ":a.b", "\ud800", "\x00", "(:a 1))",
+                    st.text(no_newline),
+                    st.sampled_from(['"', ":a.b", "\ud800", "\x00", "(:a 1))", "", "  ", "\r",
                                      "(:action :message :text \"x\") junk", "#.(evil)"]))
 
     @given(st.lists(st.one_of(good.map(lambda t: ("good", t)), bad.map(lambda t: ("bad", t))),
@@ -150,17 +154,102 @@ def test_no_input_stops_verify(monkeypatch, tmp_path):
     @settings(max_examples=250, deadline=None, suppress_health_check=list(HealthCheck))
     def check(lines):
         text = "\n".join(t for _, t in lines)
-        # A good line is one proposal; bad lines are one reject per run, and a
-        # bad line that starts with ( starts a run of its own.
-        want = sum(1 for i, (kind, t) in enumerate(lines)
-                   if kind == "good" or i == 0 or lines[i - 1][0] == "good" or t.startswith("("))
+        # one verdict per line, whatever the line holds; a bad line is a reject of its own
         out = verify_lines(text, ctx)
-        assert len(out) == want, (text, out)
-        for line in out:
+        assert len(out) == len(lines) or (lines and lines[-1][1] == "" and len(out) == len(lines) - 1), \
+            (text, out)
+        for (kind, t), line in zip(lines, out):
             line.encode("utf-8")
+            assert len(line.splitlines()) == 1, repr(line)
             got = json.loads(line)
             assert set(got) == {"verdict", "gate", "reason", "action"}, got
             assert got["verdict"] in {"allow", "modify", "reject", "escalate"}, got
+            if kind == "bad":
+                assert got["verdict"] == "reject", (t, got)
+
+    check()
+
+
+def fuzzed_lines(n, seed=21):
+    """N lines a hostile or careless producer might write: proposals, proposals with
+    junk around them, prose, blank lines, lines that start with space, odd line
+    separators inside a line, control sequences, broken Unicode."""
+    import random
+    rnd = random.Random(seed)
+    good = ['(:action :message :text "hi")', '(:action :shell :cmd "ls -la" :explanation "list")',
+            '(:type :request :payload (:action :read-file :path "a.txt"))',
+            '(:action :write-file :path "../x" :content "y" :explanation "z")']
+    pieces = ["junk", "(", ")", '"', " ", "\t", "\r", "\x0b", "\x0c", "\x1c", "\x85", "\u2028",
+              "\u2029", "\x1b[2J", "\x1b]52;c;eA==\x07", "\u202e", "\\ud800", "\ud800", "\x00",
+              ":kw", "(:action", ":text", "é", "😀", ";comment", "#.(x)"]
+    lines = []
+    for _ in range(n):
+        roll = rnd.random()
+        if roll < 0.3:
+            line = rnd.choice(good)
+        elif roll < 0.4:
+            line = ""
+        elif roll < 0.5:
+            line = " " * rnd.randint(1, 3) + rnd.choice(good)
+        elif roll < 0.6:
+            line = rnd.choice(good) + rnd.choice(pieces)
+        else:
+            line = "".join(rnd.choice(pieces) for _ in range(rnd.randint(1, 8)))
+        lines.append(line)
+    return lines
+
+
+def test_verify_prints_exactly_one_verdict_per_input_line(home, tmp_path):
+    """20 000 fuzzed lines give 20 000 verdicts, each the answer to its own line."""
+    lines = fuzzed_lines(20000)
+    data = "\n".join(lines).encode("utf-8", "surrogatepass") + b"\n"
+    out = subprocess.run([str(BIN / "passepartout"), "verify", "-", "--workspace", str(tmp_path)],
+                         input=data, capture_output=True, env=home, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    raw = out.stdout.decode("utf-8")
+    assert raw.endswith("\n")
+    got = raw[:-1].split("\n")
+    assert len(got) == len(lines), f"{len(lines)} lines gave {len(got)} verdicts"
+    assert len(raw.splitlines()) == len(lines), "a verdict holds a character some reader takes for a line end"
+    assert not re.search("[\x1b\x9b\x9d\u202a-\u202e\u2066-\u2069]", raw), \
+        "a control sequence reached the terminal"
+    for n, (line, text) in enumerate(zip(lines, got), 1):
+        v = json.loads(text)
+        assert set(v) == {"verdict", "gate", "reason", "action"}, v
+        if not line.strip():
+            assert (v["verdict"], v["gate"], v["reason"]) == \
+                ("reject", "proto", f"not a proposal: line {n} is empty"), (n, v)
+        elif not line.lstrip().startswith("("):
+            assert (v["verdict"], v["gate"]) == ("reject", "proto"), (n, line, v)
+            assert v["reason"].startswith(f"not a proposal: line {n}"), (n, v)
+
+
+def test_verify_gives_one_verdict_to_every_line_whatever_it_holds(monkeypatch, tmp_path):
+    from hypothesis import given, settings, strategies as st, HealthCheck
+    from passepartout.cli import verify_lines, make_parser, _gate_context
+
+    monkeypatch.setenv("PASSEPARTOUT_DATA_DIR", str(tmp_path / "data"))
+    config = tmp_path / "config.toml"
+    config.write_text("")
+    monkeypatch.setenv("PASSEPARTOUT_CONFIG", str(config))
+    ctx = _gate_context(make_parser().parse_args(["verify", "-", "--workspace", str(tmp_path)]))
+    line = st.text(st.characters(codec=None, categories=None, exclude_characters="\n"), max_size=40)
+    proposal = st.sampled_from(['(:action :message :text "x")', '(:action :shell :cmd "ls" :explanation "l")'])
+
+    @given(st.lists(st.one_of(line, proposal, line.map(lambda t: "(" + t), proposal.map(lambda p: p + "\r")),
+                    max_size=12),
+           st.booleans())
+    @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+    def check(lines, final_newline):
+        text = "\n".join(lines) + ("\n" if final_newline and lines else "")
+        out = verify_lines(text, ctx)
+        want = len(lines) - (1 if lines and not final_newline and lines[-1] == "" else 0)
+        assert len(out) == want, (lines, out)
+        for n, (src, got) in enumerate(zip(lines, out), 1):
+            assert len(got.splitlines()) == 1, repr(got)
+            v = json.loads(got)
+            if not src.strip():
+                assert v["reason"] == f"not a proposal: line {n} is empty", v
 
     check()
 

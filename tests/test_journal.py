@@ -3,6 +3,7 @@ shows an edited, removed or inserted row, export, and a chain that holds
 after kill -9."""
 import json
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -13,7 +14,7 @@ import pytest
 from hy.models import Keyword
 
 from passepartout.journal import journal_export, journal_verify, row_hash
-from passepartout.proto import proto_get
+from passepartout.proto import proto_get, proto_print
 from passepartout.store import event_append, store_open, store_path_for
 from passepartout.task import event_record, write_records
 
@@ -166,6 +167,21 @@ def test_export_one_session_as_jsonl_and_as_org(home, tmp_path):
     r = cli(home, "journal", "export", "--format", "org")
     assert r.returncode == 0 and r.stdout.count("\n* ") + r.stdout.startswith("* ") == 8, r.stdout
     assert "* 2 thought: outcome in alice" in r.stdout and ":TOKENS: 15" in r.stdout
+
+
+def test_export_shows_what_turns_hold_and_never_sends_it_to_the_terminal(home, tmp_path):
+    said = "look \u202e; rm -rf ~ \u202c \x9b2J \x85 \u2028 next"
+    with store_open(store_path_for(tmp_path / "data")) as store:
+        with store.transaction():
+            write_records(store, [event_record("answer", "s", plist(text=said, task="t1"))])
+    obeyed = "[\x1b\x85\x9b\u2028\u2029\u202a-\u202e\u2066-\u2069]"
+    r = cli(home, "journal", "export")
+    assert r.returncode == 0 and not re.search(obeyed, r.stdout), repr(r.stdout)
+    (line,) = r.stdout.splitlines()
+    assert json.loads(line)["content"] == proto_print(plist(text=said, task="t1")), "the JSON reads back the same"
+    r = cli(home, "journal", "export", "--format", "org")
+    assert r.returncode == 0 and not re.search(obeyed, r.stdout), repr(r.stdout)
+    assert "look \\u202e; rm -rf ~ \\u202c \\x9b2J" in r.stdout, r.stdout
 
 
 def test_kill_9_mid_task_leaves_a_chain_that_verifies():

@@ -2,6 +2,7 @@
 import asyncio
 import contextlib
 import logging
+import re
 
 import pytest
 from hy.models import Keyword
@@ -313,6 +314,52 @@ def test_replies_are_sent_split_and_filtered_by_kind(server):
     assert all(p.startswith("paragraph") for p in parts), "cuts fall on paragraph breaks"
     assert texts[-1] == "(the answer was empty)"
     assert all(s["recipients"] == [ALICE] and s["number"] == ACCOUNT for s in server.sent)
+
+
+OBEYED = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def test_a_reply_goes_out_with_control_sequences_shown_not_obeyed(server):
+    hostile = ("copied\x1b]52;c;UFdORUQ=\x07 \x1b[2J\x1b[H✓ Approved "
+               "\x1b]8;;http://evil.example\x1b\\here\x1b]8;;\x1b\\ \u202eevil\u202c \ud800 end")
+
+    async def go():
+        gw = sig.make_signal(section(server.url), {})
+        return [await gw["deliver"](reply(ALICE, hostile)),
+                await gw["deliver"](reply(ALICE, "Run it? \u2066x\u2069", "approval",
+                                          approval=[kw("code"), "K3XQ7P"]))]
+    assert asyncio.run(go()) == [True, True]
+    shown, asked = sent_texts(server)
+    assert not OBEYED.search(shown) and not OBEYED.search(asked), (shown, asked)
+    for visible in ["\\x1b]52;c;UFdORUQ=\\x07", "\\x1b[2J", "http://evil.example", "\\u202eevil", "\\ud800 end"]:
+        assert visible in shown, (visible, shown)
+    assert "\\u2066x\\u2069" in asked and "/approve K3XQ7P" in asked, asked
+
+
+def test_a_message_that_is_not_valid_text_is_refused_saying_why(env, server):
+    asked = []
+    answer = env.complete
+
+    def complete(request):
+        asked.append(proto_get(request, kw("signal")))
+        return answer(request)
+
+    env.complete = complete
+    server.queue(server.message(ALICE, "hi \ud800 there"))
+    server.queue(server.message(ALICE, "next", name="Al\udcffice"))
+
+    async def go():
+        async with daemon(env, server.url):
+            await until(lambda: len(server.sent) >= 2)
+    asyncio.run(go())
+    refused, answered = sent_texts(server)
+    assert refused.startswith("Your message was not read: it is not valid text "
+                              "(a lone surrogate (\\ud800) at character 4)"), refused
+    assert answered == "echo: next", answered
+    # the model saw only the valid message; the odd name that came with it, escaped
+    assert [text_of(s) for s in asked] == ["next"], asked
+    assert proto_get(source_of(asked[0]), kw("name")) == "Al\\udcffice", source_of(asked[0])
+    assert [state for _, _, state in inbox(env)] == ["done", "done"], inbox(env)
 
 
 def test_traces_are_sent_when_the_config_asks(server):

@@ -169,6 +169,41 @@ def test_traces_are_hidden_and_every_other_kind_shown(tg):
     assert store.query("SELECT state FROM outbox ORDER BY id") == [("sent",)] * 4, "the trace is done with too"
 
 
+# * What a person is shown, and what is not text
+
+OBEYED = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def test_a_reply_goes_out_with_control_sequences_shown_not_obeyed(tg):
+    hostile = ("copied\x1b]52;c;UFdORUQ=\x07 \x1b[2J\x1b[H✓ Approved "
+               "\x1b]8;;http://evil.example\x1b\\here\x1b]8;;\x1b\\ \u202eevil\u202c \ud800 end")
+    handler_skill(tg.env, "hostile", {"/show": lambda s: [reply(s, hostile)]})
+    tg.server.message(ALICE, ALICE, "/show")
+    tg.server.message(ALICE, ALICE, "after")
+    with tg.daemon():
+        assert tg.server.wait_for(lambda: len(tg.server.texts(ALICE)) == 2, timeout=20), tg.server.texts(ALICE)
+        store = tg.env.store
+        assert tg.server.wait_for(lambda: store.query("SELECT 1 FROM outbox WHERE state = 'pending'") == [])
+    shown, after = tg.server.texts(ALICE)
+    assert not OBEYED.search(shown), repr(shown)
+    for visible in ["\\x1b]52;c;UFdORUQ=\\x07", "\\x1b[2J", "http://evil.example", "\\u202eevil", "\\ud800 end"]:
+        assert visible in shown, (visible, shown)
+    assert after == "echo: after", "the reply after it was not held back"
+
+
+def test_a_message_that_is_not_valid_text_is_refused_saying_why(tg):
+    tg.server.message(ALICE, ALICE, "hi \ud800 there")
+    tg.server.message(ALICE, ALICE, "next")
+    with tg.daemon():
+        assert tg.server.wait_for(lambda: len(tg.server.texts(ALICE)) == 2, timeout=20), tg.server.texts(ALICE)
+        store = tg.env.store
+        assert tg.server.wait_for(lambda: store.query("SELECT 1 FROM inbox WHERE state = 'pending'") == [])
+    refused, answered = tg.server.texts(ALICE)
+    assert refused.startswith("Your message was not read: it is not valid text "
+                              "(a lone surrogate (\\ud800) at character 4)"), refused
+    assert answered == "echo: next", answered
+
+
 # * Buttons
 
 def test_approval_buttons_become_approve_commands_and_the_message_shows_the_outcome(tg):

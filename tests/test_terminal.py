@@ -1,6 +1,7 @@
 """Tests of the terminal chat: through prompt_toolkit's pipe input, and once under tmux."""
 import asyncio
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -354,3 +355,168 @@ def test_end_to_end_in_a_real_terminal(tmp_path):
         wait_screen(terminal.exited, "the chat's exit")
     finally:
         terminal.close()
+
+
+# * What reaches the terminal: shown, never obeyed; always valid text
+
+# A command whose output would write the clipboard (OSC 52), clear the screen and
+# draw a fake approval (CSI 2J), and reorder what follows (U+202E).
+PRINTS_ESCAPES = r"!printf 'a\033]52;c;UFdORUQ=\007 b\033[2JApproved \342\200\256 x'"
+SHOWN_ESCAPES = "a\\x1b]52;c;UFdORUQ=\\x07 b\\x1b[2JApproved \\u202e x"
+
+
+def test_format_reply_shows_escapes_instead_of_sending_them():
+    reply = [hy_kw("type"), hy_kw("reply"), hy_kw("payload"),
+             [hy_kw("kind"), hy_kw("answer"), hy_kw("text"),
+              "\x1b]8;;http://evil.example\x1b\\here\x1b]8;;\x1b\\ \u2066x\u2069 \x9b2J \ud800 ok\r\n"]]
+    shown = format_reply(reply)
+    assert shown == "\\x1b]8;;http://evil.example\\x1b\\here\\x1b]8;;\\x1b\\ \\u2066x\\u2069 \\x9b2J \\ud800 ok\n", \
+        shown
+    shown.encode("utf-8")
+
+
+def chat(tmp_path, lines, config=NO_SANDBOX, environ=None, timeout=120):
+    """`passepartout chat` on a pipe, as a script runs it: (stdout bytes, stderr text)."""
+    cfg = tmp_path / "config.toml"
+    cfg.write_text(config)
+    env = dict(os.environ, PASSEPARTOUT_DATA_DIR=str(tmp_path / "data"), PASSEPARTOUT_CONFIG=str(cfg),
+               **(environ or {}))
+    data = lines if isinstance(lines, bytes) else "".join(line + "\n" for line in lines).encode()
+    out = subprocess.run([str(BIN / "passepartout"), "chat"], input=data, capture_output=True,
+                         env=env, timeout=timeout)
+    assert out.returncode == 0, out.stderr.decode("utf-8", "replace")[-3000:]
+    return out.stdout, out.stderr.decode("utf-8", "replace")
+
+
+def test_what_a_command_prints_is_shown_not_obeyed_on_plain_lines(tmp_path):
+    out, err = chat(tmp_path, [PRINTS_ESCAPES])
+    assert SHOWN_ESCAPES.encode() in out, out.decode("utf-8", "replace")
+    assert b"\x1b" not in out and "\u202e".encode() not in out, out
+
+
+def test_what_a_command_prints_is_shown_not_obeyed_in_a_real_terminal(tmp_path):
+    config = tmp_path / "config.toml"
+    config.write_text(NO_SANDBOX)
+    command = (f"PASSEPARTOUT_DATA_DIR={tmp_path}/data PASSEPARTOUT_CONFIG={config} "
+               f"{BIN}/passepartout chat")
+    terminal = (Tmux if shutil.which("tmux") else Pty)(command, f"pp-test-esc-{os.getpid()}")
+    try:
+        def wait_screen(done, what, seconds=60):
+            deadline = time.monotonic() + seconds
+            while not done():
+                assert time.monotonic() < deadline, f"{what} never appeared:\n{terminal.screen()}"
+                time.sleep(0.2)
+
+        wait_screen(lambda: "/quit leaves" in terminal.screen(), "the prompt")
+        terminal.type(PRINTS_ESCAPES)
+        wait_screen(lambda: SHOWN_ESCAPES in terminal.screen(), "the output, made visible")
+        screen = terminal.screen()
+        # the screen was not cleared: what was there before the clear is still there
+        assert "Protection: " in screen, screen
+        if isinstance(terminal, Pty):
+            assert b"\x1b]52" not in terminal.out and b"\x1b[2JApproved" not in terminal.out
+        terminal.leave()
+        wait_screen(terminal.exited, "the chat's exit")
+    finally:
+        terminal.close()
+
+
+SCRIPTED_KEY = "PASSEPARTOUT_TEST_SCRIPTED_KEY"
+
+
+def scripted(url):
+    return (NO_SANDBOX + f'[[providers]]\nname = "scripted"\nmodel = "openai/scripted"\n'
+            f'api_base = "{url}"\napi_key_env = "{SCRIPTED_KEY}"\ntimeout = 20\n')
+
+
+def outbox_states(tmp_path):
+    import sqlite3
+    with sqlite3.connect(tmp_path / "data" / "passepartout.sqlite3") as db:
+        return [s for (s,) in db.execute("SELECT state FROM outbox ORDER BY id")]
+
+
+def test_a_lone_surrogate_from_the_model_wedges_nothing(tmp_path, openai_server):
+    """A model answers with a lone surrogate: it is refused with a reason the model
+    reads, the chat goes on, every later model call of the session works, and
+    nothing is left in the outbox, then or after a restart."""
+    openai_server.replies.extend(['(:action :message :text "hi \\ud800 there")', "second answer",
+                                  "third answer", "after the restart"])
+    environ = {SCRIPTED_KEY: "sk-scripted"}
+    out, err = chat(tmp_path, ["hello", "again"], scripted(openai_server.url("ok")), environ)
+    text = out.decode("utf-8")
+    assert "text-safety refused" in text and "lone surrogate (\\ud800)" in text, text
+    assert "second answer" in text and "third answer" in text, text
+    assert "could not be sent" not in err, err
+    asked = [r["body"]["messages"] for r in openai_server.requests]
+    assert len(asked) == 3, f"{len(asked)} model calls reached the server: later calls failed"
+    told = asked[1][-1]["content"]
+    assert "lone surrogate (\\ud800)" in told and "\\ud800 there" in told, told
+    assert outbox_states(tmp_path) and set(outbox_states(tmp_path)) == {"sent"}, outbox_states(tmp_path)
+
+    out, err = chat(tmp_path, ["once more"], scripted(openai_server.url("ok")), environ)
+    assert "after the restart" in out.decode("utf-8"), out
+    assert len(openai_server.requests) == 4 and "could not be sent" not in err, err
+    assert set(outbox_states(tmp_path)) == {"sent"}, outbox_states(tmp_path)
+
+
+def test_a_reply_kept_holding_a_lone_surrogate_is_shown_at_the_next_start(tmp_path):
+    """A reply an older version kept in the outbox with a lone surrogate in it is
+    shown (escaped) at the next start, and the replies after it are not held."""
+    from passepartout.daemon import boot, shutdown
+    from passepartout.store import outbox_add
+    (tmp_path / "config.toml").write_text(NO_SANDBOX)
+    env = boot(config_path=str(tmp_path / "config.toml"),
+               environ={"PASSEPARTOUT_DATA_DIR": str(tmp_path / "data"), "HOME": str(tmp_path)})
+    kept = [hy_kw("type"), hy_kw("reply"), hy_kw("session"), "terminal:local",
+            hy_kw("source"), [hy_kw("gateway"), hy_kw("terminal"), hy_kw("chat"), "local"],
+            hy_kw("payload"), [hy_kw("kind"), hy_kw("answer"), hy_kw("text"), "kept \ud800 reply"]]
+    outbox_add(env.store, "terminal", "terminal:local", kept)
+    shutdown(env)
+    out, err = chat(tmp_path, ["!echo next $((6*7))"])
+    text = out.decode("utf-8")
+    assert "kept \\ud800 reply" in text and "next 42" in text, (text, err)
+    assert set(outbox_states(tmp_path)) == {"sent"}, outbox_states(tmp_path)
+
+
+def test_a_line_that_is_not_valid_text_is_refused_with_a_reason(tmp_path, openai_server):
+    """Bytes that are not UTF-8 on the chat's input: that line is refused, saying why,
+    and never reaches the model; the next line is answered."""
+    openai_server.replies.extend(["the answer to fine"])
+    out, err = chat(tmp_path, b"hi \xff there\nfine\n", scripted(openai_server.url("ok")),
+                    {SCRIPTED_KEY: "sk-scripted"})
+    text = out.decode("utf-8")
+    assert "✗ Your message was not read: it is not valid text (a lone surrogate (\\udcff) at character 4)" \
+        in text, text
+    assert "the answer to fine" in text, text
+    asked = [r["body"]["messages"] for r in openai_server.requests]
+    assert len(asked) == 1 and [m["content"] for m in asked[0] if m["role"] == "user"] == ["fine"], asked
+
+
+def test_pending_approvals_show_what_a_proposal_holds_and_never_obey_it(tmp_path):
+    """/pending in the chat and `passepartout approvals list` on the host quote the
+    actions waiting, which models wrote: what a terminal would obey is shown."""
+    from passepartout.context import context_for
+    from passepartout.daemon import boot, shutdown
+    from passepartout.hitl import request_approval
+    from passepartout.proto import kw
+    (tmp_path / "config.toml").write_text(NO_SANDBOX)
+    environ = {"PASSEPARTOUT_DATA_DIR": str(tmp_path / "data"), "HOME": str(tmp_path)}
+    env = boot(config_path=str(tmp_path / "config.toml"), environ=environ)
+    signal = [kw("type"), kw("event"), kw("source"), [kw("gateway"), kw("terminal"), kw("chat"), "local"],
+              kw("session"), "terminal:local", kw("payload"), [kw("sensor"), kw("user-input"), kw("text"), "go"]]
+    action = [kw("action"), kw("shell"), kw("cmd"), "ls \u202e; rm -rf ~ \u202c",
+              kw("explanation"), "look\x1b]52;c;UFdORUQ=\x07"]
+    outcome = [kw("verdict"), kw("escalate"), kw("reason"), "odd \x9b2J\x1b[2J reason", kw("decisions"), []]
+    ctx = context_for(env, "terminal:local")
+    request_approval(env.store, action, outcome, signal, ctx, env.config, env.clock())
+    shutdown(env)
+
+    out, _ = chat(tmp_path, ["/pending"])
+    host = subprocess.run([str(BIN / "passepartout"), "approvals", "list"], capture_output=True,
+                          env=dict(os.environ, PASSEPARTOUT_CONFIG=str(tmp_path / "config.toml"), **environ),
+                          timeout=120)
+    assert host.returncode == 0, host.stderr
+    for shown in [out.decode("utf-8"), host.stdout.decode("utf-8")]:
+        assert "Pending approvals:" in shown, shown
+        assert "\\u202e; rm -rf ~" in shown and "\\x9b2J\\x1b[2J reason" in shown, shown
+        assert not re.search("[\x1b\x9b\u202a-\u202e\u2066-\u2069]", shown), repr(shown)

@@ -4,6 +4,7 @@
         urllib.parse [urlsplit quote :as url-quote]
         requests
         passepartout.proto [literal-keywords :as hy proto-get]
+        passepartout.display [display-text]
         passepartout.config [ConfigError]
         passepartout.gateway [send-pieces Undeliverable])
 
@@ -199,11 +200,12 @@
         code (proto-get (proto-get payload ':approval []) ':code))
   (when (not (.strip text))
     (setv text "(the answer was empty)"))
-  (cond
-    (and (= kind ':approval) code (not (in f"/approve {code}" text)))
-    (+ text f"\n\nAnswer /approve {code} to let it run, or /deny {code}.")
-    (= kind ':trace) (+ "· " text)
-    True text))
+  (display-text
+    (cond
+      (and (= kind ':approval) code (not (in f"/approve {code}" text)))
+      (+ text f"\n\nAnswer /approve {code} to let it run, or /deny {code}.")
+      (= kind ':trace) (+ "· " text)
+      True text)))
 
 ;; * Talking to the server
 

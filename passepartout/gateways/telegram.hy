@@ -11,6 +11,7 @@
         telegram.warnings [PTBUserWarning]
         passepartout.config [ConfigError config-defaults]
         passepartout.proto [literal-keywords :as hy kw proto-get]
+        passepartout.display [display-text]
         passepartout.store [StoreError kv-get kv-put]
         passepartout.gateway [send-pieces Undeliverable]
         passepartout.backoff [growing-pause])
@@ -455,7 +456,7 @@
 (defn :async _deliver [gw reply]
   (setv payload (proto-get reply ':payload [])
         kind (getattr (proto-get payload ':kind) "name" "answer")
-        text (str (or (proto-get payload ':text) ""))
+        text (display-text (str (or (proto-get payload ':text) "")))
         source (proto-get reply ':source [])
         chat (proto-get source ':chat))
   (cond
@@ -478,7 +479,7 @@
 
 (defn :async _show-outcome [gw chat message shown text]
   "Edit MESSAGE, which showed SHOWN, to show TEXT below it; False when it cannot be edited."
-  (setv text (if shown (+ shown "\n\n" text) text))
+  (setv text (if shown (+ (display-text shown) "\n\n" text) text))
   (when (> (len text) MESSAGE-LIMIT)
     (return False))
   (try

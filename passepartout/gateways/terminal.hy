@@ -3,6 +3,7 @@
 (import asyncio re sys time
         pathlib [Path]
         passepartout.act [action-name]
+        passepartout.display [display-text]
         passepartout.proto [literal-keywords :as hy ProtoError proto-get proto-read is-plist]
         passepartout.perceive [session-name])
 
@@ -64,8 +65,8 @@
         kind (proto-get payload ':kind)
         name (if kind kind.name "answer")
         mark (.get MARKS name ""))
-  (+ mark (readable name (str (or (proto-get payload ':text) "")))
-     (if (proto-get payload ':approval) KEYS-HINT "")))
+  (display-text (+ mark (readable name (str (or (proto-get payload ':text) "")))
+                   (if (proto-get payload ':approval) KEYS-HINT ""))))
 
 (defn user-input [text]
   "The signal of the person at the terminal saying TEXT."
@@ -106,6 +107,8 @@
 
 (defn :async chat-lines [hub [read-line None] [show print]]
   "Chat over plain lines until end of input or /quit."
+  (when (and (is read-line None) (callable (getattr sys.stdin "reconfigure" None)))
+    (.reconfigure sys.stdin :errors "surrogateescape"))
   (setv read-line (or read-line (fn [] (input "you> "))))
   (while True
     (try
