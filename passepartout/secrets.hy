@@ -251,6 +251,16 @@
         (.search _key-name-re name) "key"
         True None))
 
+(defn secret-variable [name]
+  "True when the environment variable NAME holds a secret by its name: a
+   password or a credential (=GITHUB_TOKEN=, =AWS_SECRET_ACCESS_KEY=,
+   =PGPASSWORD=, =OPENAI_API_KEY=), not a bare key (=SORT_KEY=) nor the
+   shell's folder (=PWD=, =OLDPWD=).
+   (secret-variable \"GITHUB_TOKEN\") ⇒ True"
+  (and (isinstance name str)
+       (not (in name #("PWD" "OLDPWD")))
+       (in (name-strength name "=") #("password" "credential"))))
+
 (defn _variety [v]
   (+ (any (gfor c v (.islower c)))
      (any (gfor c (cut v 1 None) (.isupper c)))

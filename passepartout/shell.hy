@@ -2,14 +2,15 @@
 
 ;; ** The modules
 
-(import fnmatch functools os posixpath re shutil
+(import fnmatch functools os posixpath re
         passepartout.proto [literal-keywords :as hy proto-get]
         passepartout.workspace [path-inside BUILD-FILES]
         passepartout.shell-parse [CACHE-SIZE HERE MARKERS MAX-BYTES MAX-JUDGED MAX-NEST
                                   MEMO-SIZE UNKNOWN expand-braces sed-effects _kept
                                   _private-use-re]
-        passepartout.shell-walk [ALLOW ESCALATE REJECT FIND-MATCH SHELLS analyse _absolute
-                                 _clip]
+        passepartout.shell-walk [ALLOW CONFINE ESCALATE REJECT CODE-RE FIND-MATCH SHELLS analyse
+                                 data-name hidden-code _absolute _clip]
+        passepartout.secrets [secret-variable]
         passepartout.shell-rules [ShellRulesError load-rules parse-options rule-matches
                                   rule-operands rules-for _entry-holds _rule-options
                                   _rules-about _spec _unmodelled]
@@ -99,14 +100,14 @@
     (setv scripts [(get ops 0)]
           ops (cut ops 1 None)))
   (for [f files]
-    (.append out [ESCALATE f"sed reads its script from {f}, which the gate cannot see" rule]))
+    (.append out [ESCALATE f"sed reads its script from {f}, which the gate cannot see" "sed-script"]))
   (for [script scripts]
     (setv effects (sed-effects script))
     (cond (is effects None)
-          (.append out [ESCALATE "the sed script cannot be read" rule])
+          (.append out [ESCALATE "the sed script cannot be read" "sed-script"])
           (not sandbox)
           (do (when (get effects "runs")
-                (.append out [ESCALATE "sed's e command runs a shell command" rule]))
+                (.append out [ESCALATE "sed's e command runs a shell command" "sed-runs"]))
               (for [f (get effects "writes")]
                 (.extend out (_judge-write f rec pc rules "sed writes" rule)))
               (for [f (get effects "reads")]
@@ -311,8 +312,6 @@
           (.extend out (_judge-write (get args (+ i 1)) rec pc rules "writes" "default-output-option"))))
   out)
 
-(setv _search-path "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
-
 (setv COMPUTERS #{"printf" "echo" "base64" "base32" "basenc" "xxd" "od" "hexdump" "tr" "rev"
                   "sed" "awk" "gawk" "mawk" "perl" "python" "python3" "ruby" "node" "openssl"
                   "gzip" "gunzip" "zcat" "bzip2" "xz" "uudecode" "iconv" "cut" "paste"
@@ -335,7 +334,7 @@
   (setv stem (get (posixpath.splitext (posixpath.basename run)) 0))
   (lfor r (rules-for rules stem)
         :if (= (get r "name") "control-plane")
-        [ESCALATE f"runs {run}, the daemon's control plane, which answers people, not the agent's own commands" "control-plane"]))
+        [REJECT f"runs {run}, the daemon's control plane, which answers people, not the agent's own commands" "control-plane"]))
 
 (defn _secret-search-verdicts [args pc]
   "find looking for secret files by name (-name id_rsa, -path '*/.ssh/*'): what
@@ -380,11 +379,6 @@
        (all (gfor [path maybe given] found
                   (and (not maybe) (path-inside (_realpath path pc) (get pc "ws-real")))))))
 
-(defn [(functools.lru-cache :maxsize MEMO-SIZE)] _installed [name search-path]
-  "True when a program NAME is found on SEARCH-PATH, the one commands run with:
-   a name that is not (a, hello) can only fail with \"command not found\"."
-  (is-not (shutil.which name :path search-path) None))
-
 (defn _known-verdicts [rec rules pc]
   "Escalations for what the policy does not know about the command REC: its
    program, a subcommand, or an option."
@@ -406,8 +400,6 @@
                         (if (_workspace-program program rec pc)
                             []
                             [[ESCALATE f"runs the program file {program}, outside the workspace, which the shell policy does not know" "unknown-program"]])
-                        (not (_installed name (or (proto-get (get pc "ctx") ':search-path) _search-path)))
-                        []
                         True
                         [[ESCALATE f"{name} is not a program the shell policy knows" "unknown-program"]])))
         (setv found (_kept (get rules "unmodelled") #(name (tuple args))
@@ -418,27 +410,55 @@
               True
               [[ESCALATE f"{name} {(get found 1)} is an option the shell policy has not modelled" "unmodelled-option"]]))))
 
+(defn _moved [rec parsed rules]
+  "REC as its paths are judged: an option that moves the folder the program
+   works in (=make -C DIR=, =git -C DIR=, =tar -C DIR=) adds DIR to the folders
+   its relative paths may lead from."
+  (setv options (.get (get rules "chdir") (get rec "name")))
+  (when (not options) (return rec))
+  (setv dirs (lfor [o v] (get parsed "opts") :if (and v (in o options)) v))
+  (when (not dirs) (return rec))
+  (| rec {"cwd" (tuple (+ (list (get rec "cwd"))
+                          (lfor c (get rec "cwd") d dirs (if (_absolute d) d (+ c "/" d)))))}))
+
+(defn _glued-values [args parsed]
+  "Values written into a short option's word (-a/etc/x, bundled -xa/etc/x): the
+   read check of whole arguments does not see them (it splits --opt=value)."
+  (setv whole (set args)
+        patterns (sfor i (get parsed "patterns") :if (< i (len args)) (get args i)))
+  (lfor [o v] (get parsed "opts")
+        :if (and v (= (len o) 2) (not (in v whole))
+                 (not (any (gfor p patterns (.endswith p (+ (cut o 1 None) v))))))
+        v))
+
 (defn _judge-record [rec pc rules nest]
-  "The verdicts for the recorded command REC, and the rule to name if it is allowed."
+  "The verdicts for the recorded command REC, the rule to name if it is
+   allowed, and how much that rule weighs (a deletion 2, a write 1, else 0)."
   (setv name (get rec "name"))
   (when (is name None)
     (return #([[ESCALATE "the program it runs is only known when it runs" "floor-dynamic-program"]]
-              None)))
+              None 0)))
   (setv args (cut (get rec "argv") 1 None)
         parsed (parse-options args (_spec rules name))
+        rec (_moved rec parsed rules)
         out []
         targets (set)
         allowed None
+        weight 0
         matched False)
   (for [rule (_rules-about rules name parsed)]
     (when (rule-matches rule parsed)
-      (setv matched True)
+      (setv matched True
+            w 0)
       (if (is-not (get rule "severity") None)
           (.append out [(get rule "severity") (get rule "reason") (get rule "name")])
           (do (setv [found judged] (_effects rule rec parsed pc rules nest))
               (.extend out found)
-              (.update targets judged)))
-      (when (is allowed None) (setv allowed (get rule "name")))))
+              (.update targets judged)
+              (when judged (setv w (if (get rule "deletes") 2 1)))))
+      (when (or (is allowed None) (> w weight))
+        (setv allowed (get rule "name")
+              weight w))))
   (.extend out (_floor rec parsed pc rules nest))
   (when (= name "git")
     (.extend out (_git-verdicts rec pc rules nest)))
@@ -446,14 +466,23 @@
     (for [[i a] (enumerate args)]
       (when (and (not (in a targets)) (!= a (get rec "code")) (not (in i (get parsed "patterns"))))
         (.extend out (_read-verdicts a rec pc rules))))
+    (for [v (_glued-values args parsed)]
+      (.extend out (_read-verdicts v rec pc rules)))
     (when (get rec "tree")
       (for [o (get parsed "operands")]
         (.extend out (_tree-verdicts o rec pc rules "find-exec")))))
+  ;; what a launcher reads and writes itself (xargs -a FILE, flock FILE, time -o FILE)
+  (for [f (get rec "reads")]
+    (.extend out (_read-verdicts f rec pc rules)))
+  (for [f (get rec "writes")]
+    (.extend out (_judge-write f rec pc rules "writes" "launcher-output")))
   (when (not (or matched (get rec "launcher") (in name KNOWN)))
     (.extend out (_default-verdicts rec pc rules)))
+  (.extend out (_environment-verdicts rec parsed))
   (when (not (get rec "launcher"))
     (.extend out (_known-verdicts rec rules pc))
-    (.extend out (_script-verdicts rec pc rules nest)))
+    (.extend out (_script-verdicts rec pc rules nest))
+    (.extend out (_code-verdicts rec parsed pc rules nest)))
   (when (= name "ln")
     (.extend out (_hard-link-verdicts rec parsed pc)))
   (when (= name "find")
@@ -463,7 +492,7 @@
   (when (and (& (get rec "inner") COMPUTERS) (not (in name PRINTERS))
              (any (gfor a args (in UNKNOWN a))))
     (.append out [ESCALATE f"names a path that {(.join ", " (sorted (& (get rec "inner") COMPUTERS)))} computes when it runs, so what it reads is not known" "floor-computed-path"]))
-  #(out (or allowed (if (get rec "launcher") None "known-program"))))
+  #((_confine out pc rules) (or allowed (if (get rec "launcher") None "known-program")) weight))
 
 ;; ** Redirections and assignments
 
@@ -532,6 +561,9 @@
       (except [e OSError]
         (.append out [ESCALATE f"runs {run}, which the gate cannot read ({e.strerror})" "script-unread"])
         (continue)))
+    (when (> (len data) MAX-BYTES)
+      (.append out [ESCALATE f"runs {run}, a script longer than the gate reads ({MAX-BYTES} bytes)" "script-unread"])
+      (continue))
     (setv by-shell (or (in name SHELLS) (in name #("source" ".")))
           shebang (_shebang data)
           language (cond by-shell None
@@ -580,16 +612,32 @@
       (.extend found (_paths (get r "target") r pc))))
   found)
 
+(setv _stdin-names #(None "-" "/dev/stdin" "/proc/self/fd/0" "/dev/fd/0"))
+
+(defn _stdin-file [rec]
+  "The file the command REC reads as its input (sh < f), if one is redirected there."
+  (next (gfor [kind f] (get rec "stdin") :if (= kind "file") f) None))
+
 (defn _run-path [rec rules]
-  "The script or program file the recorded command REC runs, if any."
+  "The script or program file the recorded command REC runs, if any: a file fed
+   to a shell or an interpreter as its input (sh < f, python3 < f.py) too."
   (setv name (get rec "name")
         argv (get rec "argv"))
-  (cond (or (in name SHELLS) (in name #("source" "."))) (get rec "script")
+  (cond (or (in name SHELLS) (in name #("source" ".")))
+        (setv script (get rec "script")
+              script (if (and (in script _stdin-names) (or script (get rec "reads-stdin")))
+                         (_stdin-file rec)
+                         script))
         (_interpreter name)
-        (do (setv ops (get (parse-options (cut argv 1 None) (_spec rules name)) "operands"))
-            (when ops (get ops 0)))
-        (in "/" (get argv 0)) (get argv 0)
-        True None))
+        (do (setv parsed (parse-options (cut argv 1 None) (_spec rules name))
+                  ops (get parsed "operands"))
+            (return (cond (_inline-code argv) None
+                          (python-module argv) None
+                          (or (not ops) (in (get ops 0) _stdin-names)) (_stdin-file rec)
+                          True (get ops 0))))
+        (in "/" (get argv 0)) (setv script (get argv 0))
+        True (setv script None))
+  script)
 
 (setv BUILD-TOOLS #{"make" "gmake" "cmake" "ninja" "meson" "npm" "npx" "yarn" "pnpm" "bun" "cargo"
                     "go" "pytest" "tox" "nox" "rake" "bundle" "gradle" "gradlew" "mvn" "ant"
@@ -666,6 +714,8 @@
             (when (not (get (_resolve target-path pc) 0))
               (.append verdicts [ESCALATE f"`{(get rec "text")}` — links {link} to {(_shown target-path)}, outside the workspace, and the same command line goes on" "link-outside"])
               (break)))))))
+  (when (get out "env-reads")
+    (.extend verdicts (_env-read-verdicts out)))
   verdicts)
 
 ;; ** The verdict
@@ -680,30 +730,34 @@
 (defn _judge-out [out pc rules nest]
   "The verdicts of the analysis OUT, and the rule to name if all of them allow."
   (setv verdicts (list (get out "issues"))
-        allowed None)
-  (setv widest 0)
+        allowed None
+        best #(-1 -1))
   (for [rec (get out "commands")]
-    (setv [found name] (_judge-record rec pc rules nest)
+    (setv [found name weight] (_judge-record rec pc rules nest)
           whole (or (get rec "text") (.join " " (get rec "argv"))))
     (setv text None)
     (for [[severity reason rule] found]
       (when (and reason (is text None))
         (setv text (_clip whole 60)))
       (.append verdicts [severity (when reason f"`{text}` — {reason}") rule]))
-    (when (and name (> (len whole) widest))
+    (when (and name (> #(weight (len whole)) best))
       (setv allowed name
-            widest (len whole))))
+            best #(weight (len whole)))))
   (for [r (get out "redirects")]
     (for [[severity reason rule] (_redirect-verdicts r pc rules)]
-      (.append verdicts [severity (when reason f"`{(get r "text")}` — {reason}") rule])))
+      (.append verdicts [severity (when reason f"`{(get r "text")}` — {reason}") rule]))
+    (when (and (in (get r "kind") #("write" "both")) (> #(1 (len (get r "text"))) best))
+      (setv allowed "redirect-write"
+            best #(1 (len (get r "text"))))))
   (for [a (get out "assigns")]
     (.extend verdicts (_assign-verdicts a pc rules nest)))
   (.extend verdicts (_line-verdicts out pc rules))
-  #(verdicts allowed))
+  #((_confine verdicts pc rules) allowed))
 
 (setv _verdict-key ':verdict
       _reason-key ':reason
       _rule-key ':rule
+      _confined-key ':confined
       _reject ':reject
       _escalate ':escalate
       _allow ':allow)
@@ -711,7 +765,227 @@
 (defn _verdict [severity reason rule]
   (cond (= severity REJECT) [_verdict-key _reject _reason-key reason _rule-key rule]
         (= severity ESCALATE) [_verdict-key _escalate _reason-key reason _rule-key rule]
+        (= severity CONFINE)
+        [_verdict-key _allow _reason-key (+ "runs confined; without the sandbox it would be asked about: " reason)
+         _rule-key rule _confined-key True]
         True [_verdict-key _allow _rule-key rule]))
+
+;; * Code the agent wrote
+
+;; ** Interpreters: modules and options that load code
+
+(setv SAFE-MODULES #{"json.tool" "venv" "site" "sysconfig" "platform" "calendar" "this" "uuid"
+                     "base64" "mimetypes" "tokenize" "ast" "dis" "py_compile" "compileall"
+                     "tabnanny" "pickletools" "quopri" "filecmp" "ensurepip"}
+      TEST-MODULES #{"pytest" "unittest" "doctest" "nose" "nose2" "tox" "nox" "build" "pip"
+                     "coverage" "mypy" "pylint" "flake8" "black" "ruff" "isort" "hatch"}
+      CONTROL-MODULES #{"passepartout" "passepartout_repl" "passepartout_skills"}
+      _code-options [["node*" #{"-r" "--require" "--import" "--loader" "--experimental-loader"}]
+                     ["bun" #{"-r" "--preload"}]
+                     ["deno" #{"--import-map" "--preload"}]
+                     ["perl*" #{"-M" "-m"}]
+                     ["ruby*" #{"-r" "--require"}]
+                     ["php*" #{"-d" "-z"}]
+                     ["lua*" #{"-l"}]])
+
+(defn python-module [argv]
+  "The module the Python command ARGV runs with -m, or None.
+   (python-module [\"python3\" \"-Bm\" \"timeit\" \"x\"]) ⇒ \"timeit\""
+  (setv args (cut argv 1 None)
+        i 0)
+  (while (< i (len args))
+    (setv a (get args i))
+    (cond (or (= a "--") (not (.startswith a "-")) (= a "-")) (return None)
+          (.startswith a "--") None
+          (in a #("-W" "-X" "-Q")) (+= i 1)
+          (in "c" (cut a 1 None)) (return None)
+          (in "m" (cut a 1 None))
+          (do (setv rest (cut a (+ (.index a "m" 1) 1) None))
+              (return (or rest (when (< (+ i 1) (len args)) (get args (+ i 1)))))))
+    (+= i 1))
+  None)
+
+(defn _code-option [name argv]
+  "The first option of the interpreter command ARGV that loads code, or None."
+  (setv options (next (gfor [g o] _code-options :if (fnmatch.fnmatchcase name g) o) None))
+  (when (not options) (return None))
+  (for [a (cut argv 1 None)]
+    (when (or (= a "--") (not (.startswith a "-"))) (return None))
+    (setv option (get (.partition a "=") 0))
+    (when (or (in option options)
+              (and (not (.startswith a "--")) (in (cut a 0 2) options)))
+      (return option)))
+  None)
+
+(defn _interpreter-code-verdicts [rec pc]
+  (setv name (get rec "name")
+        argv (get rec "argv")
+        out [])
+  (when (fnmatch.fnmatchcase name "python*")
+    (setv module (python-module argv))
+    (when module
+      (setv root (get (.split module ".") 0))
+      (cond (in root CONTROL-MODULES)
+            (.append out [REJECT f"runs the module {module}, the daemon's control plane, which answers people, not the agent's own commands" "control-plane"])
+            (in module SAFE-MODULES) None
+            (in root TEST-MODULES) (.extend out (_agent-code-verdicts rec pc module))
+            True
+            (.append out [ESCALATE f"{name} -m {module} runs that module's code (and whatever it is given), which the gate does not read" "interpreter-module"]))))
+  (setv option (_code-option name argv))
+  (when option
+    (.append out [ESCALATE f"{name} {option} loads code (a module, a file or inline text) the gate does not read" "interpreter-code"]))
+  out)
+
+;; ** make's recipes
+
+(setv MAKES #{"make" "gmake" "bmake" "remake"}
+      _make-shell-vars #{"SHELL" ".SHELLFLAGS" "MAKESHELL" "MAKEFLAGS" "MFLAGS" "GNUMAKEFLAGS"
+                         "MAKEFILES" "MAKEFILE_LIST" ".RECIPEPREFIX"}
+      _make-files #{"-f" "--file" "--makefile"}
+      ;; variables whose value make's built-in rules and most makefiles run as a program
+      _make-program-vars #{"CC" "CXX" "CPP" "FC" "LD" "AR" "AS" "RANLIB" "STRIP" "OBJCOPY" "NM"
+                           "MAKE" "INSTALL" "RM" "CP" "MV" "LN" "MKDIR" "PYTHON" "PERL" "YACC"
+                           "LEX" "M4" "PKG_CONFIG" "CCLD" "CXXLD" "LINK" "GO" "CARGO" "NPM" "NODE"}
+      _shell-meta-re (re.compile r"[;|&`$<>()\n]")
+      _make-assignment-re (re.compile r"([A-Za-z_.][A-Za-z0-9_.]*)\s*(?:[:+?!]|::)?="))
+
+(defn _make-verdicts [rec parsed pc rules nest]
+  (setv out [])
+  (for [a (get parsed "operands")]
+    (setv m (.match _make-assignment-re a))
+    (when m
+      (setv var (.group m 1)
+            value (cut a (.end m) None))
+      (cond (in var _make-shell-vars)
+            (.append out [ESCALATE f"sets {var}, which changes how make runs every recipe, unseen" "make-recipes"])
+            (.search _shell-meta-re value)
+            (do (.append out [ESCALATE f"sets {var} to a command line a recipe may run" "make-recipes"])
+                (.extend out (_judge-nested value pc rules nest f"make's {var}" "make-recipes")))
+            (in var _make-program-vars)
+            (.extend out (_judge-nested value pc rules nest f"make's {var}" "make-recipes")))))
+  (for [[o v] (get parsed "opts")]
+    (cond (or (= o "--eval") (.startswith o "--eval="))
+          (.append out [ESCALATE "make --eval adds rules given inline" "make-recipes"])
+          (and (in o _make-files) v
+               (or (in v #("-" "/dev/stdin")) (.startswith v #("/dev/fd/" "/proc/self/fd/"))))
+          (.append out [ESCALATE f"make reads its makefile from {v}, which the gate cannot see" "make-recipes"])))
+  out)
+
+;; ** Builds and tests on files the agent wrote
+
+(setv TEST-TOOLS #{"pytest" "py.test" "tox" "nox" "jest" "vitest" "mocha" "rspec" "phpunit"
+                   "ctest" "pre-commit" "behave" "cucumber" "karma" "ava" "tap" "dotnet"
+                   "swift" "zig" "dune" "stack" "cabal" "lein" "invoke" "inv" "fab" "doit"
+                   "snakemake" "nx" "turbo" "lerna" "bmake" "remake" "bazelisk" "buck" "buck2"
+                   "pants" "waf" "xmake" "premake5" "autoreconf" "qmake"})
+
+(defn _agent-code-verdicts [rec pc tool]
+  "TOOL, run by REC, reads and runs the files of the folders REC runs in."
+  (setv written (get pc "written")
+        out [])
+  (for [[path maybe _] (_concrete "." (get rec "cwd") pc)]
+    (when maybe (continue))
+    (setv real (_realpath path pc))
+    (setv found (next (gfor w written :if (path-inside w real) w) None))
+    (cond found
+          (return [[ESCALATE f"{tool} runs what {(_shown real)} holds, and the agent wrote {(_shown found)} there" "agent-code"]])
+          (path-inside real (get pc "ws-real")) None
+          (any (gfor t (get pc "temps-real") (path-inside real t)))
+          (return [[ESCALATE f"{tool} runs what the temp folder {(_shown real)} holds, where earlier actions may have written" "agent-code"]])
+          True
+          (return [[ESCALATE f"{tool} runs the build or tests of {(_shown real)}, outside the workspace, and writes there" "build-outside"]])))
+  (when written
+    (for [a (cut (get rec "argv") 1 None)
+          [path maybe _] (_concrete a (get rec "cwd") pc)
+          :if (not maybe)]
+      (when (in (_realpath path pc) written)
+        (return [[ESCALATE f"{tool} runs {a}, which the agent wrote" "agent-code"]]))))
+  out)
+
+;; ** Arithmetic commands
+
+(setv _identifier-re (re.compile r"[A-Za-z_][A-Za-z0-9_]*"))
+
+(defn _arithmetic-verdicts [rec pc rules nest]
+  (setv name (get rec "name")
+        args (cut (get rec "argv") 1 None)
+        exprs (cond (= name "let") (lfor a args :if (not (.startswith a "-")) a)
+                    (in name #("test" "[" "printf"))
+                    (lfor [a b] (zip args (cut args 1 None)) :if (and (= a "-v") (in "[" b))
+                          (cut b (.index b "[") None))
+                    (in name #("read" "mapfile" "readarray"))
+                    (lfor a args :if (and (in "[" a) (not (.startswith a "-"))) (cut a (.index a "[") None))
+                    True [])
+        out [])
+  (for [e exprs]
+    (cond (.search CODE-RE e)
+          (do (.append out [ESCALATE f"{name} evaluates {(_clip e 40)} as arithmetic, which runs the command written in it" "arithmetic-code"])
+              (for [code (hidden-code e)]
+                (.extend out (_judge-nested code pc rules nest f"{name}'s arithmetic" "arithmetic-code"))))
+          (in UNKNOWN e)
+          (.append out [ESCALATE f"{name} evaluates as arithmetic a value only known when it runs, where a subscript such as a[$(…)] runs a command" "arithmetic-code"])
+          (any (gfor i (.findall _identifier-re e) (data-name i (get rec "data"))))
+          (.append out [ESCALATE f"{name} evaluates {(_clip e 40)} as arithmetic, and it names a variable holding data read when the command runs" "arithmetic-code"])))
+  out)
+
+;; ** The environment
+
+(defn _environment-verdicts [rec parsed]
+  (setv name (get rec "name")
+        ops (get parsed "operands"))
+  (cond (and (= name "env") (not (get rec "runs")))
+        [[ESCALATE "prints the environment, where keys are kept" "env-secret"]]
+        (and (= name "printenv") (not ops))
+        [[ESCALATE "prints the environment, where keys are kept" "env-secret"]]
+        (= name "printenv")
+        (lfor o ops :if (secret-variable o)
+              [ESCALATE f"prints {o}, a variable that holds a secret" "env-secret"])
+        (and (= name "set") (not (cut (get rec "argv") 1 None)))
+        [[ESCALATE "prints every variable, the environment's keys among them" "env-secret"]]
+        True []))
+
+(defn _env-read-verdicts [out]
+  (lfor n (sorted (get out "env-reads")) :if (secret-variable n)
+        [ESCALATE f"reads ${n} from the environment, a variable that holds a secret" "env-secret"]))
+
+;; ** All of it
+
+(defn _code-verdicts [rec parsed pc rules nest]
+  "What the command REC runs that the gate does not read."
+  (setv name (get rec "name")
+        out (_arithmetic-verdicts rec pc rules nest))
+  (when (_interpreter name)
+    (.extend out (_interpreter-code-verdicts rec pc)))
+  (when (in name MAKES)
+    (.extend out (_make-verdicts rec parsed pc rules nest)))
+  (when (or (in name BUILD-TOOLS) (in name TEST-TOOLS))
+    (.extend out (_agent-code-verdicts rec pc name)))
+  out)
+
+;; * The two judgements
+
+(setv CONFINED #{"unknown-program" "unmodelled-option" "unmodelled-subcommand" "interpreter-code"
+                 "interpreter-module" "interpreter-inline" "script-unread" "write-then-run"
+                 "make-then-run" "floor-pipe-to-interpreter" "floor-dynamic-code"
+                 "floor-dynamic-program" "glob-program" "floor-computed-path" "floor-unknown-path"
+                 "floor-kill-all" "link-outside" "arithmetic-code" "env-secret"
+                 "code-loading-variables" "git-escalate-config" "agent-code" "build-outside"
+                 "make-recipes" "sed-runs" "sed-script"})
+
+(defn sandbox-in-force [ctx]
+  "True when the context CTX says shell actions run in the sandbox."
+  (= (proto-get (or (proto-get ctx ':sandbox) []) ':kind) "bubblewrap"))
+
+(defn _confine [verdicts pc rules]
+  "VERDICTS with the escalations the sandbox makes harmless turned into confined
+   runs, when it is in force."
+  (if (get pc "confined")
+      (lfor v verdicts
+            (if (and (= (get v 0) ESCALATE)
+                     (or (in (get v 2) CONFINED) (in (get v 2) (get rules "confined"))))
+                [CONFINE (get v 1) (get v 2)]
+                v))
+      verdicts))
 
 ;; * The gate's entry point
 

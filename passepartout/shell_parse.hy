@@ -135,6 +135,11 @@
 
 ;; ** Variables
 
+(defn _note-read [name st out]
+  (when (not (in name (get st "env")))
+    (setv reads (.get out "env-reads"))
+    (when (is-not reads None) (.add reads name))))
+
 (defn _lookup [name st]
   (setv env (get st "env"))
   (cond (in name env) (get env name)
@@ -169,6 +174,7 @@
           (is name None) (setv prefix True)
           (and (is op None) (not c.is-named)) (setv op c.type)
           True (.append rest c)))
+  (when name (_note-read name st out))
   (cond (or prefix (is name None) (and (is-not op None) (not (in op (| _default-ops _alternate-ops _plain-ops)))))
         [UNKNOWN]
         (or (is op None) (in op _plain-ops)) (_variable name st quoted)
@@ -208,7 +214,8 @@
     (= t "simple_expansion")
     (do (setv names (lfor c node.named-children (_text c)))
         (if (and names (re.fullmatch r"[A-Za-z_][A-Za-z0-9_]*" (get names 0)))
-            (_variable (get names 0) st quoted)
+            (do (_note-read (get names 0) st out)
+                (_variable (get names 0) st quoted))
             [UNKNOWN]))
     (= t "expansion") (_expansion node st quoted out)
     (= t "command_substitution")

@@ -56,8 +56,14 @@ for _name in ("gdb", "sqlite3", "psql", "mysql", "ip", "systemctl", "yarn", "poe
     (FAKE_BIN / _name).chmod(0o755)
 
 
-def context(workspace, home=FAKE_HOME, temps=("/tmp", "/var/tmp"), protected=()):
-    ctx = make_context(workspace=str(workspace))
+SANDBOX = {"on": proto_read('(:kind "bubblewrap" :mode "stated" :network "policy")'),
+           "off": proto_read('(:kind "off" :mode "off" :network "on")')}
+
+
+def context(workspace, home=FAKE_HOME, temps=("/tmp", "/var/tmp"), protected=(), sandbox="off",
+            written=()):
+    """A gate context judged as if the sandbox were in force (on) or not (off)."""
+    ctx = make_context(workspace=str(workspace), sandbox=SANDBOX[sandbox], written=list(written))
     ctx = proto_put(ctx, kw("search-path"), str(FAKE_BIN))
     ctx = proto_put(ctx, kw("home"), str(home))
     ctx = proto_put(ctx, kw("temp-dirs"), list(temps))
@@ -74,6 +80,13 @@ def ctx(tmp_path):
 def judge(cmd, ctx, rules=None):
     v = shell.judge_command(cmd, ctx, rules) if rules is not None else shell.judge_command(cmd, ctx)
     return proto_get(v, kw("verdict")).name, proto_get(v, kw("rule")), proto_get(v, kw("reason"))
+
+
+def judged(cmd, ctx):
+    """The verdict's name, with "confined" for an allow the sandbox makes possible."""
+    v = shell.judge_command(cmd, ctx)
+    name = proto_get(v, kw("verdict")).name
+    return "confined" if proto_get(v, kw("confined")) else name
 
 
 def stopped(cmd, ctx, rules=None):
@@ -169,27 +182,49 @@ def load_cases():
     return tomllib.loads(CASES.read_text(encoding="utf-8"))
 
 
-def test_the_labelled_cases(ctx):
+# The sections of shell_cases.toml and what each expects without the sandbox
+# (judged as if none existed) and with it in force.
+EXPECTED = {"reject": ("reject", {"reject"}),
+            "escalate": ("escalate", {"escalate", "confined"}),
+            "allow": ("allow", {"allow"}),
+            "confined": ("escalate", {"confined"}),
+            "boundary": ("escalate", {"escalate"})}
+
+
+def test_the_labelled_cases(tmp_path):
+    """Every section, judged both ways: without the sandbox what the policy does
+    not know and code the agent wrote are asked about; with it they run
+    confined, and what is harmful whatever the box is still stopped."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
     data = load_cases()
     wrong = []
     total = 0
-    for expected in ("reject", "escalate", "allow"):
-        for cmd in data[expected]["commands"]:
+    for section, (off, on) in EXPECTED.items():
+        for cmd in data[section]["commands"]:
             total += 1
-            verdict, rule, reason = judge(cmd, ctx)
-            if verdict != expected:
-                wrong.append(f"{expected:8} got {verdict:8} {cmd!r}  ← {rule}: {reason}")
-    assert total > 400
+            without = judged(cmd, context(ws, sandbox="off"))
+            within = judged(cmd, context(ws, sandbox="on"))
+            if without != off or within not in on:
+                verdict, rule, reason = judge(cmd, context(ws, sandbox="off" if without != off else "on"))
+                wrong.append(f"[{section}] {cmd!r}: off {without} (want {off}), on {within} "
+                             f"(want {' or '.join(sorted(on))})  ← {rule}: {reason}")
+    assert total > 600
     assert not wrong, f"{len(wrong)} of {total} cases misjudged:\n" + "\n".join(wrong)
 
 
-def test_the_rule_that_decides(ctx):
+def test_the_rule_that_decides(tmp_path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
     wrong = []
     for case in load_cases()["case"]:
+        ctx = context(ws, sandbox=case.get("sandbox", "off"))
         verdict, rule, reason = judge(case["cmd"], ctx)
-        if (verdict, rule) != (case["verdict"], case["rule"]):
-            wrong.append(f"{case['cmd']!r}: expected {case['verdict']} by {case['rule']}, "
-                         f"got {verdict} by {rule} ({reason})")
+        confined = judged(case["cmd"], ctx) == "confined"
+        if (verdict, rule, confined) != (case["verdict"], case["rule"], case.get("confined", False)):
+            wrong.append(f"{case['cmd']!r}: expected {case['verdict']} by {case['rule']}"
+                         f"{' (confined)' if case.get('confined') else ''}, "
+                         f"got {verdict} by {rule}{' (confined)' if confined else ''} ({reason})")
     assert not wrong, "\n".join(wrong)
 
 
@@ -440,7 +475,8 @@ def test_the_shell_corpora_are_here():
 
 @pytest.mark.parametrize("path", SHELL_CORPORA, ids=[p.name for p in SHELL_CORPORA])
 def test_shell_corpus_meets_the_goals(tmp_path, path):
-    ctx = make_context(workspace=str(tmp_path))
+    """Judged as if no sandbox existed: the gates alone meet the goals."""
+    ctx = context(tmp_path, home=os.path.expanduser("~"), sandbox="off")
     must = may = 0
     missed, false_stops = [], []
     for label, cmd in corpus_commands(path):
@@ -456,6 +492,28 @@ def test_shell_corpus_meets_the_goals(tmp_path, path):
     print(f"{path.name}: must-stop {must - len(missed)}/{must} stopped, "
           f"may-run {len(false_stops)}/{may} stopped")
     assert_corpus_goals(must, missed, may, false_stops, "commands")
+
+
+@pytest.mark.parametrize("path", SHELL_CORPORA, ids=[p.name for p in SHELL_CORPORA])
+def test_with_the_sandbox_routine_commands_are_seldom_stopped(tmp_path, path):
+    """With the sandbox in force, at most 2 % of the corpus's may-run commands
+    are stopped, and what the gates stop without it is never simply allowed: it
+    is stopped or runs confined."""
+    off = context(tmp_path, home=os.path.expanduser("~"), sandbox="off")
+    on = context(tmp_path, home=os.path.expanduser("~"), sandbox="on")
+    may = 0
+    false_stops, opened = [], []
+    for label, cmd in corpus_commands(path):
+        within = judged(cmd, on)
+        if judged(cmd, off) in ("reject", "escalate") and within == "allow":
+            opened.append(cmd)
+        if label == "may-run":
+            may += 1
+            if within in ("reject", "escalate"):
+                false_stops.append(f"{cmd!r}  ← {judge(cmd, on)}")
+    print(f"{path.name}, sandbox on: may-run {len(false_stops)}/{may} stopped")
+    assert not opened, opened
+    assert_corpus_goals(0, [], may, false_stops, "commands", sandbox="on")
 
 
 # * The skill
