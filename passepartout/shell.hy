@@ -413,13 +413,14 @@
 (defn _moved [rec parsed rules]
   "REC as its paths are judged: an option that moves the folder the program
    works in (=make -C DIR=, =git -C DIR=, =tar -C DIR=) adds DIR to the folders
-   its relative paths may lead from."
+   its relative paths may lead from (some, like tar's -f, still lead from where
+   it started), and makes DIR the folder it works in (=work=)."
   (setv options (.get (get rules "chdir") (get rec "name")))
   (when (not options) (return rec))
   (setv dirs (lfor [o v] (get parsed "opts") :if (and v (in o options)) v))
   (when (not dirs) (return rec))
-  (| rec {"cwd" (tuple (+ (list (get rec "cwd"))
-                          (lfor c (get rec "cwd") d dirs (if (_absolute d) d (+ c "/" d)))))}))
+  (setv moved (tuple (lfor c (get rec "cwd") d dirs (if (_absolute d) d (+ c "/" d)))))
+  (| rec {"cwd" (+ (tuple (get rec "cwd")) moved) "work" moved}))
 
 (defn _glued-values [args parsed]
   "Values written into a short option's word (-a/etc/x, bundled -xa/etc/x): the
@@ -883,7 +884,7 @@
   "TOOL, run by REC, reads and runs the files of the folders REC runs in."
   (setv written (get pc "written")
         out [])
-  (for [[path maybe _] (_concrete "." (get rec "cwd") pc)]
+  (for [[path maybe _] (_concrete "." (or (.get rec "work") (get rec "cwd")) pc)]
     (when maybe (continue))
     (setv real (_realpath path pc))
     (setv found (next (gfor w written :if (path-inside w real) w) None))

@@ -335,6 +335,107 @@ def test_the_daemons_own_files_are_refused(tmp_path):
         assert verdict == "reject", f"{cmd}: {verdict} {reason}"
 
 
+def test_the_daemons_folder_is_its_control_plane(tmp_path):
+    """Listing the folder that holds the daemon's store is reaching its control
+    plane, whatever the box; the workspace inside it is not."""
+    data = tmp_path / "data"
+    ws = data / "workspace"
+    ws.mkdir(parents=True)
+    store = data / "passepartout.sqlite3"
+    store.write_text("")
+    for sandbox in ("off", "on"):
+        ctx = context(ws, protected=[store], temps=[], sandbox=sandbox)
+        for cmd in (f"ls {data}", "ls ..", f"ls -la {data}/"):
+            assert judge(cmd, ctx)[:2] == ("reject", "control-plane"), (cmd, judge(cmd, ctx))
+        assert judge("ls", ctx)[0] == "allow"
+        assert judge(f"ls {ws}", ctx)[0] == "allow"
+
+
+def test_a_file_fed_to_an_interpreter_is_the_script_it_runs(tmp_path):
+    """sh < f, bash -s < f and python3 < f.py run f: a shell script there is
+    judged as the command line it is, other code is escalated unread."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "wipe.sh").write_text("rm -rf ~\n")
+    (ws / "hello.sh").write_text("echo hello\n")
+    (ws / "x.py").write_text("import os\n")
+    off = context(ws)
+    for cmd in ("sh < wipe.sh", "bash -s < wipe.sh", "bash /dev/stdin < wipe.sh", "source /dev/stdin < wipe.sh",
+                "bash -s -- a b < wipe.sh"):
+        verdict, _, reason = judge(cmd, off)
+        assert verdict == "reject" and "rm -rf ~" in reason, (cmd, verdict, reason)
+    for cmd in ("sh < hello.sh", "bash -s < hello.sh", "cat < x.py", "wc -l < wipe.sh"):
+        assert judge(cmd, off)[0] == "allow", (cmd, judge(cmd, off))
+    assert judge("python3 < x.py", off)[:2] == ("escalate", "script-unread"), judge("python3 < x.py", off)
+    on = context(ws, sandbox="on")
+    assert judged("python3 < x.py", on) == "confined"
+    assert judge("sh < wipe.sh", on)[0] == "reject"
+
+
+def test_a_script_too_long_to_read_runs_confined(tmp_path):
+    """./configure is far longer than the gate reads: asked about without the
+    sandbox, run confined with it."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "configure").write_text("#!/bin/sh\n" + "echo checking\n" * 3000)
+    for cmd in ("./configure", "sh ./configure", "./configure && make"):
+        assert judge(cmd, context(ws))[:2] == ("escalate", "script-unread"), (cmd, judge(cmd, context(ws)))
+        assert judged(cmd, context(ws, sandbox="on")) == "confined", cmd
+
+
+def test_builds_and_tests_over_files_the_agent_wrote(tmp_path):
+    """A build or test tool runs what its folder holds: without the sandbox it
+    is asked about once the agent wrote a file there (the context's :written),
+    and runs confined with it; a folder the agent wrote nothing in builds freely."""
+    ws = tmp_path / "ws"
+    (ws / "app").mkdir(parents=True)
+    (ws / "lib").mkdir()
+    for name in ("Makefile", "app/package.json", "app/conftest.py", "lib/notes.txt"):
+        (ws / name).write_text("x\n")
+    written = [str((ws / "app" / "package.json").resolve()), str((ws / "app" / "conftest.py").resolve())]
+    off = context(ws, written=written)
+    on = context(ws, written=written, sandbox="on")
+    for cmd in ("make", "npm test", "cd app && npm test", "pytest app", "cd app && pytest -q",
+                "python3 -m pytest", "make -C app"):
+        verdict, rule, reason = judge(cmd, off)
+        assert verdict == "escalate" and "agent" in reason and "wrote" in reason, (cmd, verdict, rule, reason)
+        assert judged(cmd, on) == "confined", cmd
+    for cmd in ("make -C lib", "cd lib && make", "cd lib && pytest -q"):
+        assert judge(cmd, off)[0] == "allow", (cmd, judge(cmd, off))
+    assert judge("make", context(ws))[0] == "allow", "nothing written, the person's build runs"
+    # a build in a temp folder runs what anything may have written there
+    assert judge("make -C /tmp", context(ws))[:2] == ("escalate", "agent-code")
+
+
+def test_a_link_is_resolved_before_a_recursive_read(tmp_path):
+    """ln -s ~ h in one action, grep -r secret h/ in the next: the read is
+    judged where the link leads."""
+    ws, home = tmp_path / "ws", tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_rsa").write_text("key")
+    ws.mkdir()
+    (ws / "h").symlink_to(home)
+    (ws / "k").symlink_to(home / ".ssh")
+    for sandbox in ("off", "on"):
+        ctx = context(ws, home=home.resolve(), sandbox=sandbox)
+        for cmd in ("grep -r secret h/", "grep -r secret h", "rg --hidden secret h", "cp -r k stolen",
+                    "zip -r out.zip h", "tar czf out.tgz h"):
+            verdict, _, reason = judge(cmd, ctx)
+            assert verdict == "reject" and ".ssh" in reason, (cmd, verdict, reason)
+        assert judge("grep -r secret .", ctx)[0] == "allow"
+
+
+def test_a_folder_holding_a_repository_is_history(tmp_path):
+    """Deleting a folder that holds a .git is deleting its history, whatever the box."""
+    ws = tmp_path / "ws"
+    (ws / "vendor" / "lib" / ".git").mkdir(parents=True)
+    (ws / "build").mkdir()
+    for sandbox in ("off", "on"):
+        ctx = context(ws, sandbox=sandbox)
+        assert judge("rm -rf vendor/lib", ctx)[:2] == ("escalate", "git-history"), judge("rm -rf vendor/lib", ctx)
+        assert judge("rm -rf build", ctx)[0] == "allow"
+
+
 def test_home_and_tmpdir_are_expanded(tmp_path):
     ws, scratch = tmp_path / "ws", tmp_path / "scratch"
     ws.mkdir()
@@ -559,6 +660,17 @@ def test_rules_test_on_the_command_line(tmp_path):
     assert out.returncode == 0, out.stderr
     answer = json.loads(out.stdout)
     assert (answer["verdict"], answer["rule"]) == ("reject", "floor-delete"), answer
+    answers = {}
+    for sandbox in ("on", "off"):
+        out = subprocess.run(command + ["rules", "test", "python3 -c 'print(1)'", "--sandbox", sandbox,
+                                        "--json"], capture_output=True, text=True, env=env, timeout=120)
+        assert out.returncode == 0, out.stderr
+        answers[sandbox] = json.loads(out.stdout)
+    assert [answers["on"][k] for k in ("verdict", "rule", "confined")] == ["allow", "python-inline", True], answers
+    assert [answers["off"][k] for k in ("verdict", "rule", "confined")] == ["escalate", "python-inline", False], answers
+    out = subprocess.run(command + ["rules", "test", "find . -name '*.tmp' -delete", "--sandbox", "on"],
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert out.stdout.startswith("allow — rule delete-files"), out.stdout
 
 
 def test_private_use_characters_are_refused_before_the_parser_sees_them(tmp_path):
