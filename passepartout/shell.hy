@@ -172,7 +172,13 @@
       (+= j 1))
     (when (and ops (= (get ops 0) "set")) (setv ops (cut ops 1 None)))
     (when (and (not reading) (>= (len ops) 2))
-      (.extend out (_git-setting f"{(get ops 0)}={(get ops 1)}" pc rules nest))))
+      (setv key (.lower (get ops 0)))
+      (.extend out (_git-setting f"{(get ops 0)}={(get ops 1)}" pc rules nest))
+      ;; kept in a config file, a command runs at every later git command, on
+      ;; the host too, long after this one was judged
+      (when (any (gfor g (+ (get rules "git-command") (get rules "git-escalate"))
+                       (fnmatch.fnmatchcase key g)))
+        (.append out [ESCALATE f"git config keeps {key} in a config file, which runs it later, unseen" "guarded-writes"]))))
   out)
 
 ;; ** The floor
@@ -361,14 +367,21 @@
         :if (or maybe (not (get (_resolve given pc) 0)))
         [ESCALATE f"makes a hard link to {(_shown path)}, outside the workspace: writing through it would change that file" "link-outside"]))
 
+(setv _glued-value-letters "WXIMmr")
+
 (defn _inline-code [argv]
   "True when the interpreter command ARGV is given its code on the command line
-   (python -c, perl -e, node --eval, ruby -e …)."
+   (python -c, perl -e, node --eval, ruby -e …). In a bundle of short options a
+   letter that takes a value glued to it (python -Werror, perl -MPOSIX) ends
+   the options: what follows is its value."
   (for [a (cut argv 1 None)]
     (cond (= a "--") (return False)
           (not (.startswith a "-")) (return False)
           (in (get (.partition a "=") 0) _inline-long) (return True)
-          (and (not (.startswith a "--")) (& (set (cut a 1 None)) #{"c" "e" "E"})) (return True)))
+          (not (.startswith a "--"))
+          (for [ch (cut a 1 None)]
+            (cond (in ch "ceE") (return True)
+                  (in ch _glued-value-letters) (break)))))
   False)
 
 (defn _workspace-program [program rec pc]
@@ -799,10 +812,13 @@
     (cond (or (= a "--") (not (.startswith a "-")) (= a "-")) (return None)
           (.startswith a "--") None
           (in a #("-W" "-X" "-Q")) (+= i 1)
-          (in "c" (cut a 1 None)) (return None)
-          (in "m" (cut a 1 None))
-          (do (setv rest (cut a (+ (.index a "m" 1) 1) None))
-              (return (or rest (when (< (+ i 1) (len args)) (get args (+ i 1)))))))
+          True
+          (for [[j ch] (enumerate (cut a 1 None))]
+            (cond (= ch "c") (return None)
+                  (in ch "WXQ") (break)
+                  (= ch "m")
+                  (return (or (cut a (+ j 2) None)
+                              (when (< (+ i 1) (len args)) (get args (+ i 1))))))))
     (+= i 1))
   None)
 

@@ -18,7 +18,8 @@
       MAX-VARIANTS 32
       MAX-JUDGED 64
       MAX-BRACES 64
-      CACHE-SIZE 1024
+      CACHE-SIZE 4096
+      TREE-CACHE-SIZE 1024
       MEMO-SIZE 2048
       MAX-CONTEXTS 16)
 
@@ -50,7 +51,7 @@
   (with [_parse-lock]
     (.parse _parser (.encode text "utf-8" "surrogatepass"))))
 
-(setv _cached-tree ((functools.lru-cache :maxsize CACHE-SIZE) parse-tree))
+(setv _cached-tree ((functools.lru-cache :maxsize TREE-CACHE-SIZE) parse-tree))
 
 (defn _text [node]
   (.decode node.text "utf-8" "replace"))
