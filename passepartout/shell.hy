@@ -300,7 +300,15 @@
     (.append out [REJECT f"runs as {name} code what {(.join ", " downloads)} downloads" "floor-download-to-interpreter"]))
   (when (get rec "dynamic-code")
     (.append out [ESCALATE f"{name} runs a command line only known when it runs" "floor-dynamic-code"]))
-  (when (and script (.startswith script "/dev/fd/"))
+  ;; the program's source, however it is given: a script, or a file on its
+  ;; input; a pipe from a process substitution (=sh <(…)=, =bash < <(…)=,
+  ;; =python3 <(…)=) is another command's output
+  (setv source (cond (in name SHELLS) (or script (when (get rec "reads-stdin") (_stdin-file rec)))
+                     (in name #("source" ".")) (if (in script _stdin-names) (_stdin-file rec) script)
+                     (or (_inline-code (get rec "argv")) (python-module (get rec "argv"))) None
+                     (_reads-program rec parsed) (_stdin-file rec)
+                     True (next (iter (get parsed "operands")) None)))
+  (when (and source (.startswith source #("/dev/fd/" "/proc/self/fd/")) (!= source "/proc/self/fd/0"))
     (.append out [ESCALATE f"{name} runs a script another command produces" "floor-dynamic-code"]))
   out)
 

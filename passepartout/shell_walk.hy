@@ -12,7 +12,7 @@
 ;; ** State
 
 (defn _state []
-  {"env" {} "cwd" [HERE] "piped" None "nest" 0 "outer" None "cd" None "data" #{}})
+  {"env" {} "cwd" [HERE] "piped" None "nest" 0 "outer" None "cd" None "data" #{} "stdin" []})
 
 (defn _copy [st]
   (setv new (dict st))
@@ -282,18 +282,26 @@
                          (when (not (in t _plain-types)) (.append nested c)))))
   (when (and name-node (not (in name-node.type _plain-types)))
     (setv nested (+ [name-node] nested)))
+  ;; tree-sitter-bash reads the 0 of =sh 0< f= as an argument; the shell reads
+  ;; a number touching a redirection as the descriptor it redirects
+  (setv glued None)
+  (when (and args reds (= (. (get args -1) type) "number"))
+    (setv after (next (gfor r reds :if (= r.start-byte (. (get args -1) end-byte)) r) None))
+    (when after
+      (setv glued #(after (_text (.pop args))))))
   (_check-touching (+ (if name-node [name-node] []) args) out)
   ;; most commands are plain words: no state to copy, nothing inside to walk
   (setv program (when (and name-node (or nested reds assigns)) (_clip (_text name-node) 40))
         inner (set)
-        stdin []
+        stdin (if (get st "piped") [] (list (get st "stdin")))
         extra [])
   (when (or nested reds)
     (setv sub (_copy st))
     (setv (get sub "outer") program)
     (setv inner (_inner-programs nested sub out depth))
     (for [r reds]
-      (.extend extra (_redirect r sub out depth stdin)))
+      (.extend extra (_redirect r sub out depth stdin
+                                (when (and glued (is r (get glued 0))) (get glued 1)))))
     (when extra
       (.update inner (_inner-programs extra sub out depth))
       (setv args (+ args extra))))
@@ -315,22 +323,28 @@
         reds (cut named 1 None))
   (if (= body.type "command")
       (_command body st out depth reds)
-      (do (_walk body st out (+ depth 1))
-          (for [r reds] (_redirect r st out depth [])))))
+      ;; the block's redirections are opened before it runs; what they feed
+      ;; it is the input of each command inside that has none of its own
+      (do (setv stdin (list (get st "stdin"))
+                outer (get st "stdin"))
+          (for [r reds] (_redirect r st out depth stdin))
+          (setv (get st "stdin") stdin)
+          (_walk body st out (+ depth 1))
+          (setv (get st "stdin") outer))))
 
 ;; ** Redirections
 
 (setv _write-ops #{">" ">>" ">|" "&>" "&>>"})
 
-(defn _redirect [node st out depth stdin]
-  "Record the redirection NODE; the argument words it carried."
+(defn _redirect [node st out depth stdin [fd None]]
+  "Record the redirection NODE (of the descriptor FD when the parser left it
+   outside); the argument words it carried."
   (setv t node.type
         extra [])
   (cond
     (= t "file_redirect")
     (do (setv op None
-              dest None
-              fd None)
+              dest None)
         (for [c node.children]
           (cond (= c.type "file_descriptor") (setv fd (_text c))
                 (not c.is-named) (when (is op None) (setv op c.type))
