@@ -12,13 +12,15 @@
 ;; ** State
 
 (defn _state []
-  {"env" {} "cwd" [HERE] "piped" None "nest" 0 "outer" None "cd" None "data" #{} "stdin" []})
+  {"env" {} "cwd" [HERE] "piped" None "nest" 0 "outer" None "cd" None "data" #{} "stdin" []
+   "integer" #{}})
 
 (defn _copy [st]
   (setv new (dict st))
   (setv (get new "env") (dict (get st "env"))
         (get new "cwd") (list (get st "cwd"))
         (get new "data") (set (get st "data"))
+        (get new "integer") (set (get st "integer"))
         (get new "cd") None)
   new)
 
@@ -33,6 +35,7 @@
   (for [[k v] (.items (get frm "env"))]
     (setv (get env k) (_capped (_union (_lookup k into) v) out)))
   (.update (get into "data") (get frm "data"))
+  (.update (get into "integer") (get frm "integer"))
   (setv (get into "cwd") (_capped (_union (get into "cwd") (get frm "cwd")) out)))
 
 (defn _issue [out severity reason rule]
@@ -101,6 +104,11 @@
         (_loop node st out depth))
     (in t #("arithmetic_expansion" "subscript"))
     (do (_arithmetic node st out depth)
+        (_walk-children node st out depth))
+    (and (= t "expansion") (any (gfor c node.children (and (not c.is-named) (= c.type ":")))))
+    ;; ${s:n:m}: the offset and the length are arithmetic
+    (do (for [c (cut node.named-children 1 None)]
+          (_arithmetic c st out depth))
         (_walk-children node st out depth))
     (and (= t "test_command") (_arithmetic-test node))
     (do (_arithmetic node st out depth)
@@ -406,6 +414,8 @@
         appending (in "+=" (lfor c node.children :if (not c.is-named) c.type)))
   (when (= target.type "subscript")
     (_arithmetic target st out depth))
+  (when (and (in name (get st "integer")) (_holds-data value st))
+    (_issue out ESCALATE f"bash evaluates the value given to {name}, declared an integer, as arithmetic, and it is data read when the command runs: a subscript such as a[$(…)] in it runs a command" "arithmetic-code"))
   (_inner-programs [value] st out depth)
   (setv values (_value-readings value st out))
   (when appending
@@ -424,6 +434,12 @@
   (when (and (in keyword #("export" "declare" "typeset"))
              (all (gfor w words (and (.startswith w "-") (not (in "f" w)) (not (in "F" w))))))
     (_issue out ESCALATE f"`{(_clip (_text node) 40)}` prints the shell's variables, the environment's keys among them" "env-secret"))
+  ;; declare -i, local -i, typeset -ai: values given these names are arithmetic
+  (when (any (gfor w words (and (.startswith w "-") (in "i" w))))
+    (for [c node.named-children]
+      (cond (= c.type "variable_name") (.add (get st "integer") (_text c))
+            (and (= c.type "variable_assignment") c.named-children)
+            (.add (get st "integer") (_text (get c.named-children 0))))))
   (for [c node.named-children]
     (cond (= c.type "variable_assignment") (_assignment c st out depth "shell")
           (= c.type "variable_name")
@@ -501,7 +517,10 @@
   (while stack
     (setv n (.pop stack)
           t n.type)
-    (cond (in t #("command_substitution" "process_substitution")) None
+    (cond (= t "process_substitution") None
+          (= t "command_substitution")
+          (do (_issue out ESCALATE f"bash evaluates `{(_clip (_text node) 40)}` as arithmetic, and what {(_clip (_text n) 30)} prints is data: a subscript such as a[$(…)] in it runs a command" "arithmetic-code")
+              (return))
           (in t #("variable_name" "special_variable_name" "word"))
           (for [name (if (= t "word") (.findall _identifier-re (_text n)) [(_text n)])]
             (when (data-name name data)
@@ -947,7 +966,11 @@
       (when (in "=" a)
         (_nested (get (.partition a "=") 2) st out depth "alias" record)))
     (in name #("read" "mapfile" "readarray"))
-    (.update (get st "data") (_read-names name args st out depth record))))
+    (.update (get st "data") (_read-names name args st out depth record))
+    ;; printf -v NAME sets NAME to what it formats: data when any of it is
+    (and (= name "printf") (>= (len args) 2) (= (get args 0) "-v")
+         (any (gfor a (cut args 2 None) (in UNKNOWN a))))
+    (.add (get st "data") (get (.partition (get args 1) "[") 0))))
 
 (setv _read-values {"read" #{"-d" "-i" "-n" "-N" "-p" "-t" "-u"}
                     "mapfile" #{"-d" "-n" "-O" "-s" "-u" "-C" "-c"}

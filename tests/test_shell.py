@@ -402,11 +402,12 @@ def test_builds_and_tests_over_files_the_agent_wrote(tmp_path):
     off = context(ws, written=written)
     on = context(ws, written=written, sandbox="on")
     for cmd in ("make", "npm test", "cd app && npm test", "pytest app", "cd app && pytest -q",
-                "python3 -m pytest", "make -C app"):
+                "python3 -m pytest", "make -C app", "hatch run test", "cd app && pdm run lint",
+                "bundle exec rake", "uv run --directory app ls"):
         verdict, rule, reason = judge(cmd, off)
         assert verdict == "escalate" and "agent" in reason and "wrote" in reason, (cmd, verdict, rule, reason)
         assert judged(cmd, on) == "confined", cmd
-    for cmd in ("make -C lib", "cd lib && make", "cd lib && pytest -q"):
+    for cmd in ("make -C lib", "cd lib && make", "cd lib && pytest -q", "cd lib && hatch run test"):
         assert judge(cmd, off)[0] == "allow", (cmd, judge(cmd, off))
     assert judge("make", context(ws))[0] == "allow", "nothing written, the person's build runs"
     # a build in a temp folder runs what anything may have written there
