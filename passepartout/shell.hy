@@ -66,6 +66,18 @@
   (for [v written]
     (.add targets v)
     (.extend out (_judge-write v rec pc rules "writes" name)))
+  ;; what a copy or a move puts into a folder lands there under its own name
+  ;; (=cp -r ../o/.git .= writes =./.git=)
+  (when (= (get rule "writes") "last")
+    (setv folder (if written (get written 0) (when (>= (len ops) 2) (get ops -1)))
+          sources (if written ops (cut ops 0 -1)))
+    (when (and folder sources
+               (any (gfor [path maybe _] (_concrete folder (get rec "cwd") pc)
+                          (and (not maybe) (or written (os.path.isdir (_realpath path pc)))))))
+      (for [src sources]
+        (setv base (posixpath.basename (.rstrip src "/")))
+        (when (and base (not (in base #("." ".."))) (not (in UNKNOWN base)))
+          (.extend out (_judge-write (posixpath.join folder base) rec pc rules "writes" name))))))
   (for [a (get parsed "args")
         p (get rule "write-prefixes")]
     (when (.startswith a p)

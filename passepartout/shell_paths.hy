@@ -450,10 +450,20 @@
   [ALLOW None rule])
 
 (defn _in-git [real pc]
-  "True when the resolved path REAL is a .git folder of the workspace or lies in one."
-  (setv ws (get pc "ws-real"))
-  (and (path-inside real ws) (!= real ws)
-       (in ".git" (.split (posixpath.relpath real ws) "/"))))
+  "True when the resolved path REAL is a .git folder of the workspace or lies in
+   one; a pattern the shell expands counts where it names a .git that is there
+   (=.[!.]*=, =.g*=: only a pattern that starts with a dot matches a dot file)."
+  (setv ws (get pc "ws-real")
+        folder ws)
+  (when (or (not (path-inside real ws)) (= real ws))
+    (return False))
+  (for [c (.split (posixpath.relpath real ws) "/")]
+    (when (or (= c ".git")
+              (and (.startswith c ".") (_globby c) (fnmatch.fnmatchcase ".git" c)
+                   (os.path.lexists (posixpath.join folder ".git"))))
+      (return True))
+    (setv folder (posixpath.join folder c)))
+  False)
 
 (defn _judge-write [text rec pc rules what rule]
   (lfor [path maybe given] (_concrete text (get rec "cwd") pc)

@@ -441,6 +441,12 @@ def test_a_folder_holding_a_repository_is_history(tmp_path):
         ctx = context(ws, sandbox=sandbox)
         assert judge("rm -rf vendor/lib", ctx)[:2] == ("escalate", "git-history"), judge("rm -rf vendor/lib", ctx)
         assert judge("rm -rf build", ctx)[0] == "allow"
+        # a pattern that names a .git that is there, and a copy that lands on one
+        for cmd in ("rm -rf vendor/lib/.[!.]*", "rm -rf vendor/lib/.g*", "cp -r ../o/.git vendor/lib",
+                    "mv /tmp/x/.git vendor/lib/", "cp -t vendor/lib -r ../o/.git"):
+            assert judge(cmd, ctx)[:2] == ("escalate", "git-history"), (cmd, judge(cmd, ctx))
+        for cmd in ("rm -rf build/.[!.]*", "rm -rf vendor/lib/*", "cp -r ../o/src vendor/lib"):
+            assert judge(cmd, ctx)[0] == "allow", (cmd, judge(cmd, ctx))
 
 
 def test_home_and_tmpdir_are_expanded(tmp_path):
