@@ -10,7 +10,7 @@
                                   _private-use-re]
         passepartout.shell-walk [ALLOW CONFINE ESCALATE REJECT CODE-RE FIND-MATCH SHELLS analyse
                                  data-name hidden-code _absolute _clip]
-        passepartout.secrets [secret-variable]
+        passepartout.secrets [ordinary-variable secret-variable]
         passepartout.shell-rules [ShellRulesError load-rules parse-options rule-matches
                                   rule-operands rules-for _entry-holds _rule-options
                                   _rules-about _spec _unmodelled]
@@ -979,15 +979,24 @@
         (and (= name "printenv") (not ops))
         [[ESCALATE "prints the environment, where keys are kept" "env-secret"]]
         (= name "printenv")
-        (lfor o ops :if (secret-variable o)
-              [ESCALATE f"prints {o}, a variable that holds a secret" "env-secret"])
+        (lfor o ops :if (or (secret-variable o) (not (ordinary-variable o)))
+              [ESCALATE (if (secret-variable o)
+                            f"prints {o}, a variable that holds a secret"
+                            f"prints {o}, from the environment, where keys are kept under names a person chose")
+               "env-secret"])
         (and (= name "set") (not (cut (get rec "argv") 1 None)))
         [[ESCALATE "prints every variable, the environment's keys among them" "env-secret"]]
         True []))
 
 (defn _env-read-verdicts [out]
-  (lfor n (sorted (get out "env-reads")) :if (secret-variable n)
-        [ESCALATE f"reads ${n} from the environment, a variable that holds a secret" "env-secret"]))
+  (lfor n (sorted (get out "env-reads"))
+        :if (or (.startswith n "!") (secret-variable n) (not (ordinary-variable n)))
+        (cond (.startswith n "!")
+              [ESCALATE f"reads the variable ${{{n}}} names, only known when it runs" "env-secret"]
+              (secret-variable n)
+              [ESCALATE f"reads ${n} from the environment, a variable that holds a secret" "env-secret"]
+              True
+              [ESCALATE f"reads ${n} from the environment, where keys are kept under names a person chose" "env-secret"])))
 
 ;; ** All of it
 

@@ -167,15 +167,22 @@
         op None
         rest []
         prefix False)
+  (setv indirect False)
   (for [c node.children]
     (cond (in c.type #("${" "}")) None
-          (and (is name None) (in c.type #("#" "!"))) (setv prefix True)
+          (and (is name None) (in c.type #("#" "!")))
+          (setv prefix True
+                indirect (= c.type "!"))
           (and (is name None) (in c.type #("variable_name" "special_variable_name")))
           (setv name (_text c))
           (is name None) (setv prefix True)
           (and (is op None) (not c.is-named)) (setv op c.type)
           True (.append rest c)))
   (when name (_note-read name st out))
+  ;; ${!n} reads the variable whose name n holds
+  (when (and indirect name (is op None) (not rest))
+    (for [v (_lookup name st)]
+      (_note-read (if (re.fullmatch r"[A-Za-z_][A-Za-z0-9_]*" v) v f"!{name}") st out)))
   (cond (or prefix (is name None) (and (is-not op None) (not (in op (| _default-ops _alternate-ops _plain-ops)))))
         [UNKNOWN]
         (or (is op None) (in op _plain-ops)) (_variable name st quoted)

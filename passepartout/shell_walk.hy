@@ -103,7 +103,7 @@
             (_arithmetic c st out depth)))
         (_loop node st out depth))
     (in t #("arithmetic_expansion" "subscript"))
-    (do (_arithmetic node st out depth)
+    (do (_arithmetic (_arithmetic-part node) st out depth)
         (_walk-children node st out depth))
     (and (= t "expansion") (any (gfor c node.children (and (not c.is-named) (= c.type ":")))))
     ;; ${s:n:m}: the offset and the length are arithmetic
@@ -413,7 +413,7 @@
         value (when (> (len named) 1) (get named 1))
         appending (in "+=" (lfor c node.children :if (not c.is-named) c.type)))
   (when (= target.type "subscript")
-    (_arithmetic target st out depth))
+    (_arithmetic (_arithmetic-part target) st out depth))
   (when (and (in name (get st "integer")) (_holds-data value st))
     (_issue out ESCALATE f"bash evaluates the value given to {name}, declared an integer, as arithmetic, and it is data read when the command runs: a subscript such as a[$(…)] in it runs a command" "arithmetic-code"))
   (_inner-programs [value] st out depth)
@@ -509,6 +509,10 @@
           (when (.search CODE-RE (_text n)) (return True))
           True (.extend stack n.children)))
   False)
+
+(defn _arithmetic-part [node]
+  "What bash evaluates of NODE: of a subscript =a[i]= its index, not the array's name."
+  (or (when (= node.type "subscript") (.child-by-field-name node "index")) node))
 
 (defn _arithmetic [node st out depth]
   "Judge NODE, which bash evaluates as arithmetic: escalate data read in it."
@@ -966,11 +970,21 @@
       (when (in "=" a)
         (_nested (get (.partition a "=") 2) st out depth "alias" record)))
     (in name #("read" "mapfile" "readarray"))
-    (.update (get st "data") (_read-names name args st out depth record))
+    (_set-by-command (_read-names name args st out depth record) st True)
     ;; printf -v NAME sets NAME to what it formats: data when any of it is
-    (and (= name "printf") (>= (len args) 2) (= (get args 0) "-v")
-         (any (gfor a (cut args 2 None) (in UNKNOWN a))))
-    (.add (get st "data") (get (.partition (get args 1) "[") 0))))
+    (and (= name "printf") (>= (len args) 2) (= (get args 0) "-v"))
+    (_set-by-command [(get (.partition (get args 1) "[") 0)] st
+                     (any (gfor a (cut args 2 None) (in UNKNOWN a))))
+    (and (= name "getopts") (>= (len args) 2))
+    (_set-by-command ["OPTARG" (get args 1)] st True)))
+
+(defn _set-by-command [names st data]
+  "NAMES were set by a command (read, printf -v, getopts): from here on they are
+   the line's own, not the environment's, and hold DATA when it says so."
+  (for [n names]
+    (when (not (in n (get st "env")))
+      (setv (get (get st "env") n) [UNKNOWN]))
+    (when data (.add (get st "data") n))))
 
 (setv _read-values {"read" #{"-d" "-i" "-n" "-N" "-p" "-t" "-u"}
                     "mapfile" #{"-d" "-n" "-O" "-s" "-u" "-C" "-c"}
