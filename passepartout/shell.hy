@@ -862,7 +862,8 @@
   (setv name (get rec "name")
         argv (get rec "argv")
         out [])
-  (when (fnmatch.fnmatchcase name "python*")
+  ;; every Python runs a module with -m: CPython, PyPy, and Hy over either
+  (when (any (gfor g #("python*" "pypy*" "hy") (fnmatch.fnmatchcase name g)))
     (setv module (python-module argv))
     (when module
       (setv root (get (.split module ".") 0))
