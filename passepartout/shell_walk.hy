@@ -970,20 +970,23 @@
       (when (in "=" a)
         (_nested (get (.partition a "=") 2) st out depth "alias" record)))
     (in name #("read" "mapfile" "readarray"))
-    (_set-by-command (_read-names name args st out depth record) st True)
+    (_set-by-command (_read-names name args st out depth record) st True out)
     ;; printf -v NAME sets NAME to what it formats: data when any of it is
     (and (= name "printf") (>= (len args) 2) (= (get args 0) "-v"))
     (_set-by-command [(get (.partition (get args 1) "[") 0)] st
-                     (any (gfor a (cut args 2 None) (in UNKNOWN a))))
+                     (any (gfor a (cut args 2 None) (in UNKNOWN a))) out)
     (and (= name "getopts") (>= (len args) 2))
-    (_set-by-command ["OPTARG" (get args 1)] st True)))
+    (_set-by-command ["OPTARG" (get args 1)] st True out)))
 
-(defn _set-by-command [names st data]
+(defn _set-by-command [names st data out]
   "NAMES were set by a command (read, printf -v, getopts): from here on they are
-   the line's own, not the environment's, and hold DATA when it says so."
+   the line's own, not the environment's, and hold DATA when it says so; data
+   given to a variable declared an integer is evaluated as arithmetic."
   (for [n names]
     (when (not (in n (get st "env")))
       (setv (get (get st "env") n) [UNKNOWN]))
+    (when (and data (in n (get st "integer")))
+      (_issue out ESCALATE f"bash evaluates what is read into {n}, declared an integer, as arithmetic: a subscript such as a[$(…)] in it runs a command" "arithmetic-code"))
     (when data (.add (get st "data") n))))
 
 (setv _read-values {"read" #{"-d" "-i" "-n" "-N" "-p" "-t" "-u"}
