@@ -858,6 +858,28 @@
       (return option)))
   None)
 
+(defn _shadowing-verdicts [rec pc module]
+  "python -m MODULE, run by REC, imports first from the folder it runs in: a
+   module or package the agent wrote there runs instead of the library's."
+  (setv written (get pc "written"))
+  (when (or (not written)
+            (any (gfor a (cut (get rec "argv") 1 None)
+                       (and (.startswith a "-") (not (.startswith a "--"))
+                            (or (in "I" a) (in "P" a))
+                            (not (in a #("-W" "-X")))))))
+    (return []))
+  (for [[path maybe _] (_concrete "." (get rec "cwd") pc)]
+    (when maybe (continue))
+    (setv real (_realpath path pc))
+    (for [w written]
+      (setv rel (posixpath.relpath w real)
+            parts (.split rel "/"))
+      (when (and (not (.startswith rel ".."))
+                 (or (and (= (len parts) 1) (.endswith rel #(".py" ".pyc" ".so")))
+                     (and (= (len parts) 2) (= (get parts 1) "__init__.py"))))
+        (return [[ESCALATE f"python -m {module} imports from {(_shown real)} first, where the agent wrote {(_shown w)}" "agent-code"]]))))
+  [])
+
 (defn _interpreter-code-verdicts [rec pc]
   (setv name (get rec "name")
         argv (get rec "argv")
@@ -869,7 +891,7 @@
       (setv root (get (.split module ".") 0))
       (cond (in root CONTROL-MODULES)
             (.append out [REJECT f"runs the module {module}, the daemon's control plane, which answers people, not the agent's own commands" "control-plane"])
-            (in module SAFE-MODULES) None
+            (in module SAFE-MODULES) (.extend out (_shadowing-verdicts rec pc module))
             (in root TEST-MODULES) (.extend out (_agent-code-verdicts rec pc module))
             True
             (.append out [ESCALATE f"{name} -m {module} runs that module's code (and whatever it is given), which the gate does not read" "interpreter-module"]))))

@@ -414,6 +414,27 @@ def test_builds_and_tests_over_files_the_agent_wrote(tmp_path):
     assert judge("make -C /tmp", context(ws))[:2] == ("escalate", "agent-code")
 
 
+def test_a_module_the_agent_wrote_shadows_the_library(tmp_path):
+    """python3 -m json.tool imports json from the folder it runs in first: a
+    json.py (or a package) the agent wrote there is code the agent wrote."""
+    ws = tmp_path / "ws"
+    (ws / "pkg").mkdir(parents=True)
+    (ws / "sub").mkdir()
+    for name in ("json.py", "pkg/__init__.py", "sub/notes.txt"):
+        (ws / name).write_text("x\n")
+    for written in ("json.py", "pkg/__init__.py"):
+        off = context(ws, written=[str((ws / written).resolve())])
+        on = context(ws, written=[str((ws / written).resolve())], sandbox="on")
+        verdict, rule, reason = judge("python3 -m json.tool data.json", off)
+        assert (verdict, rule) == ("escalate", "agent-code") and "wrote" in reason, (written, verdict, rule, reason)
+        assert judged("python3 -m json.tool data.json", on) == "confined", written
+        for cmd in ("python3 -Im json.tool data.json", "python3 -P -m json.tool data.json",
+                    "cd sub && python3 -m json.tool data.json"):
+            assert judge(cmd, off)[0] == "allow", (written, cmd, judge(cmd, off))
+    elsewhere = context(ws, written=[str((ws / "sub" / "notes.txt").resolve())])
+    assert judge("python3 -m json.tool data.json", elsewhere)[0] == "allow", "a text file shadows nothing"
+
+
 def test_a_link_is_resolved_before_a_recursive_read(tmp_path):
     """ln -s ~ h in one action, grep -r secret h/ in the next: the read is
     judged where the link leads."""
