@@ -872,11 +872,12 @@
     (when maybe (continue))
     (setv real (_realpath path pc))
     (for [w written]
-      (setv rel (posixpath.relpath w real)
+      (setv rel (posixpath.relpath (.rstrip w "/") real)
             parts (.split rel "/"))
-      (when (and (not (.startswith rel ".."))
-                 (or (and (= (len parts) 1) (.endswith rel #(".py" ".pyc" ".so")))
-                     (and (= (len parts) 2) (= (get parts 1) "__init__.py"))))
+      (when (or (and (.endswith w "/") (or (= w "/") (path-inside real (.rstrip w "/"))))
+                (and (not (.startswith rel ".."))
+                     (or (and (= (len parts) 1) (.endswith rel #(".py" ".pyc" ".so")))
+                         (and (= (len parts) 2) (= (get parts 1) "__init__.py")))))
         (return [[ESCALATE f"python -m {module} imports from {(_shown real)} first, where the agent wrote {(_shown w)}" "agent-code"]]))))
   [])
 
@@ -950,7 +951,7 @@
   (for [[path maybe _] (_concrete "." (or (.get rec "work") (get rec "cwd")) pc)]
     (when maybe (continue))
     (setv real (_realpath path pc))
-    (setv found (next (gfor w written :if (path-inside w real) w) None))
+    (setv found (_written-below written real))
     (cond found
           (return [[ESCALATE f"{tool} runs what {(_shown real)} holds, and the agent wrote {(_shown found)} there" "agent-code"]])
           (path-inside real (get pc "ws-real")) None
@@ -962,9 +963,21 @@
     (for [a (cut (get rec "argv") 1 None)
           [path maybe _] (_concrete a (get rec "cwd") pc)
           :if (not maybe)]
-      (when (in (_realpath path pc) written)
+      (when (_written-below written (_realpath path pc) True)
         (return [[ESCALATE f"{tool} runs {a}, which the agent wrote" "agent-code"]]))))
   out)
+
+(defn _written-below [written real [exact False]]
+  "An entry of WRITTEN (the context's files the agent wrote) that lies in the
+   folder REAL (that is REAL, when EXACT), or a folder entry (ending in /: the
+   agent wrote something below it) that holds REAL; else None."
+  (for [w written]
+    (when (if (.endswith w "/")
+              (or (path-inside real (.rstrip w "/")) (= w "/")
+                  (and (not exact) (path-inside (.rstrip w "/") real)))
+              (if exact (= w real) (path-inside w real)))
+      (return w)))
+  None)
 
 ;; ** Arithmetic commands
 

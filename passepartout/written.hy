@@ -1,6 +1,7 @@
 ;; * Why
 
-(import passepartout.proto [literal-keywords :as hy proto-get]
+(import posixpath
+        passepartout.proto [literal-keywords :as hy proto-get]
         passepartout.store [data-read])
 
 (setv WRITTEN-LIMIT 512
@@ -26,10 +27,11 @@
 ;; * From the journal
 
 (defn written-files [store]
-  "The files the agent's actions wrote, resolved, newest last (at most
-   WRITTEN-LIMIT), as a tuple; #() without a store."
+  "The files the agent's actions wrote, resolved, newest last, after the
+   folders older ones gave way to (at most WRITTEN-LIMIT in all), as a tuple;
+   #() without a store."
   (when (is store None) (return #()))
-  (setv memo (.setdefault store.memo "written" {"last" None "paths" {} "tuple" #()}))
+  (setv memo (.setdefault store.memo "written" {"last" None "paths" {} "folders" {} "tuple" #()}))
   (when (is (get memo "last") None)
     (setv top (.query store "SELECT MAX(id) FROM events WHERE kind = 'result'")
           top (or (get (get top 0) 0) 0)
@@ -38,6 +40,7 @@
                               "AND (data LIKE '%:write-file%' OR data LIKE '%:wrote %') ORDER BY id")
                      #((get memo "last")))
         paths (get memo "paths")
+        folders (get memo "folders")
         changed False)
   (for [[id text] rows]
     (setv (get memo "last") (max (get memo "last") id))
@@ -48,7 +51,15 @@
       (setv (get paths p) True
             changed True)))
   (when changed
-    (while (> (len paths) WRITTEN-LIMIT)
-      (.pop paths (next (iter paths))))
-    (setv (get memo "tuple") (tuple paths)))
+    ;; the oldest give way to the folder they lie in, never to nothing: writing
+    ;; many files must not make the gate forget the Makefile written first
+    (while (> (+ (len paths) (len folders)) WRITTEN-LIMIT)
+      (setv kept (if paths paths folders)
+            oldest (next (iter kept))
+            parent (posixpath.dirname (.rstrip oldest "/"))
+            parent (if (in parent #("" "/")) "/" (+ parent "/")))
+      (.pop kept oldest)
+      (.pop folders parent None)
+      (setv (get folders parent) True))
+    (setv (get memo "tuple") (+ (tuple folders) (tuple paths))))
   (get memo "tuple"))

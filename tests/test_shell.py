@@ -410,6 +410,13 @@ def test_builds_and_tests_over_files_the_agent_wrote(tmp_path):
     for cmd in ("make -C lib", "cd lib && make", "cd lib && pytest -q", "cd lib && hatch run test"):
         assert judge(cmd, off)[0] == "allow", (cmd, judge(cmd, off))
     assert judge("make", context(ws))[0] == "allow", "nothing written, the person's build runs"
+    # past its limit :written keeps folders (ending in /): the agent wrote something below
+    coarse = context(ws, written=[str(ws.resolve() / "app") + "/"])
+    for cmd in ("make -C app", "cd app && npm test", "make"):
+        assert judge(cmd, coarse)[:2] == ("escalate", "agent-code"), (cmd, judge(cmd, coarse))
+    assert judge("make -C lib", coarse)[0] == "allow", judge("make -C lib", coarse)
+    whole = context(ws, written=[str(ws.resolve()) + "/"])
+    assert judge("cd lib && make", whole)[:2] == ("escalate", "agent-code"), judge("cd lib && make", whole)
     # a build in a temp folder runs what anything may have written there
     assert judge("make -C /tmp", context(ws))[:2] == ("escalate", "agent-code")
 

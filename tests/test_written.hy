@@ -36,7 +36,15 @@
       (result store [:action :write-file :path f"f{i}"] [:status :ok :path f"/ws/f{i}"]))
     (setv many (written-files store))
     (check (len many) WRITTEN-LIMIT "at most WRITTEN-LIMIT")
-    (check (get many -1) f"/ws/f{(+ WRITTEN-LIMIT 2)}" "the newest kept")))
+    (check (get many -1) f"/ws/f{(+ WRITTEN-LIMIT 2)}" "the newest kept")
+    (assert (in "/ws/" many) f"the oldest give way to their folder, not to nothing: {(cut many 0 3)}")
+    (assert (not (in "/ws/Makefile" many)) "the Makefile itself is coarsened into /ws/")
+    ;; files in as many folders as the limit allows, and more: coarser still, bounded
+    (for [i (range (+ WRITTEN-LIMIT 3))]
+      (result store [:action :write-file :path f"d{i}/x"] [:status :ok :path f"/ws/d{i}/x"]))
+    (setv coarse (written-files store))
+    (assert (<= (len coarse) WRITTEN-LIMIT) f"{(len coarse)} entries")
+    (assert (in "/ws/" coarse) "the workspace's folder stands for what was written below it")))
 
 (defn test-a-daemon-context-carries-what-was-written [tmp-path]
   (with [store (store-open (store-path-for (/ tmp-path "data")))]
