@@ -27,10 +27,11 @@
           passepartout.reason [verify])
   (try
     (setv outcome (verify action ctx))
-    {"verdict" (. (proto-get outcome ':verdict) name)
-     "gate" (_clean (proto-get outcome ':gate))
-     "reason" (_clean (proto-get outcome ':reason))
-     "action" (proto-print (proto-get outcome ':action))}
+    (| {"verdict" (. (proto-get outcome ':verdict) name)
+        "gate" (_clean (proto-get outcome ':gate))
+        "reason" (_clean (proto-get outcome ':reason))
+        "action" (proto-print (proto-get outcome ':action))}
+       (if (proto-get outcome ':confined) {"confined" True} {}))
     (except [e Exception]
       {"verdict" "reject" "gate" "verify"
        "reason" (_clean (try f"the proposal on line {n} could not be judged: {(. (type e) __name__)}: {e}"
@@ -75,6 +76,18 @@
                  (.read-bytes (Path file))))
   (.removeprefix (if (isinstance data bytes) (.decode data "utf-8" "replace") data) "\ufeff"))
 
+(defn _judged-sandbox [choice config]
+  "The :sandbox of a context judged with --sandbox CHOICE (on, off, or None:
+   what this machine has)."
+  (import passepartout.sandbox [sandbox-status])
+  (cond (= choice "on")
+        [:kind "bubblewrap" :mode "stated" :network "policy"
+         :why "judged as if the sandbox were in force (--sandbox on)"]
+        (= choice "off")
+        [:kind "off" :mode "off" :network "on"
+         :why "judged as if no sandbox existed (--sandbox off)"]
+        True (sandbox-status config)))
+
 (defn _gate-context [args]
   "The config and a gate context for commands that judge without a daemon."
   (import passepartout.config [load-config config-secrets]
@@ -91,7 +104,8 @@
       (print f"passepartout: skill file {(proto-get r ':file)} failed to load: {(proto-get r ':error)}"
              :file sys.stderr)))
   (make-context :workspace (get config "workspace") :session "verify"
-                :config config :secrets (config-secrets config) :skills registry))
+                :config config :secrets (config-secrets config) :skills registry
+                :sandbox (_judged-sandbox (getattr args "sandbox" None) config)))
 
 (defn cmd-verify [args]
   (setv ctx (_gate-context args)
@@ -114,10 +128,12 @@
         v (judge-command args.cmd ctx)
         out {"verdict" (. (proto-get v ':verdict) name)
              "rule" (proto-get v ':rule)
-             "reason" (proto-get v ':reason)})
+             "reason" (proto-get v ':reason)
+             "confined" (is (proto-get v ':confined) True)})
   (if args.json
       (print (json.dumps out :ensure-ascii False))
-      (print (+ (get out "verdict") " — rule " (str (get out "rule"))
+      (print (+ (get out "verdict") (if (get out "confined") " (confined)" "")
+                " — rule " (str (get out "rule"))
                 (if (get out "reason") (+ ": " (get out "reason")) ""))))
   0)
 
@@ -480,6 +496,8 @@
   (setv v (.add-parser sub "verify" :help "run the gates over proposals, no model; one JSON line each"))
   (.add-argument v "file" :nargs "?" :default "-" :help "file of proposals, or - for stdin")
   (.add-argument v "--workspace" :help "the workspace the gates confine to")
+  (.add-argument v "--sandbox" :choices ["on" "off"]
+                 :help "judge as if the sandbox were in force or not (default: what this machine has)")
   (.set-defaults v :func cmd-verify)
 
   (setv r (.add-parser sub "rules" :help "try the shell rules")
@@ -488,6 +506,8 @@
   (.add-argument rt "cmd" :metavar "CMD" :help "the shell command, as one argument")
   (.add-argument rt "--workspace" :help "the workspace the rules judge paths against")
   (.add-argument rt "--json" :action "store_true" :help "print one JSON object")
+  (.add-argument rt "--sandbox" :choices ["on" "off"]
+                 :help "judge as if the sandbox were in force or not (default: what this machine has)")
   (.set-defaults rt :func cmd-rules)
 
   (setv a (.add-parser sub "approvals" :help "pending approvals, answered from the host"))

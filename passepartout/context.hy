@@ -6,7 +6,8 @@
         passepartout.proto [literal-keywords :as hy kw proto-get proto-put proto-without]
         passepartout.config [config-defaults]
         passepartout.sandbox [sandbox-status]
-        passepartout.workspace [path-inside])
+        passepartout.workspace [path-inside]
+        passepartout.written [written-files])
 
 ;; * Building one
 
@@ -44,7 +45,7 @@
 
 (defn make-context [[workspace "."] [session "local"] [config None] [store None]
                     [secrets None] [now None] [env None] [sandbox None] [cascade None]
-                    [notify None] [skills None] [stops None] [services None]]
+                    [notify None] [skills None] [stops None] [services None] [written None]]
   "The context plist for one signal. SANDBOX is the protection in force (the
    daemon finds it at boot); by default it is found from CONFIG, once."
   (setv config (or config {})
@@ -63,7 +64,8 @@
    :now (if (is now None) (time.time) now)
    :limits (lfor [k v] (.items limits) x [(kw (.replace k "_" "-")) v] x)
    :secrets (list (or secrets []))
-   :sandbox (if (is sandbox None) (sandbox-status config) sandbox)])
+   :sandbox (if (is sandbox None) (sandbox-status config) sandbox)
+   :written (tuple (or written #()))])
 
 (defn context-for [services session [notify None] [now None]]
   "The context of a step of SESSION in the daemon whose parts are SERVICES
@@ -80,6 +82,7 @@
                 :skills services.skills
                 :stops services.stops
                 :services services
+                :written (written-files services.store)
                 :notify notify
                 :now (if (is now None) (services.clock) now)))
 

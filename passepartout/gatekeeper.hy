@@ -310,7 +310,7 @@
     (for [action SMOKE-ACTIONS]
       (signal.setitimer signal.ITIMER-PROF judge.budget)
       (try
-        (setv [kind reason _ _] (run-gate name gate action ctx :budget judge.budget))
+        (setv [kind reason _ _ _] (run-gate name gate action ctx :budget judge.budget))
         (finally
           (signal.setitimer signal.ITIMER-PROF 0)))
       (when (= kind "fail")

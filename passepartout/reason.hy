@@ -26,7 +26,7 @@
   out)
 
 (defn _check-verdict [answer]
-  "ANSWER as (kind reason new-action rule), or raise ValueError saying what is wrong."
+  "ANSWER as (kind reason new-action rule confined), or raise ValueError saying what is wrong."
   (when (not (is-plist answer))
     (raise (ValueError f"returned {(. (type answer) __name__)}, not a verdict plist")))
   ;; One pass over the pairs (the first of a repeated key wins, as in proto-get).
@@ -42,7 +42,7 @@
   (setv new (.get fields "action"))
   (when (and (= kind "modify") (not (and (is-plist new) (proto-get new ':action))))
     (raise (ValueError "returned modify without a new action")))
-  #(kind reason new rule))
+  #(kind reason new rule (and (in kind #("allow" "modify")) (is (.get fields "confined") True))))
 
 ;; * A proposal cannot approve itself
 
@@ -115,10 +115,11 @@
 
 ;; * Verify
 
-(defn _decision [gate kind [reason None] [rule None]]
+(defn _decision [gate kind [reason None] [rule None] [confined False]]
   (+ [:gate gate :verdict (kw kind)]
      (if reason [:reason reason] [])
-     (if rule [:rule rule] [])))
+     (if rule [:rule rule] [])
+     (if confined [:confined True] [])))
 
 (defn _describe [e]
   "E as \"Type: message\", even when its message cannot be made."
@@ -138,9 +139,9 @@
     True None))
 
 (defn run-gate [name gate action ctx [clock time.thread-time] [budget None]]
-  "Gate NAME's answer to ACTION in CTX as #(kind reason new-action rule), or
-   #(\"fail\" why None None) when it is refused: it raised, it came later than
-   BUDGET seconds (GATE-BUDGET unless given), or its answer is no verdict."
+  "Gate NAME's answer to ACTION in CTX as #(kind reason new-action rule confined),
+   or #(\"fail\" why None None False) when it is refused: it raised, it came
+   later than BUDGET seconds (GATE-BUDGET unless given), or its answer is no verdict."
   (setv budget (or budget GATE-BUDGET)
         started (clock)
         wall (time.monotonic))
@@ -154,25 +155,28 @@
         waited (- (time.monotonic) wall)
         failure (_gate-failure name error (if (> waited (* GATE-WAIT budget)) waited took) budget))
   (when failure
-    (return #("fail" failure None None)))
+    (return #("fail" failure None None False)))
   (try
     (_check-verdict answer)
     (except [e Exception]
-      #("fail" f"gate {name} failed closed: {(_describe e)}" None None))))
+      #("fail" f"gate {name} failed closed: {(_describe e)}" None None False))))
 
 (defn _run-gates [gates action ctx clock budget decisions]
   "Run GATES over ACTION, appending each decision to DECISIONS.
-   #(kind gate reason final-action rule)."
+   #(kind gate reason final-action rule confined)."
   (setv escalation None
-        modified None)
+        modified None
+        confined None)
   (for [[name gate] gates]
-    (setv [kind reason new rule] (run-gate name gate action ctx clock budget))
+    (setv [kind reason new rule confines] (run-gate name gate action ctx clock budget))
     (when (= kind "fail")
       (.append decisions (_decision name "reject" reason))
-      (return #("reject" name reason action None)))
-    (.append decisions (_decision name kind reason rule))
+      (return #("reject" name reason action None False)))
+    (.append decisions (_decision name kind reason rule confines))
+    (when (and confines (is confined None))
+      (setv confined #(name reason rule)))
     (cond
-      (= kind "reject") (return #("reject" name reason action rule))
+      (= kind "reject") (return #("reject" name reason action rule False))
       (= kind "escalate") (when (is escalation None) (setv escalation #(name reason rule)))
       (= kind "modify")
       (do (setv [new _] (strip-authority new)
@@ -180,12 +184,14 @@
           (when problem
             (setv reason f"gate {name} modified the action into an invalid one: {problem}")
             (.append decisions (_decision name "reject" reason))
-            (return #("reject" name reason action None)))
+            (return #("reject" name reason action None False)))
           (setv action new
                 modified #(name reason rule)))))
-  (cond escalation #("escalate" (get escalation 0) (get escalation 1) action (get escalation 2))
-        modified #("modify" (get modified 0) (get modified 1) action (get modified 2))
-        True #("allow" None None action None)))
+  (cond escalation #("escalate" (get escalation 0) (get escalation 1) action (get escalation 2) False)
+        modified #("modify" (get modified 0) (get modified 1) action (get modified 2)
+                   (is-not confined None))
+        confined #("allow" (get confined 0) (get confined 1) action (get confined 2) True)
+        True #("allow" None None action None False)))
 
 (defn verify [action ctx [gates None] [clock time.thread-time] [budget None]]
   "The outcome of running the gates over ACTION in CTX. Each gate has BUDGET
@@ -199,10 +205,11 @@
     (setv [action stripped] (strip-authority action)))
   (setv problem (check-schema action registry)
         decisions [(_decision "schema" (if problem "reject" "allow") problem)])
-  (defn outcome [kind gate reason final rule]
+  (defn outcome [kind gate reason final rule [confined False]]
     (+ [:verdict (kw kind) :gate gate :reason reason :action final
         :proposed proposed :stripped stripped :decisions decisions]
-       (if rule [:rule rule] [])))
+       (if rule [:rule rule] [])
+       (if confined [:confined True] [])))
   (if problem
       (outcome "reject" "schema" problem action None)
       (outcome #* (_run-gates gates action ctx clock budget decisions))))

@@ -251,6 +251,39 @@
         (.search _key-name-re name) "key"
         True None))
 
+(defn secret-variable [name]
+  "True when the environment variable NAME holds a secret by its name: a
+   password or a credential (=GITHUB_TOKEN=, =AWS_SECRET_ACCESS_KEY=,
+   =PGPASSWORD=, =OPENAI_API_KEY=), not a bare key (=SORT_KEY=) nor the
+   shell's folder (=PWD=, =OLDPWD=).
+   (secret-variable \"GITHUB_TOKEN\") ⇒ True"
+  (and (isinstance name str)
+       (not (in name #("PWD" "OLDPWD")))
+       (in (name-strength name "=") #("password" "credential"))))
+
+(setv ORDINARY-VARIABLES
+      #{"HOME" "PATH" "PWD" "OLDPWD" "USER" "LOGNAME" "USERNAME" "SHELL" "TERM" "LANG" "LANGUAGE"
+        "TZ" "TMPDIR" "TMP" "TEMP" "EDITOR" "VISUAL" "PAGER" "MANPATH" "INFOPATH" "HOSTNAME"
+        "HOSTTYPE" "OSTYPE" "MACHTYPE" "SHLVL" "UID" "EUID" "PPID" "GROUPS" "RANDOM" "SRANDOM"
+        "SECONDS" "EPOCHSECONDS" "EPOCHREALTIME" "LINENO" "FUNCNAME" "PIPESTATUS" "REPLY"
+        "OPTARG" "OPTIND" "OPTERR" "IFS" "PS1" "PS2" "PS3" "PS4" "COLUMNS" "LINES" "DIRSTACK"
+        "SHELLOPTS" "BASHOPTS" "BASHPID" "DISPLAY" "WAYLAND_DISPLAY" "COLORTERM" "TERM_PROGRAM"
+        "NO_COLOR" "CI" "VIRTUAL_ENV" "CONDA_PREFIX" "CONDA_DEFAULT_ENV" "GOPATH" "GOROOT"
+        "GOBIN" "JAVA_HOME" "CARGO_HOME" "RUSTUP_HOME" "NVM_DIR" "PYENV_ROOT" "NODE_ENV"
+        "PYTHONPATH" "PYTHONHOME" "LD_LIBRARY_PATH" "PKG_CONFIG_PATH" "CC" "CXX" "CFLAGS"
+        "CXXFLAGS" "CPPFLAGS" "LDFLAGS" "MAKEFLAGS" "HISTFILE" "HISTSIZE" "HISTFILESIZE"
+        "MAIL" "MAILPATH" "SSH_TTY" "TERMINFO" "CDPATH"})
+
+(defn ordinary-variable [name]
+  "True when the variable NAME is the shell's own (=$1=, =$?=, =$RANDOM=) or an
+   ordinary one of a system (=HOME=, =LANG=, =LC_ALL=, =XDG_CONFIG_HOME=).
+   (ordinary-variable \"LC_ALL\") ⇒ True"
+  (and (isinstance name str)
+       (or (not (re.fullmatch r"[A-Za-z_][A-Za-z0-9_]*" name))
+           (in name ORDINARY-VARIABLES)
+           (.startswith name #("LC_" "XDG_" "BASH_" "BASH" "COMP_" "HIST"))
+           (and (!= name (.upper name)) (not (.endswith (.lower name) "_proxy"))))))
+
 (defn _variety [v]
   (+ (any (gfor c v (.islower c)))
      (any (gfor c (cut v 1 None) (.isupper c)))

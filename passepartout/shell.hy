@@ -2,14 +2,15 @@
 
 ;; ** The modules
 
-(import fnmatch functools os posixpath re shutil
+(import fnmatch functools os posixpath re
         passepartout.proto [literal-keywords :as hy proto-get]
         passepartout.workspace [path-inside BUILD-FILES]
         passepartout.shell-parse [CACHE-SIZE HERE MARKERS MAX-BYTES MAX-JUDGED MAX-NEST
                                   MEMO-SIZE UNKNOWN expand-braces sed-effects _kept
                                   _private-use-re]
-        passepartout.shell-walk [ALLOW ESCALATE REJECT FIND-MATCH SHELLS analyse _absolute
-                                 _clip]
+        passepartout.shell-walk [ALLOW CONFINE ESCALATE REJECT CODE-RE FIND-MATCH SHELLS analyse
+                                 data-name hidden-code _absolute _clip]
+        passepartout.secrets [ordinary-variable secret-variable]
         passepartout.shell-rules [ShellRulesError load-rules parse-options rule-matches
                                   rule-operands rules-for _entry-holds _rule-options
                                   _rules-about _spec _unmodelled]
@@ -65,6 +66,18 @@
   (for [v written]
     (.add targets v)
     (.extend out (_judge-write v rec pc rules "writes" name)))
+  ;; what a copy or a move puts into a folder lands there under its own name
+  ;; (=cp -r ../o/.git .= writes =./.git=)
+  (when (= (get rule "writes") "last")
+    (setv folder (if written (get written 0) (when (>= (len ops) 2) (get ops -1)))
+          sources (if written ops (cut ops 0 -1)))
+    (when (and folder sources
+               (any (gfor [path maybe _] (_concrete folder (get rec "cwd") pc)
+                          (and (not maybe) (or written (os.path.isdir (_realpath path pc)))))))
+      (for [src sources]
+        (setv base (posixpath.basename (.rstrip src "/")))
+        (when (and base (not (in base #("." ".."))) (not (in UNKNOWN base)))
+          (.extend out (_judge-write (posixpath.join folder base) rec pc rules "writes" name))))))
   (for [a (get parsed "args")
         p (get rule "write-prefixes")]
     (when (.startswith a p)
@@ -99,14 +112,14 @@
     (setv scripts [(get ops 0)]
           ops (cut ops 1 None)))
   (for [f files]
-    (.append out [ESCALATE f"sed reads its script from {f}, which the gate cannot see" rule]))
+    (.append out [ESCALATE f"sed reads its script from {f}, which the gate cannot see" "sed-script"]))
   (for [script scripts]
     (setv effects (sed-effects script))
     (cond (is effects None)
-          (.append out [ESCALATE "the sed script cannot be read" rule])
+          (.append out [ESCALATE "the sed script cannot be read" "sed-script"])
           (not sandbox)
           (do (when (get effects "runs")
-                (.append out [ESCALATE "sed's e command runs a shell command" rule]))
+                (.append out [ESCALATE "sed's e command runs a shell command" "sed-runs"]))
               (for [f (get effects "writes")]
                 (.extend out (_judge-write f rec pc rules "sed writes" rule)))
               (for [f (get effects "reads")]
@@ -171,7 +184,13 @@
       (+= j 1))
     (when (and ops (= (get ops 0) "set")) (setv ops (cut ops 1 None)))
     (when (and (not reading) (>= (len ops) 2))
-      (.extend out (_git-setting f"{(get ops 0)}={(get ops 1)}" pc rules nest))))
+      (setv key (.lower (get ops 0)))
+      (.extend out (_git-setting f"{(get ops 0)}={(get ops 1)}" pc rules nest))
+      ;; kept in a config file, a command runs at every later git command, on
+      ;; the host too, long after this one was judged
+      (when (any (gfor g (+ (get rules "git-command") (get rules "git-escalate"))
+                       (fnmatch.fnmatchcase key g)))
+        (.append out [ESCALATE f"git config keeps {key} in a config file, which runs it later, unseen" "guarded-writes"]))))
   out)
 
 ;; ** The floor
@@ -293,7 +312,15 @@
     (.append out [REJECT f"runs as {name} code what {(.join ", " downloads)} downloads" "floor-download-to-interpreter"]))
   (when (get rec "dynamic-code")
     (.append out [ESCALATE f"{name} runs a command line only known when it runs" "floor-dynamic-code"]))
-  (when (and script (.startswith script "/dev/fd/"))
+  ;; the program's source, however it is given: a script, or a file on its
+  ;; input; a pipe from a process substitution (=sh <(…)=, =bash < <(…)=,
+  ;; =python3 <(…)=) is another command's output
+  (setv source (cond (in name SHELLS) (or script (when (get rec "reads-stdin") (_stdin-file rec)))
+                     (in name #("source" ".")) (if (in script _stdin-names) (_stdin-file rec) script)
+                     (or (_inline-code (get rec "argv")) (python-module (get rec "argv"))) None
+                     (_reads-program rec parsed) (_stdin-file rec)
+                     True (next (iter (get parsed "operands")) None)))
+  (when (and source (.startswith source #("/dev/fd/" "/proc/self/fd/")) (!= source "/proc/self/fd/0"))
     (.append out [ESCALATE f"{name} runs a script another command produces" "floor-dynamic-code"]))
   out)
 
@@ -310,8 +337,6 @@
           (and (in a outputs) (< (+ i 1) (len args)))
           (.extend out (_judge-write (get args (+ i 1)) rec pc rules "writes" "default-output-option"))))
   out)
-
-(setv _search-path "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
 
 (setv COMPUTERS #{"printf" "echo" "base64" "base32" "basenc" "xxd" "od" "hexdump" "tr" "rev"
                   "sed" "awk" "gawk" "mawk" "perl" "python" "python3" "ruby" "node" "openssl"
@@ -335,7 +360,7 @@
   (setv stem (get (posixpath.splitext (posixpath.basename run)) 0))
   (lfor r (rules-for rules stem)
         :if (= (get r "name") "control-plane")
-        [ESCALATE f"runs {run}, the daemon's control plane, which answers people, not the agent's own commands" "control-plane"]))
+        [REJECT f"runs {run}, the daemon's control plane, which answers people, not the agent's own commands" "control-plane"]))
 
 (defn _secret-search-verdicts [args pc]
   "find looking for secret files by name (-name id_rsa, -path '*/.ssh/*'): what
@@ -362,14 +387,21 @@
         :if (or maybe (not (get (_resolve given pc) 0)))
         [ESCALATE f"makes a hard link to {(_shown path)}, outside the workspace: writing through it would change that file" "link-outside"]))
 
+(setv _glued-value-letters "WXIMmr")
+
 (defn _inline-code [argv]
   "True when the interpreter command ARGV is given its code on the command line
-   (python -c, perl -e, node --eval, ruby -e …)."
+   (python -c, perl -e, node --eval, ruby -e …). In a bundle of short options a
+   letter that takes a value glued to it (python -Werror, perl -MPOSIX) ends
+   the options: what follows is its value."
   (for [a (cut argv 1 None)]
     (cond (= a "--") (return False)
           (not (.startswith a "-")) (return False)
           (in (get (.partition a "=") 0) _inline-long) (return True)
-          (and (not (.startswith a "--")) (& (set (cut a 1 None)) #{"c" "e" "E"})) (return True)))
+          (not (.startswith a "--"))
+          (for [ch (cut a 1 None)]
+            (cond (in ch "ceE") (return True)
+                  (in ch _glued-value-letters) (break)))))
   False)
 
 (defn _workspace-program [program rec pc]
@@ -379,11 +411,6 @@
   (and found
        (all (gfor [path maybe given] found
                   (and (not maybe) (path-inside (_realpath path pc) (get pc "ws-real")))))))
-
-(defn [(functools.lru-cache :maxsize MEMO-SIZE)] _installed [name search-path]
-  "True when a program NAME is found on SEARCH-PATH, the one commands run with:
-   a name that is not (a, hello) can only fail with \"command not found\"."
-  (is-not (shutil.which name :path search-path) None))
 
 (defn _known-verdicts [rec rules pc]
   "Escalations for what the policy does not know about the command REC: its
@@ -406,8 +433,6 @@
                         (if (_workspace-program program rec pc)
                             []
                             [[ESCALATE f"runs the program file {program}, outside the workspace, which the shell policy does not know" "unknown-program"]])
-                        (not (_installed name (or (proto-get (get pc "ctx") ':search-path) _search-path)))
-                        []
                         True
                         [[ESCALATE f"{name} is not a program the shell policy knows" "unknown-program"]])))
         (setv found (_kept (get rules "unmodelled") #(name (tuple args))
@@ -418,27 +443,56 @@
               True
               [[ESCALATE f"{name} {(get found 1)} is an option the shell policy has not modelled" "unmodelled-option"]]))))
 
+(defn _moved [rec parsed rules]
+  "REC as its paths are judged: an option that moves the folder the program
+   works in (=make -C DIR=, =git -C DIR=, =tar -C DIR=) adds DIR to the folders
+   its relative paths may lead from (some, like tar's -f, still lead from where
+   it started), and makes DIR the folder it works in (=work=)."
+  (setv options (.get (get rules "chdir") (get rec "name")))
+  (when (not options) (return rec))
+  (setv dirs (lfor [o v] (get parsed "opts") :if (and v (in o options)) v))
+  (when (not dirs) (return rec))
+  (setv moved (tuple (lfor c (get rec "cwd") d dirs (if (_absolute d) d (+ c "/" d)))))
+  (| rec {"cwd" (+ (tuple (get rec "cwd")) moved) "work" moved}))
+
+(defn _glued-values [args parsed]
+  "Values written into a short option's word (-a/etc/x, bundled -xa/etc/x): the
+   read check of whole arguments does not see them (it splits --opt=value)."
+  (setv whole (set args)
+        patterns (sfor i (get parsed "patterns") :if (< i (len args)) (get args i)))
+  (lfor [o v] (get parsed "opts")
+        :if (and v (= (len o) 2) (not (in v whole))
+                 (not (any (gfor p patterns (.endswith p (+ (cut o 1 None) v))))))
+        v))
+
 (defn _judge-record [rec pc rules nest]
-  "The verdicts for the recorded command REC, and the rule to name if it is allowed."
+  "The verdicts for the recorded command REC, the rule to name if it is
+   allowed, and how much that rule weighs (a deletion 2, a write 1, else 0)."
   (setv name (get rec "name"))
   (when (is name None)
     (return #([[ESCALATE "the program it runs is only known when it runs" "floor-dynamic-program"]]
-              None)))
+              None 0)))
   (setv args (cut (get rec "argv") 1 None)
         parsed (parse-options args (_spec rules name))
+        rec (_moved rec parsed rules)
         out []
         targets (set)
         allowed None
+        weight 0
         matched False)
   (for [rule (_rules-about rules name parsed)]
     (when (rule-matches rule parsed)
-      (setv matched True)
+      (setv matched True
+            w 0)
       (if (is-not (get rule "severity") None)
           (.append out [(get rule "severity") (get rule "reason") (get rule "name")])
           (do (setv [found judged] (_effects rule rec parsed pc rules nest))
               (.extend out found)
-              (.update targets judged)))
-      (when (is allowed None) (setv allowed (get rule "name")))))
+              (.update targets judged)
+              (when judged (setv w (if (get rule "deletes") 2 1)))))
+      (when (or (is allowed None) (> w weight))
+        (setv allowed (get rule "name")
+              weight w))))
   (.extend out (_floor rec parsed pc rules nest))
   (when (= name "git")
     (.extend out (_git-verdicts rec pc rules nest)))
@@ -446,14 +500,27 @@
     (for [[i a] (enumerate args)]
       (when (and (not (in a targets)) (!= a (get rec "code")) (not (in i (get parsed "patterns"))))
         (.extend out (_read-verdicts a rec pc rules))))
+    (for [v (_glued-values args parsed)]
+      (.extend out (_read-verdicts v rec pc rules)))
     (when (get rec "tree")
       (for [o (get parsed "operands")]
         (.extend out (_tree-verdicts o rec pc rules "find-exec")))))
+  ;; what a launcher reads and writes itself (xargs -a FILE, flock FILE, time -o FILE)
+  (for [f (get rec "reads")]
+    (.extend out (_read-verdicts f rec pc rules)))
+  (for [f (get rec "writes")]
+    (.extend out (_judge-write f rec pc rules "writes" "launcher-output")))
   (when (not (or matched (get rec "launcher") (in name KNOWN)))
     (.extend out (_default-verdicts rec pc rules)))
-  (when (not (get rec "launcher"))
-    (.extend out (_known-verdicts rec rules pc))
-    (.extend out (_script-verdicts rec pc rules nest)))
+  (.extend out (_environment-verdicts rec parsed))
+  (if (get rec "launcher")
+      ;; a project's runner (=hatch run test=, =pdm run lint=, =bundle exec=)
+      ;; reads its project's files first: scripts named there, a Gemfile
+      (when (in name BUILD-TOOLS)
+        (.extend out (_agent-code-verdicts rec pc name)))
+      (do (.extend out (_known-verdicts rec rules pc))
+          (.extend out (_script-verdicts rec pc rules nest))
+          (.extend out (_code-verdicts rec parsed pc rules nest))))
   (when (= name "ln")
     (.extend out (_hard-link-verdicts rec parsed pc)))
   (when (= name "find")
@@ -463,7 +530,7 @@
   (when (and (& (get rec "inner") COMPUTERS) (not (in name PRINTERS))
              (any (gfor a args (in UNKNOWN a))))
     (.append out [ESCALATE f"names a path that {(.join ", " (sorted (& (get rec "inner") COMPUTERS)))} computes when it runs, so what it reads is not known" "floor-computed-path"]))
-  #(out (or allowed (if (get rec "launcher") None "known-program"))))
+  #((_confine out pc rules) (or allowed (if (get rec "launcher") None "known-program")) weight))
 
 ;; ** Redirections and assignments
 
@@ -532,6 +599,9 @@
       (except [e OSError]
         (.append out [ESCALATE f"runs {run}, which the gate cannot read ({e.strerror})" "script-unread"])
         (continue)))
+    (when (> (len data) MAX-BYTES)
+      (.append out [ESCALATE f"runs {run}, a script longer than the gate reads ({MAX-BYTES} bytes)" "script-unread"])
+      (continue))
     (setv by-shell (or (in name SHELLS) (in name #("source" ".")))
           shebang (_shebang data)
           language (cond by-shell None
@@ -580,16 +650,32 @@
       (.extend found (_paths (get r "target") r pc))))
   found)
 
+(setv _stdin-names #(None "-" "/dev/stdin" "/proc/self/fd/0" "/dev/fd/0"))
+
+(defn _stdin-file [rec]
+  "The file the command REC reads as its input (sh < f), if one is redirected there."
+  (next (gfor [kind f] (get rec "stdin") :if (= kind "file") f) None))
+
 (defn _run-path [rec rules]
-  "The script or program file the recorded command REC runs, if any."
+  "The script or program file the recorded command REC runs, if any: a file fed
+   to a shell or an interpreter as its input (sh < f, python3 < f.py) too."
   (setv name (get rec "name")
         argv (get rec "argv"))
-  (cond (or (in name SHELLS) (in name #("source" "."))) (get rec "script")
+  (cond (or (in name SHELLS) (in name #("source" ".")))
+        (setv script (get rec "script")
+              script (if (and (in script _stdin-names) (or script (get rec "reads-stdin")))
+                         (_stdin-file rec)
+                         script))
         (_interpreter name)
-        (do (setv ops (get (parse-options (cut argv 1 None) (_spec rules name)) "operands"))
-            (when ops (get ops 0)))
-        (in "/" (get argv 0)) (get argv 0)
-        True None))
+        (do (setv parsed (parse-options (cut argv 1 None) (_spec rules name))
+                  ops (get parsed "operands"))
+            (return (cond (_inline-code argv) None
+                          (python-module argv) None
+                          (or (not ops) (in (get ops 0) _stdin-names)) (_stdin-file rec)
+                          True (get ops 0))))
+        (in "/" (get argv 0)) (setv script (get argv 0))
+        True (setv script None))
+  script)
 
 (setv BUILD-TOOLS #{"make" "gmake" "cmake" "ninja" "meson" "npm" "npx" "yarn" "pnpm" "bun" "cargo"
                     "go" "pytest" "tox" "nox" "rake" "bundle" "gradle" "gradlew" "mvn" "ant"
@@ -666,6 +752,8 @@
             (when (not (get (_resolve target-path pc) 0))
               (.append verdicts [ESCALATE f"`{(get rec "text")}` — links {link} to {(_shown target-path)}, outside the workspace, and the same command line goes on" "link-outside"])
               (break)))))))
+  (when (get out "env-reads")
+    (.extend verdicts (_env-read-verdicts out)))
   verdicts)
 
 ;; ** The verdict
@@ -680,30 +768,34 @@
 (defn _judge-out [out pc rules nest]
   "The verdicts of the analysis OUT, and the rule to name if all of them allow."
   (setv verdicts (list (get out "issues"))
-        allowed None)
-  (setv widest 0)
+        allowed None
+        best #(-1 -1))
   (for [rec (get out "commands")]
-    (setv [found name] (_judge-record rec pc rules nest)
+    (setv [found name weight] (_judge-record rec pc rules nest)
           whole (or (get rec "text") (.join " " (get rec "argv"))))
     (setv text None)
     (for [[severity reason rule] found]
       (when (and reason (is text None))
         (setv text (_clip whole 60)))
       (.append verdicts [severity (when reason f"`{text}` — {reason}") rule]))
-    (when (and name (> (len whole) widest))
+    (when (and name (> #(weight (len whole)) best))
       (setv allowed name
-            widest (len whole))))
+            best #(weight (len whole)))))
   (for [r (get out "redirects")]
     (for [[severity reason rule] (_redirect-verdicts r pc rules)]
-      (.append verdicts [severity (when reason f"`{(get r "text")}` — {reason}") rule])))
+      (.append verdicts [severity (when reason f"`{(get r "text")}` — {reason}") rule]))
+    (when (and (in (get r "kind") #("write" "both")) (> #(1 (len (get r "text"))) best))
+      (setv allowed "redirect-write"
+            best #(1 (len (get r "text"))))))
   (for [a (get out "assigns")]
     (.extend verdicts (_assign-verdicts a pc rules nest)))
   (.extend verdicts (_line-verdicts out pc rules))
-  #(verdicts allowed))
+  #((_confine verdicts pc rules) allowed))
 
 (setv _verdict-key ':verdict
       _reason-key ':reason
       _rule-key ':rule
+      _confined-key ':confined
       _reject ':reject
       _escalate ':escalate
       _allow ':allow)
@@ -711,7 +803,275 @@
 (defn _verdict [severity reason rule]
   (cond (= severity REJECT) [_verdict-key _reject _reason-key reason _rule-key rule]
         (= severity ESCALATE) [_verdict-key _escalate _reason-key reason _rule-key rule]
+        (= severity CONFINE)
+        [_verdict-key _allow _reason-key (+ "runs confined; without the sandbox it would be asked about: " reason)
+         _rule-key rule _confined-key True]
         True [_verdict-key _allow _rule-key rule]))
+
+;; * Code the agent wrote
+
+;; ** Interpreters: modules and options that load code
+
+(setv SAFE-MODULES #{"json.tool" "venv" "site" "sysconfig" "platform" "calendar" "this" "uuid"
+                     "base64" "mimetypes" "tokenize" "ast" "dis" "py_compile" "compileall"
+                     "tabnanny" "pickletools" "quopri" "filecmp" "ensurepip"}
+      TEST-MODULES #{"pytest" "unittest" "doctest" "nose" "nose2" "tox" "nox" "build" "pip"
+                     "coverage" "mypy" "pylint" "flake8" "black" "ruff" "isort" "hatch"}
+      CONTROL-MODULES #{"passepartout" "passepartout_repl" "passepartout_skills"}
+      _code-options [["node*" #{"-r" "--require" "--import" "--loader" "--experimental-loader"}]
+                     ["bun" #{"-r" "--preload"}]
+                     ["deno" #{"--import-map" "--preload"}]
+                     ["perl*" #{"-M" "-m"}]
+                     ["ruby*" #{"-r" "--require"}]
+                     ["php*" #{"-d" "-z"}]
+                     ["lua*" #{"-l"}]])
+
+(defn python-module [argv]
+  "The module the Python command ARGV runs with -m, or None.
+   (python-module [\"python3\" \"-Bm\" \"timeit\" \"x\"]) ⇒ \"timeit\""
+  (setv args (cut argv 1 None)
+        i 0)
+  (while (< i (len args))
+    (setv a (get args i))
+    (cond (or (= a "--") (not (.startswith a "-")) (= a "-")) (return None)
+          (.startswith a "--") None
+          (in a #("-W" "-X" "-Q")) (+= i 1)
+          True
+          (for [[j ch] (enumerate (cut a 1 None))]
+            (cond (= ch "c") (return None)
+                  (in ch "WXQ") (break)
+                  (= ch "m")
+                  (return (or (cut a (+ j 2) None)
+                              (when (< (+ i 1) (len args)) (get args (+ i 1))))))))
+    (+= i 1))
+  None)
+
+(defn _code-option [name argv]
+  "The first option of the interpreter command ARGV that loads code, or None."
+  (setv options (next (gfor [g o] _code-options :if (fnmatch.fnmatchcase name g) o) None))
+  (when (not options) (return None))
+  (for [a (cut argv 1 None)]
+    (when (or (= a "--") (not (.startswith a "-"))) (return None))
+    (setv option (get (.partition a "=") 0))
+    (when (or (in option options)
+              (and (not (.startswith a "--")) (in (cut a 0 2) options)))
+      (return option)))
+  None)
+
+(defn _shadowing-verdicts [rec pc module]
+  "python -m MODULE, run by REC, imports first from the folder it runs in: a
+   module or package the agent wrote there runs instead of the library's."
+  (setv written (get pc "written"))
+  (when (or (not written)
+            (any (gfor a (cut (get rec "argv") 1 None)
+                       (and (.startswith a "-") (not (.startswith a "--"))
+                            (or (in "I" a) (in "P" a))
+                            (not (in a #("-W" "-X")))))))
+    (return []))
+  (for [[path maybe _] (_concrete "." (get rec "cwd") pc)]
+    (when maybe (continue))
+    (setv real (_realpath path pc))
+    (for [w written]
+      (setv rel (posixpath.relpath (.rstrip w "/") real)
+            parts (.split rel "/"))
+      (when (or (and (.endswith w "/") (or (= w "/") (path-inside real (.rstrip w "/"))))
+                (and (not (.startswith rel ".."))
+                     (or (and (= (len parts) 1) (.endswith rel #(".py" ".pyc" ".so")))
+                         (and (= (len parts) 2) (= (get parts 1) "__init__.py")))))
+        (return [[ESCALATE f"python -m {module} imports from {(_shown real)} first, where the agent wrote {(_shown w)}" "agent-code"]]))))
+  [])
+
+(defn _interpreter-code-verdicts [rec pc]
+  (setv name (get rec "name")
+        argv (get rec "argv")
+        out [])
+  ;; every Python runs a module with -m: CPython, PyPy, and Hy over either
+  (when (any (gfor g #("python*" "pypy*" "hy") (fnmatch.fnmatchcase name g)))
+    (setv module (python-module argv))
+    (when module
+      (setv root (get (.split module ".") 0))
+      (cond (in root CONTROL-MODULES)
+            (.append out [REJECT f"runs the module {module}, the daemon's control plane, which answers people, not the agent's own commands" "control-plane"])
+            (in module SAFE-MODULES) (.extend out (_shadowing-verdicts rec pc module))
+            (in root TEST-MODULES) (.extend out (_agent-code-verdicts rec pc module))
+            True
+            (.append out [ESCALATE f"{name} -m {module} runs that module's code (and whatever it is given), which the gate does not read" "interpreter-module"]))))
+  (setv option (_code-option name argv))
+  (when option
+    (.append out [ESCALATE f"{name} {option} loads code (a module, a file or inline text) the gate does not read" "interpreter-code"]))
+  out)
+
+;; ** make's recipes
+
+(setv MAKES #{"make" "gmake" "bmake" "remake"}
+      _make-shell-vars #{"SHELL" ".SHELLFLAGS" "MAKESHELL" "MAKEFLAGS" "MFLAGS" "GNUMAKEFLAGS"
+                         "MAKEFILES" "MAKEFILE_LIST" ".RECIPEPREFIX"}
+      _make-files #{"-f" "--file" "--makefile"}
+      ;; variables whose value make's built-in rules and most makefiles run as a program
+      _make-program-vars #{"CC" "CXX" "CPP" "FC" "LD" "AR" "AS" "RANLIB" "STRIP" "OBJCOPY" "NM"
+                           "MAKE" "INSTALL" "RM" "CP" "MV" "LN" "MKDIR" "PYTHON" "PERL" "YACC"
+                           "LEX" "M4" "PKG_CONFIG" "CCLD" "CXXLD" "LINK" "GO" "CARGO" "NPM" "NODE"}
+      _shell-meta-re (re.compile r"[;|&`$<>()\n]")
+      _make-assignment-re (re.compile r"([A-Za-z_.][A-Za-z0-9_.]*)\s*(?:[:+?!]|::)?="))
+
+(defn _make-verdicts [rec parsed pc rules nest]
+  (setv out [])
+  (for [a (get parsed "operands")]
+    (setv m (.match _make-assignment-re a))
+    (when m
+      (setv var (.group m 1)
+            value (cut a (.end m) None))
+      (cond (in var _make-shell-vars)
+            (.append out [ESCALATE f"sets {var}, which changes how make runs every recipe, unseen" "make-recipes"])
+            (.search _shell-meta-re value)
+            (do (.append out [ESCALATE f"sets {var} to a command line a recipe may run" "make-recipes"])
+                (.extend out (_judge-nested value pc rules nest f"make's {var}" "make-recipes")))
+            (in var _make-program-vars)
+            (.extend out (_judge-nested value pc rules nest f"make's {var}" "make-recipes")))))
+  (for [[o v] (get parsed "opts")]
+    (cond (or (= o "--eval") (.startswith o "--eval="))
+          (.append out [ESCALATE "make --eval adds rules given inline" "make-recipes"])
+          (and (in o _make-files) v
+               (or (in v #("-" "/dev/stdin")) (.startswith v #("/dev/fd/" "/proc/self/fd/"))))
+          (.append out [ESCALATE f"make reads its makefile from {v}, which the gate cannot see" "make-recipes"])))
+  out)
+
+;; ** Builds and tests on files the agent wrote
+
+(setv TEST-TOOLS #{"pytest" "py.test" "tox" "nox" "jest" "vitest" "mocha" "rspec" "phpunit"
+                   "ctest" "pre-commit" "behave" "cucumber" "karma" "ava" "tap" "dotnet"
+                   "swift" "zig" "dune" "stack" "cabal" "lein" "invoke" "inv" "fab" "doit"
+                   "snakemake" "nx" "turbo" "lerna" "bmake" "remake" "bazelisk" "buck" "buck2"
+                   "pants" "waf" "xmake" "premake5" "autoreconf" "qmake"})
+
+(defn _agent-code-verdicts [rec pc tool]
+  "TOOL, run by REC, reads and runs the files of the folders REC runs in."
+  (setv written (get pc "written")
+        out [])
+  (for [[path maybe _] (_concrete "." (or (.get rec "work") (get rec "cwd")) pc)]
+    (when maybe (continue))
+    (setv real (_realpath path pc))
+    (setv found (_written-below written real))
+    (cond found
+          (return [[ESCALATE f"{tool} runs what {(_shown real)} holds, and the agent wrote {(_shown found)} there" "agent-code"]])
+          (path-inside real (get pc "ws-real")) None
+          (any (gfor t (get pc "temps-real") (path-inside real t)))
+          (return [[ESCALATE f"{tool} runs what the temp folder {(_shown real)} holds, where earlier actions may have written" "agent-code"]])
+          True
+          (return [[ESCALATE f"{tool} runs the build or tests of {(_shown real)}, outside the workspace, and writes there" "build-outside"]])))
+  (when written
+    (for [a (cut (get rec "argv") 1 None)
+          [path maybe _] (_concrete a (get rec "cwd") pc)
+          :if (not maybe)]
+      (when (_written-below written (_realpath path pc) True)
+        (return [[ESCALATE f"{tool} runs {a}, which the agent wrote" "agent-code"]]))))
+  out)
+
+(defn _written-below [written real [exact False]]
+  "An entry of WRITTEN (the context's files the agent wrote) that lies in the
+   folder REAL (that is REAL, when EXACT), or a folder entry (ending in /: the
+   agent wrote something below it) that holds REAL; else None."
+  (for [w written]
+    (when (if (.endswith w "/")
+              (or (path-inside real (.rstrip w "/")) (= w "/")
+                  (and (not exact) (path-inside (.rstrip w "/") real)))
+              (if exact (= w real) (path-inside w real)))
+      (return w)))
+  None)
+
+;; ** Arithmetic commands
+
+(setv _identifier-re (re.compile r"[A-Za-z_][A-Za-z0-9_]*"))
+
+(defn _arithmetic-verdicts [rec pc rules nest]
+  (setv name (get rec "name")
+        args (cut (get rec "argv") 1 None)
+        exprs (cond (= name "let") (lfor a args :if (not (.startswith a "-")) a)
+                    (in name #("test" "[" "printf"))
+                    (lfor [a b] (zip args (cut args 1 None)) :if (and (= a "-v") (in "[" b))
+                          (cut b (.index b "[") None))
+                    (in name #("read" "mapfile" "readarray"))
+                    (lfor a args :if (and (in "[" a) (not (.startswith a "-"))) (cut a (.index a "[") None))
+                    True [])
+        out [])
+  (for [e exprs]
+    (cond (.search CODE-RE e)
+          (do (.append out [ESCALATE f"{name} evaluates {(_clip e 40)} as arithmetic, which runs the command written in it" "arithmetic-code"])
+              (for [code (hidden-code e)]
+                (.extend out (_judge-nested code pc rules nest f"{name}'s arithmetic" "arithmetic-code"))))
+          (in UNKNOWN e)
+          (.append out [ESCALATE f"{name} evaluates as arithmetic a value only known when it runs, where a subscript such as a[$(…)] runs a command" "arithmetic-code"])
+          (any (gfor i (.findall _identifier-re e) (data-name i (get rec "data"))))
+          (.append out [ESCALATE f"{name} evaluates {(_clip e 40)} as arithmetic, and it names a variable holding data read when the command runs" "arithmetic-code"])))
+  out)
+
+;; ** The environment
+
+(defn _environment-verdicts [rec parsed]
+  (setv name (get rec "name")
+        ops (get parsed "operands"))
+  (cond (and (= name "env") (not (get rec "runs")))
+        [[ESCALATE "prints the environment, where keys are kept" "env-secret"]]
+        (and (= name "printenv") (not ops))
+        [[ESCALATE "prints the environment, where keys are kept" "env-secret"]]
+        (= name "printenv")
+        (lfor o ops :if (or (secret-variable o) (not (ordinary-variable o)))
+              [ESCALATE (if (secret-variable o)
+                            f"prints {o}, a variable that holds a secret"
+                            f"prints {o}, from the environment, where keys are kept under names a person chose")
+               "env-secret"])
+        (and (= name "set") (not (cut (get rec "argv") 1 None)))
+        [[ESCALATE "prints every variable, the environment's keys among them" "env-secret"]]
+        True []))
+
+(defn _env-read-verdicts [out]
+  (lfor n (sorted (get out "env-reads"))
+        :if (or (.startswith n "!") (secret-variable n) (not (ordinary-variable n)))
+        (cond (.startswith n "!")
+              [ESCALATE f"reads the variable ${{{n}}} names, only known when it runs" "env-secret"]
+              (secret-variable n)
+              [ESCALATE f"reads ${n} from the environment, a variable that holds a secret" "env-secret"]
+              True
+              [ESCALATE f"reads ${n} from the environment, where keys are kept under names a person chose" "env-secret"])))
+
+;; ** All of it
+
+(defn _code-verdicts [rec parsed pc rules nest]
+  "What the command REC runs that the gate does not read."
+  (setv name (get rec "name")
+        out (_arithmetic-verdicts rec pc rules nest))
+  (when (_interpreter name)
+    (.extend out (_interpreter-code-verdicts rec pc)))
+  (when (in name MAKES)
+    (.extend out (_make-verdicts rec parsed pc rules nest)))
+  (when (or (in name BUILD-TOOLS) (in name TEST-TOOLS))
+    (.extend out (_agent-code-verdicts rec pc name)))
+  out)
+
+;; * The two judgements
+
+(setv CONFINED #{"unknown-program" "unmodelled-option" "unmodelled-subcommand" "interpreter-code"
+                 "interpreter-module" "interpreter-inline" "script-unread" "write-then-run"
+                 "make-then-run" "floor-pipe-to-interpreter" "floor-dynamic-code"
+                 "floor-dynamic-program" "glob-program" "floor-computed-path" "floor-unknown-path"
+                 "floor-kill-all" "link-outside" "arithmetic-code" "env-secret"
+                 "code-loading-variables" "git-escalate-config" "agent-code" "build-outside"
+                 "make-recipes" "sed-runs" "sed-script"})
+
+(defn sandbox-in-force [ctx]
+  "True when the context CTX says shell actions run in the sandbox."
+  (= (proto-get (or (proto-get ctx ':sandbox) []) ':kind) "bubblewrap"))
+
+(defn _confine [verdicts pc rules]
+  "VERDICTS with the escalations the sandbox makes harmless turned into confined
+   runs, when it is in force."
+  (if (get pc "confined")
+      (lfor v verdicts
+            (if (and (= (get v 0) ESCALATE)
+                     (or (in (get v 2) CONFINED) (in (get v 2) (get rules "confined"))))
+                [CONFINE (get v 1) (get v 2)]
+                v))
+      verdicts))
 
 ;; * The gate's entry point
 

@@ -18,7 +18,8 @@
       MAX-VARIANTS 32
       MAX-JUDGED 64
       MAX-BRACES 64
-      CACHE-SIZE 1024
+      CACHE-SIZE 4096
+      TREE-CACHE-SIZE 1024
       MEMO-SIZE 2048
       MAX-CONTEXTS 16)
 
@@ -50,7 +51,7 @@
   (with [_parse-lock]
     (.parse _parser (.encode text "utf-8" "surrogatepass"))))
 
-(setv _cached-tree ((functools.lru-cache :maxsize CACHE-SIZE) parse-tree))
+(setv _cached-tree ((functools.lru-cache :maxsize TREE-CACHE-SIZE) parse-tree))
 
 (defn _text [node]
   (.decode node.text "utf-8" "replace"))
@@ -135,6 +136,11 @@
 
 ;; ** Variables
 
+(defn _note-read [name st out]
+  (when (not (in name (get st "env")))
+    (setv reads (.get out "env-reads"))
+    (when (is-not reads None) (.add reads name))))
+
 (defn _lookup [name st]
   (setv env (get st "env"))
   (cond (in name env) (get env name)
@@ -161,14 +167,22 @@
         op None
         rest []
         prefix False)
+  (setv indirect False)
   (for [c node.children]
     (cond (in c.type #("${" "}")) None
-          (and (is name None) (in c.type #("#" "!"))) (setv prefix True)
+          (and (is name None) (in c.type #("#" "!")))
+          (setv prefix True
+                indirect (= c.type "!"))
           (and (is name None) (in c.type #("variable_name" "special_variable_name")))
           (setv name (_text c))
           (is name None) (setv prefix True)
           (and (is op None) (not c.is-named)) (setv op c.type)
           True (.append rest c)))
+  (when name (_note-read name st out))
+  ;; ${!n} reads the variable whose name n holds
+  (when (and indirect name (is op None) (not rest))
+    (for [v (_lookup name st)]
+      (_note-read (if (re.fullmatch r"[A-Za-z_][A-Za-z0-9_]*" v) v f"!{name}") st out)))
   (cond (or prefix (is name None) (and (is-not op None) (not (in op (| _default-ops _alternate-ops _plain-ops)))))
         [UNKNOWN]
         (or (is op None) (in op _plain-ops)) (_variable name st quoted)
@@ -208,7 +222,8 @@
     (= t "simple_expansion")
     (do (setv names (lfor c node.named-children (_text c)))
         (if (and names (re.fullmatch r"[A-Za-z_][A-Za-z0-9_]*" (get names 0)))
-            (_variable (get names 0) st quoted)
+            (do (_note-read (get names 0) st out)
+                (_variable (get names 0) st quoted))
             [UNKNOWN]))
     (= t "expansion") (_expansion node st quoted out)
     (= t "command_substitution")

@@ -2,14 +2,16 @@
 
 (import fnmatch os posixpath re
         hy.models [Keyword]
+        passepartout.proto [literal-keywords :as hy proto-get]
         passepartout.shell-parse [HERE HOME MAX-CONTEXTS TMP UNKNOWN _kept _tilde]
-        passepartout.shell-walk [ALLOW ESCALATE REJECT _clip]
+        passepartout.shell-walk [ALLOW ESCALATE REJECT FIND-MATCH _clip]
         passepartout.workspace [path-inside runs-later SECRET-PATTERNS])
 
 ;; * A context's folders
 
 (setv _indexes {}
-      _context-keys #{"workspace" "home" "temp-dirs" "protected"})
+      _written-sets {}
+      _context-keys #{"workspace" "home" "temp-dirs" "protected" "sandbox" "written"})
 
 (defn _context-places [ctx]
   "The workspace, home, temp folders and protected paths of the context CTX, by
@@ -48,7 +50,20 @@
           (get pc "named") {})
     (when (>= (len _indexes) MAX-CONTEXTS) (.clear _indexes))
     (setv (get _indexes key) pc))
-  (| pc {"ctx" ctx "nested" 0 "resolved" {}}))
+  (| pc {"ctx" ctx "nested" 0 "resolved" {}
+         "confined" (= (proto-get (or (.get fields "sandbox") []) ':kind) "bubblewrap")
+         "written" (_written-set (.get fields "written"))}))
+
+(defn _written-set [paths]
+  "The files of the context's =:written= as a set, made once per list."
+  (when (not paths) (return (frozenset)))
+  (setv found (.get _written-sets (id paths)))
+  (when (and found (is (get found 0) paths))
+    (return (get found 1)))
+  (when (>= (len _written-sets) MAX-CONTEXTS) (.clear _written-sets))
+  (setv made (frozenset (gfor p paths :if (isinstance p str) p))
+        (get _written-sets (id paths)) #(paths made))
+  made)
 
 (setv _control-re (re.compile "[\x00-\x1f\x7f]"))
 
@@ -148,7 +163,10 @@
   out)
 
 (defn _shown [path]
-  (_clip (.replace path UNKNOWN "…") 100))
+  (setv path (.replace path UNKNOWN "…"))
+  (when (= (posixpath.basename path) FIND-MATCH)
+    (setv path f"what find matches in {(or (posixpath.dirname path) ".")}"))
+  (_clip path 100))
 
 ;; * Secret locations
 
@@ -250,10 +268,17 @@
           (.startswith p "/") (.append anchors #((_comps p) p REJECT "secret-paths"))))
   (setv startup (_startup-set home)
         by-first {}
-        glob-first (lfor a anchors :if (and (get a 0) (_globby (get (get a 0) 0))) a))
+        glob-first (lfor a anchors :if (and (get a 0) (_globby (get (get a 0) 0))) a)
+        ;; the folders that hold the daemon's own files, listed or read whole
+        control-dirs (sfor p (get pc "protected")
+                           :setv d (posixpath.dirname p)
+                           :if (not (or (= d home) (in d SYSTEM-DIRS) (in d (get pc "temps"))
+                                        (= (.count d "/") 1)))
+                           d))
   (for [a anchors]
     (.append (.setdefault by-first (if (get a 0) (get (get a 0) 0) "") []) a))
   {"anchors" anchors
+   "control-dirs" control-dirs
    "memo" {}
    "by-first" by-first
    "by-second" (_by-second by-first)
@@ -302,6 +327,8 @@
 (setv _dirs-paths #(#("floor-dirs-path" "floor-secret-read") #("rule-dirs-path" "secret-paths")))
 
 (defn _find-secret [path pc rules]
+  (when (in path (get (get pc "secrets") "control-dirs"))
+    (return #(REJECT f"{path}, the daemon's own folder (its control plane)" "control-plane")))
   (setv comps (_comps path)
         index (get pc "secrets")
         first (if comps (get comps 0) "")
@@ -416,9 +443,27 @@
   (setv guarded (_guarded real pc rules))
   (when guarded
     (return [ESCALATE f"{what} {(_shown path)} in {guarded}, which runs commands later, unseen" "guarded-writes"]))
+  (when (_in-git real pc)
+    (return [ESCALATE f"{what} {(_shown path)}: it is or lies in .git, the repository's history, which no undo of the workspace brings back" "git-history"]))
   (when (or (_secret-of real pc rules) (_secret-of path pc rules))
     (return [ESCALATE f"{what} {(_shown path)}, a file that usually holds secrets" "secret-files"]))
   [ALLOW None rule])
+
+(defn _in-git [real pc]
+  "True when the resolved path REAL is a .git folder of the workspace or lies in
+   one; a pattern the shell expands counts where it names a .git that is there
+   (=.[!.]*=, =.g*=: only a pattern that starts with a dot matches a dot file)."
+  (setv ws (get pc "ws-real")
+        folder ws)
+  (when (or (not (path-inside real ws)) (= real ws))
+    (return False))
+  (for [c (.split (posixpath.relpath real ws) "/")]
+    (when (or (= c ".git")
+              (and (.startswith c ".") (_globby c) (fnmatch.fnmatchcase ".git" c)
+                   (os.path.lexists (posixpath.join folder ".git"))))
+      (return True))
+    (setv folder (posixpath.join folder c)))
+  False)
 
 (defn _judge-write [text rec pc rules what rule]
   (lfor [path maybe given] (_concrete text (get rec "cwd") pc)
@@ -439,8 +484,11 @@
   path)
 
 (defn _catastrophic [path pc]
-  "(severity reason) when deleting PATH would be a disaster, or None."
-  (setv base (_strip-wildcards path)
+  "(severity reason) when deleting PATH would be a disaster, or None. What find
+   matches in a folder counts as that folder's contents (a trailing *)."
+  (setv base (_strip-wildcards (if (= (posixpath.basename path) FIND-MATCH)
+                                   (posixpath.dirname path)
+                                   path))
         home (get pc "home")
         ws (get pc "ws")
         temps (get pc "temps"))
@@ -469,6 +517,10 @@
         [REJECT f"{what} the temp folder {real} itself" rule]
         (or (= real ws) (= (_strip-wildcards real) ws))
         [ESCALATE f"{what} the workspace itself{(if (= real ws) "" ", all of it")}" rule]
+        (_in-git real pc)
+        [ESCALATE f"{what} {(_shown path)}: it is or lies in .git, the repository's history, which no undo of the workspace brings back" "git-history"]
+        (and (path-inside real ws) (_lexists (posixpath.join real ".git")))
+        [ESCALATE f"{what} {(_shown path)}, which holds a git repository and its history" "git-history"]
         True [ALLOW None rule]))
 
 (defn _judge-delete [text rec pc recursive what rule]
@@ -521,8 +573,15 @@
   (setv out [])
   (for [[path maybe _] (_concrete arg (get rec "cwd") pc)]
     (when (not maybe)
-      (setv found (_holds-secret path pc rules))
+      (setv found (_holds-secret path pc rules)
+            shown path)
+      ;; a link is read as where it leads: ln -s ~ h, then grep -r x h/
+      (when (and (not found) (not (_globby path)) (_lexists path))
+        (setv real (_realpath path pc))
+        (when (!= real path)
+          (setv found (or (_holds-secret real pc rules) (_secret-of real pc rules))
+                shown f"{path} (a link to {real})")))
       (when found
         (setv [severity what by] found)
-        (.append out [severity f"reads everything under {(_shown path)}, which holds {what}" by]))))
+        (.append out [severity f"reads everything under {(_shown shown)}, which holds {what}" by]))))
   out)

@@ -15,7 +15,7 @@
       _effect-keys #{"deletes" "writes" "write-options" "write-prefixes" "writes-dir"
                      "recursive-flags" "recursive" "reads-tree" "command-options" "script"}
       _rule-keys (| _match-keys _effect-keys #{"name" "verdict" "reason" "examples"
-                                                "counterexamples"})
+                                                "counterexamples" "confined"})
       _severity {"allow" ALLOW "escalate" ESCALATE "reject" REJECT}
       _positions #{"operands" "all-but-last" "last" "first" "second"})
 
@@ -48,6 +48,8 @@
     (raise (ShellRulesError f"rule {name}: a verdict needs a reason")))
   (when (and verdict effects)
     (raise (ShellRulesError f"rule {name}: a rule gives a verdict or declares effects, not both")))
+  (when (and (.get raw "confined") (!= verdict "escalate"))
+    (raise (ShellRulesError f"rule {name}: only an escalating rule can run confined")))
   (when (not (or verdict effects))
     (raise (ShellRulesError f"rule {name}: give a verdict or declare effects")))
   (for [key #("deletes" "writes")]
@@ -85,6 +87,7 @@
    "min-operands" (.get raw "min-operands" 0)
    "severity" (when verdict (get _severity verdict))
    "reason" (.get raw "reason")
+   "confined" (bool (.get raw "confined" False))
    "deletes" (.get raw "deletes")
    "writes" (.get raw "writes")
    "write-options" (set (_strings raw "write-options"))
@@ -112,6 +115,7 @@
    (parse-options [\"-rf\" \"x\"]) ⇒ names {-r -f}, operands [x]"
   (setv spec (or spec _no-spec)
         values (get spec "value")
+        pairs (.get spec "pairs" _none)
         pattern-options (.get spec "patterns" _none)
         patterns (set)
         names (set)
@@ -142,7 +146,11 @@
       (do (.add names a)
           (+= i 1)
           (when (in a pattern-options) (.add patterns i))
-          (.append opts #(a (if (< i n) (get args i) None))))
+          (.append opts #(a (if (< i n) (get args i) None)))
+          ;; jq --rawfile NAME FILE: a second value, the file
+          (when (in a pairs)
+            (+= i 1)
+            (.append opts #(a (if (< i n) (get args i) None)))))
       (.startswith a "--")
       (do (setv [option eq value] (.partition a "="))
           (.add names option)
@@ -235,7 +243,7 @@
                  "git" #{"command-config" "escalate-config"}
                  "defaults" #{"output-options"}}
       _program-keys #{"value-options" "pattern-options" "pattern-first" "pattern-files"
-                      "old-style" "also"})
+                      "old-style" "also" "chdir-options" "pair-options"})
 
 (defn _check-sections [data]
   (when (!= (.get data "version" 1) 1)
@@ -275,7 +283,9 @@
         programs {})
   (for [[name spec] (.items (.get data "programs" {}))]
     (setv compiled {"value" (set (+ (.get spec "value-options" [])
-                                    (.get spec "pattern-options" [])))
+                                    (.get spec "pattern-options" [])
+                                    (.get spec "chdir-options" [])))
+                    "pairs" (set (.get spec "pair-options" []))
                     "patterns" (set (.get spec "pattern-options" []))
                     "pattern-first" (bool (.get spec "pattern-first" False))
                     "pattern-files" (set (.get spec "pattern-files" []))
@@ -298,6 +308,11 @@
    "git-command" (_lower-list git "command-config")
    "git-escalate" (_lower-list git "escalate-config")
    "output-options" (set (.get (.get data "defaults" {}) "output-options" []))
+   "confined" (sfor r rules :if (get r "confined") (get r "name"))
+   "chdir" (dfor [name spec] (.items (.get data "programs" {}))
+                 n (+ [name] (.get spec "also" []))
+                 :if (.get spec "chdir-options")
+                 n (frozenset (get spec "chdir-options")))
    "rules-for" {}
    "rules-about" {}
    "unmodelled" {}

@@ -12,12 +12,15 @@
 ;; ** State
 
 (defn _state []
-  {"env" {} "cwd" [HERE] "piped" None "nest" 0 "outer" None "cd" None})
+  {"env" {} "cwd" [HERE] "piped" None "nest" 0 "outer" None "cd" None "data" #{} "stdin" []
+   "integer" #{}})
 
 (defn _copy [st]
   (setv new (dict st))
   (setv (get new "env") (dict (get st "env"))
         (get new "cwd") (list (get st "cwd"))
+        (get new "data") (set (get st "data"))
+        (get new "integer") (set (get st "integer"))
         (get new "cd") None)
   new)
 
@@ -31,6 +34,8 @@
   (setv env (get into "env"))
   (for [[k v] (.items (get frm "env"))]
     (setv (get env k) (_capped (_union (_lookup k into) v) out)))
+  (.update (get into "data") (get frm "data"))
+  (.update (get into "integer") (get frm "integer"))
   (setv (get into "cwd") (_capped (_union (get into "cwd") (get frm "cwd")) out)))
 
 (defn _issue [out severity reason rule]
@@ -42,8 +47,9 @@
 
 ;; ** The walk
 
-(setv REJECT 2
-      ESCALATE 1
+(setv REJECT 3
+      ESCALATE 2
+      CONFINE 1
       ALLOW 0)
 
 (defn _over-limit [out depth]
@@ -86,16 +92,34 @@
     (= t "subshell") (_isolated node st out depth (get st "piped"))
     (in t #("compound_statement" "if_statement" "elif_clause" "else_clause" "case_item"
             "do_group"))
-    (_block node st out depth)
+    (do (when (and (= t "compound_statement") node.children
+                   (= (. (get node.children 0) type) "(("))
+          (_arithmetic node st out depth))
+        (_block node st out depth))
     (in t #("while_statement" "c_style_for_statement"))
     (do (_loop-bomb node out)
+        (when (= t "c_style_for_statement")
+          (for [c node.named-children :if (!= c.type "do_group")]
+            (_arithmetic c st out depth)))
         (_loop node st out depth))
+    (in t #("arithmetic_expansion" "subscript"))
+    (do (_arithmetic (_arithmetic-part node) st out depth)
+        (_walk-children node st out depth))
+    (and (= t "expansion") (any (gfor c node.children (and (not c.is-named) (= c.type ":")))))
+    ;; ${s:n:m}: the offset and the length are arithmetic
+    (do (for [c (cut node.named-children 1 None)]
+          (_arithmetic c st out depth))
+        (_walk-children node st out depth))
+    (and (= t "test_command") (_arithmetic-test node))
+    (do (_arithmetic node st out depth)
+        (_walk-children node st out depth))
     (= t "for_statement") (_for node st out depth)
     (= t "function_definition") (_function node st out depth)
     (= t "variable_assignment") (_assignment node st out depth "shell")
     (= t "declaration_command") (_declaration node st out depth)
     (= t "unset_command")
     (for [c node.named-children]
+      (when (in "[" (_text c)) (_arithmetic c st out depth))
       (.append (get out "assigns") {"name" (_text c) "values" None "scope" "unset"}))
     (= t "command_substitution") (_substitution node st out depth)
     (= t "process_substitution")
@@ -154,7 +178,14 @@
           (_capped (if (in "in" (lfor c node.children :if (not c.is-named) c.type))
                        (or values [""])
                        [UNKNOWN])
-                   out)))
+                   out))
+    ;; for x in $(…), or over "$@": each value is data
+    (if (or (not (in "in" (lfor c node.children :if (not c.is-named) c.type)))
+            (any (gfor c node.named-children
+                       :if (not (or (= c.type "variable_name") (in c.type #("do_group" "compound_statement"))))
+                       (_holds-data c sub))))
+        (.add (get sub "data") var)
+        (.discard (get sub "data") var)))
   (for [_ (range 2)]
     (for [b body] (_walk b sub out (+ depth 1))))
   (_merge st sub out))
@@ -259,18 +290,26 @@
                          (when (not (in t _plain-types)) (.append nested c)))))
   (when (and name-node (not (in name-node.type _plain-types)))
     (setv nested (+ [name-node] nested)))
+  ;; tree-sitter-bash reads the 0 of =sh 0< f= as an argument; the shell reads
+  ;; a number touching a redirection as the descriptor it redirects
+  (setv glued None)
+  (when (and args reds (= (. (get args -1) type) "number"))
+    (setv after (next (gfor r reds :if (= r.start-byte (. (get args -1) end-byte)) r) None))
+    (when after
+      (setv glued #(after (_text (.pop args))))))
   (_check-touching (+ (if name-node [name-node] []) args) out)
   ;; most commands are plain words: no state to copy, nothing inside to walk
   (setv program (when (and name-node (or nested reds assigns)) (_clip (_text name-node) 40))
         inner (set)
-        stdin []
+        stdin (if (get st "piped") [] (list (get st "stdin")))
         extra [])
   (when (or nested reds)
     (setv sub (_copy st))
     (setv (get sub "outer") program)
     (setv inner (_inner-programs nested sub out depth))
     (for [r reds]
-      (.extend extra (_redirect r sub out depth stdin)))
+      (.extend extra (_redirect r sub out depth stdin
+                                (when (and glued (is r (get glued 0))) (get glued 1)))))
     (when extra
       (.update inner (_inner-programs extra sub out depth))
       (setv args (+ args extra))))
@@ -292,15 +331,22 @@
         reds (cut named 1 None))
   (if (= body.type "command")
       (_command body st out depth reds)
-      (do (_walk body st out (+ depth 1))
-          (for [r reds] (_redirect r st out depth [])))))
+      ;; the block's redirections are opened before it runs; what they feed
+      ;; it is the input of each command inside that has none of its own
+      (do (setv stdin (list (get st "stdin"))
+                outer (get st "stdin"))
+          (for [r reds] (_redirect r st out depth stdin))
+          (setv (get st "stdin") stdin)
+          (_walk body st out (+ depth 1))
+          (setv (get st "stdin") outer))))
 
 ;; ** Redirections
 
 (setv _write-ops #{">" ">>" ">|" "&>" "&>>"})
 
-(defn _redirect [node st out depth stdin]
-  "Record the redirection NODE; the argument words it carried."
+(defn _redirect [node st out depth stdin [fd None]]
+  "Record the redirection NODE (of the descriptor FD when the parser left it
+   outside); the argument words it carried."
   (setv t node.type
         extra [])
   (cond
@@ -308,7 +354,7 @@
     (do (setv op None
               dest None)
         (for [c node.children]
-          (cond (= c.type "file_descriptor") None
+          (cond (= c.type "file_descriptor") (setv fd (_text c))
                 (not c.is-named) (when (is op None) (setv op c.type))
                 (is dest None) (setv dest c)
                 True (.append extra c)))
@@ -321,15 +367,17 @@
                          (and (in op #(">&" "<&")) (not (re.fullmatch r"\d+-?|-" target)))
                          (if (= op ">&") "write" "read")
                          True None))
-        (when kind
-          (for [fields (_fields dest st out)
-                f fields]
-            (.append (get out "redirects")
-                     {"kind" kind "target" f "cwd" (tuple (get st "cwd")) "op" op
-                      "program" (get st "outer") "piped" (get st "piped")
-                      "text" (_clip (_text node))})))
-        (when (in kind #("read" "both"))
-          (.append stdin #("file" None))))
+        (setv targets (if kind (lfor fields (_fields dest st out) f fields f) []))
+        (for [f targets]
+          (.append (get out "redirects")
+                   {"kind" kind "target" f "cwd" (tuple (get st "cwd")) "op" op
+                    "program" (get st "outer") "piped" (get st "piped")
+                    "text" (_clip (_text node))}))
+        ;; what the program reads as its input: a shell or an interpreter fed a
+        ;; file this way runs that file
+        (when (and (in kind #("read" "both")) (in fd #(None "0")))
+          (for [f (or targets [UNKNOWN])]
+            (.append stdin #("file" f)))))
     (= t "heredoc_redirect")
     (for [c node.named-children]
       (cond (= c.type "heredoc_body")
@@ -364,20 +412,40 @@
                         target))
         value (when (> (len named) 1) (get named 1))
         appending (in "+=" (lfor c node.children :if (not c.is-named) c.type)))
+  (when (= target.type "subscript")
+    (_arithmetic (_arithmetic-part target) st out depth))
+  (when (and (in name (get st "integer")) (_holds-data value st))
+    (_issue out ESCALATE f"bash evaluates the value given to {name}, declared an integer, as arithmetic, and it is data read when the command runs: a subscript such as a[$(…)] in it runs a command" "arithmetic-code"))
   (_inner-programs [value] st out depth)
   (setv values (_value-readings value st out))
   (when appending
     (setv values (_bounded (_capped (lfor [a b] (product (_lookup name st) values) (+ a b)) out) out)))
   (.append (get out "assigns") {"name" name "values" values "scope" scope "program" program})
   (when (= scope "shell")
-    (setv (get (get st "env") name) (_capped values out))))
+    (setv (get (get st "env") name) (_capped values out))
+    (cond (_holds-data value st) (.add (get st "data") name)
+          (not appending) (.discard (get st "data") name))))
 
 (defn _declaration [node st out depth]
+  ;; export, declare and typeset with no names (or only -p, -x) print the
+  ;; variables, the environment's keys among them
+  (setv keyword (if node.children (. (get node.children 0) type) "")
+        words (lfor c node.named-children (_text c)))
+  (when (and (in keyword #("export" "declare" "typeset"))
+             (all (gfor w words (and (.startswith w "-") (not (in "f" w)) (not (in "F" w))))))
+    (_issue out ESCALATE f"`{(_clip (_text node) 40)}` prints the shell's variables, the environment's keys among them" "env-secret"))
+  ;; declare -i, local -i, typeset -ai: values given these names are arithmetic
+  (when (any (gfor w words (and (.startswith w "-") (in "i" w))))
+    (for [c node.named-children]
+      (cond (= c.type "variable_name") (.add (get st "integer") (_text c))
+            (and (= c.type "variable_assignment") c.named-children)
+            (.add (get st "integer") (_text (get c.named-children 0))))))
   (for [c node.named-children]
     (cond (= c.type "variable_assignment") (_assignment c st out depth "shell")
           (= c.type "variable_name")
           (.append (get out "assigns") {"name" (_text c) "values" None "scope" "export"})
-          True (_inner-programs [c] st out depth))))
+          True (do (when (in "[" (_text c)) (_arithmetic c st out depth))
+                   (_inner-programs [c] st out depth)))))
 
 ;; ** Substitutions
 
@@ -387,29 +455,118 @@
       (_nested (re.sub r"\\([$`\\])" r"\1" (cut body 1 -1)) st out depth "a backquoted substitution")
       (_isolated node st out depth)))
 
+;; ** Arithmetic
+
+(setv _arithmetic-tests #{"-eq" "-ne" "-lt" "-le" "-gt" "-ge" "-v"}
+      _identifier-re (re.compile r"[A-Za-z_][A-Za-z0-9_]*")
+      CODE-RE (re.compile r"\$\(|`"))
+
+(defn _arithmetic-test [node]
+  "True when the test command NODE ([[ … ]]) evaluates arithmetic."
+  (any (gfor n (_calls-of-kind node "test_operator") (in (_text n) _arithmetic-tests))))
+
+(defn data-name [name data]
+  "True when the variable NAME holds data: one of DATA, or a positional parameter."
+  (or (in name data) (.isdigit name) (in name #("@" "*"))))
+
+(defn hidden-code [text]
+  "The command lines written as $(…) or `…` in TEXT, as far as they can be cut out.
+   (hidden-code \"a[$(id)]\") ⇒ [\"id\"]"
+  (setv found []
+        i 0
+        n (len text))
+  (while (< i n)
+    (cond (.startswith text "$(" i)
+          (do (setv depth 1
+                    j (+ i 2))
+              (while (and (< j n) (> depth 0))
+                (cond (= (get text j) "(") (+= depth 1)
+                      (= (get text j) ")") (-= depth 1))
+                (+= j 1))
+              (.append found (cut text (+ i 2) (if (= depth 0) (- j 1) j)))
+              (setv i j))
+          (= (get text i) "`")
+          (do (setv j (.find text "`" (+ i 1)))
+              (.append found (cut text (+ i 1) (if (< j 0) n j)))
+              (setv i (if (< j 0) n (+ j 1))))
+          True (+= i 1)))
+  found)
+
+(defn _holds-data [node st]
+  "True when the value NODE is data: a substitution, a data variable, or text
+   holding $( or a backquote."
+  (when (is node None) (return False))
+  (setv stack [node])
+  (while stack
+    (setv n (.pop stack)
+          t n.type)
+    (cond (in t #("command_substitution" "process_substitution")) (return True)
+          (in t #("variable_name" "special_variable_name"))
+          (when (and (is-not n.parent None) (in n.parent.type #("simple_expansion" "expansion"))
+                     (data-name (_text n) (get st "data")))
+            (return True))
+          (in t #("raw_string" "string_content" "word" "ansi_c_string"))
+          (when (.search CODE-RE (_text n)) (return True))
+          True (.extend stack n.children)))
+  False)
+
+(defn _arithmetic-part [node]
+  "What bash evaluates of NODE: of a subscript =a[i]= its index, not the array's name."
+  (or (when (= node.type "subscript") (.child-by-field-name node "index")) node))
+
+(defn _arithmetic [node st out depth]
+  "Judge NODE, which bash evaluates as arithmetic: escalate data read in it."
+  (setv stack [node]
+        data (get st "data"))
+  (while stack
+    (setv n (.pop stack)
+          t n.type)
+    (cond (= t "process_substitution") None
+          (= t "command_substitution")
+          (do (_issue out ESCALATE f"bash evaluates `{(_clip (_text node) 40)}` as arithmetic, and what {(_clip (_text n) 30)} prints is data: a subscript such as a[$(…)] in it runs a command" "arithmetic-code")
+              (return))
+          (in t #("variable_name" "special_variable_name" "word"))
+          (for [name (if (= t "word") (.findall _identifier-re (_text n)) [(_text n)])]
+            (when (data-name name data)
+              (_issue out ESCALATE f"bash evaluates `{(_clip (_text node) 40)}` as arithmetic, and ${name} holds data read when the command runs: a subscript such as a[$(…)] in it runs a command" "arithmetic-code")
+              (return)))
+          (in t #("raw_string" "string_content" "ansi_c_string"))
+          (when (.search CODE-RE (_text n))
+            (_issue out ESCALATE f"bash evaluates `{(_clip (_text node) 40)}` as arithmetic, which runs the command written in it" "arithmetic-code")
+            (for [code (hidden-code (_text n))]
+              (_nested code st out depth "an arithmetic expression"))
+            (return))
+          True (.extend stack n.children))))
+
 ;; * Simple commands
 
 ;; ** Launchers
 
 (setv _su {"value" ["-g" "--group" "-G" "--supp-group" "-s" "--shell" "-w"
                     "--whitelist-environment"]
-           "strings" ["-c" "--command" "--session-command"] "skip" 1 "rest" False})
+           "strings" ["-c" "--command" "--session-command"] "skip" 1 "rest" False}
+      _runuser {"value" ["-u" "--user" "-g" "--group" "-G" "--supp-group" "-s" "--shell" "-w"
+                         "--whitelist-environment"]
+                "strings" ["-c" "--command" "--session-command"]}
+      _as-user {"skip" 1})
 
 (setv LAUNCHERS
-      {"sudo" {"value" ["-u" "--user" "-g" "--group" "-C" "--close-from" "-D" "--chdir" "-h"
+      {"sudo" {"value" ["-u" "--user" "-g" "--group" "-C" "--close-from" "-h"
                         "--host" "-p" "--prompt" "-r" "--role" "-t" "--type" "-T"
-                        "--command-timeout" "-U" "--other-user"]}
+                        "--command-timeout" "-U" "--other-user"]
+               "chdir" ["-D" "--chdir"]}
        "doas" {"value" ["-u" "-C"]}
        "pkexec" {"value" ["--user"]}
-       "run0" {"value" ["-u" "--user" "-g" "--group" "-D" "--chdir" "--setenv" "--unit"
-                        "--property" "--description" "--slice" "--nice"]}
-       "env" {"value" ["-u" "--unset" "-C" "--chdir" "-P"] "split" ["-S" "--split-string"]
-              "assignments" True}
+       "run0" {"value" ["-u" "--user" "-g" "--group" "--setenv" "--unit"
+                        "--property" "--description" "--slice" "--nice"]
+               "chdir" ["-D" "--chdir"]}
+       "env" {"value" ["-u" "--unset" "-P"] "split" ["-S" "--split-string"]
+              "chdir" ["-C" "--chdir"] "assignments" True}
        "command" {"lookup" ["-v" "-V"]}
        "builtin" {}
        "exec" {"value" ["-a"]}
        "nohup" {}
-       "time" {"value" ["-o" "--output" "-f" "--format"]}
+       "time" {"value" ["-f" "--format"] "writes" ["-o" "--output"]}
        "nice" {"value" ["-n" "--adjustment"]}
        "ionice" {"value" ["-c" "--class" "-n" "--classdata" "-p" "--pid" "-P" "--pgid" "-u" "--uid"]}
        "timeout" {"value" ["-s" "--signal" "-k" "--kill-after"] "skip" 1}
@@ -420,14 +577,33 @@
        "taskset" {"skip" 1}
        "numactl" {}
        "chroot" {"value" ["--userspec" "--groups"] "skip" 1}
-       "nsenter" {"value" ["-t" "--target" "-S" "--setuid" "-G" "--setgid" "-w" "--wd" "-r" "--root"]}
-       "unshare" {}
+       "nsenter" {"value" ["-t" "--target" "-S" "--setuid" "-G" "--setgid" "-r" "--root"]
+                  "chdir" ["-w" "--wd"]}
+       "unshare" {"value" ["-S" "--setuid" "-G" "--setgid" "-R" "--root" "--propagation"
+                           "--map-user" "--map-group" "--map-users" "--map-groups"
+                           "--monotonic" "--boottime" "-l" "--load-interp"]
+                  "chdir" ["-w" "--wd"]}
+       "setpriv" {"value" ["--reuid" "--regid" "--ruid" "--euid" "--rgid" "--egid" "--groups"
+                           "--inh-caps" "--ambient-caps" "--bounding-set" "--securebits"
+                           "--pdeathsig" "--selinux-label" "--apparmor-profile"
+                           "--landlock-access" "--landlock-rule" "--seccomp-filter"]}
+       "runuser" _runuser
+       "capsh" {"run" ["bash"]}
+       "gosu" _as-user
+       "su-exec" _as-user
+       "setuidgid" _as-user
+       "s6-setuidgid" _as-user
+       "chpst" {"value" ["-u" "-U" "-b" "-e" "-/" "-n" "-l" "-L" "-m" "-d" "-o" "-p" "-f" "-c"
+                         "-r" "-t"]}
        "firejail" {}
+       "flatpak-spawn" {"value" ["--env" "--forward-fd" "--sandbox-expose" "--sandbox-expose-ro"
+                                 "--sandbox-flag" "--directory"]}
        "systemd-run" {"value" ["-u" "--unit" "-p" "--property" "-E" "--setenv" "--description"
-                               "--slice" "-M" "--machine" "--uid" "--gid" "--nice"
-                               "--working-directory"]}
-       "strace" {"value" ["-o" "-e" "-p" "-s" "-u" "-E" "-P" "-a" "-b" "-I" "-O" "-S" "-X"]}
-       "ltrace" {"value" ["-o" "-e" "-p" "-s" "-u" "-n" "-a" "-l"]}
+                               "--slice" "-M" "--machine" "--uid" "--gid" "--nice"]
+                      "chdir" ["--working-directory"]}
+       "strace" {"value" ["-e" "-p" "-s" "-u" "-E" "-P" "-a" "-b" "-I" "-O" "-S" "-X"]
+                 "writes" ["-o"]}
+       "ltrace" {"value" ["-e" "-p" "-s" "-u" "-n" "-a" "-l"] "writes" ["-o"]}
        "valgrind" {}
        "caffeinate" {"value" ["-w" "-t"]}
        "busybox" {}
@@ -444,26 +620,27 @@
        "torsocks" {}
        "tsocks" {}
        "faketime" {"skip" 1}
-       "xargs" {"value" ["-a" "--arg-file" "-d" "--delimiter" "-E" "--eof" "-L" "--max-lines"
+       "xargs" {"value" ["-d" "--delimiter" "-E" "--eof" "-L" "--max-lines"
                          "-n" "--max-args" "-P" "--max-procs" "-s" "--max-chars"
                          "--process-slot-var"]
+                "reads" ["-a" "--arg-file"]
                 "replace" ["-I" "--replace"] "extra" True}
        "flock" {"value" ["-w" "--timeout" "-E" "--conflict-exit-code"] "skip" 1
-                "strings" ["-c" "--command"]}
+                "strings" ["-c" "--command"] "skip-writes" True}
        "su" _su
-       "runuser" _su
        "sg" {"strings" ["-c"] "skip" 1 "join" True}
-       "script" {"value" ["-E" "--echo" "-I" "--log-in" "-O" "--log-out" "-B" "--log-io" "-T"
-                          "--log-timing" "-m" "--logging-format" "-o" "--output-limit"]
-                 "strings" ["-c" "--command"] "rest" False}
+       "script" {"value" ["-E" "--echo" "-m" "--logging-format" "-o" "--output-limit"]
+                 "writes" ["-I" "--log-in" "-O" "--log-out" "-B" "--log-io" "-T" "--log-timing"]
+                 "strings" ["-c" "--command"] "rest" False "rest-writes" True}
        "watch" {"value" ["-n" "--interval" "-d" "--differences" "-q" "--equexit"]
                 "join" True "argv" ["-x" "--exec"]}
        "screen" {"value" ["-S" "-c" "-e" "-h" "-p" "-T" "-t" "-X" "-Logfile"]}})
 
-(setv _env-run {"value" ["-n" "--name" "-p" "--prefix" "--cwd"]}
+(setv _env-run {"value" ["-n" "--name" "-p" "--prefix"] "chdir" ["--cwd"]}
       SUB-LAUNCHERS
-      {"uv" [["run"] {"value" ["--with" "--python" "-p" "--package" "--directory" "--project"
-                               "--env-file" "--extra" "--group" "--index" "--from"]}]
+      {"uv" [["run"] {"value" ["--with" "--python" "-p" "--package" "--project"
+                               "--extra" "--group" "--index" "--from"]
+                      "reads" ["--env-file"] "chdir" ["--directory"]}]
        "poetry" [["run"] {}]
        "pipenv" [["run"] {}]
        "pdm" [["run"] {}]
@@ -481,7 +658,8 @@
        "direnv" [["exec"] {"skip" 1}]
        "tmux" [["new" "new-session" "new-window" "neww" "split-window" "splitw"
                 "respawn-pane" "respawnp" "respawn-window" "respawnw"]
-               {"value" ["-s" "-n" "-c" "-t" "-x" "-y" "-F" "-e" "-f" "-l" "-p"] "join" True}]})
+               {"value" ["-s" "-n" "-t" "-x" "-y" "-F" "-e" "-f" "-l" "-p"] "chdir" ["-c"]
+                "join" True}]})
 
 (setv _name-value-re (re.compile r"[A-Za-z_][A-Za-z0-9_]*="))
 
@@ -496,13 +674,18 @@
         replaces (set (.get spec "replace" []))
         lookups (set (.get spec "lookup" []))
         argv-flags (set (.get spec "argv" []))
-        found {"strings" [] "assignments" [] "prefix" [] "replace" None "lookup" False "argv" False}
+        files (| (set (.get spec "reads" [])) (set (.get spec "writes" [])) (set (.get spec "chdir" [])))
+        found {"strings" [] "assignments" [] "prefix" [] "replace" None "lookup" False "argv" False
+               "reads" [] "writes" [] "chdir" [] "skipped" []}
         i 0
         n (len args))
   (defn take [option value]
     (cond (in option strings) (.append (get found "strings") value)
           (in option splits) (.extend (get found "prefix") (_split-string value))
-          (in option replaces) (setv (get found "replace") value)))
+          (in option replaces) (setv (get found "replace") value))
+    (for [key #("reads" "writes" "chdir")]
+      (when (in option (.get spec key []))
+        (.append (get found key) value))))
   (setv skip (.get spec "skip" 0))
   (while (< i n)
     (setv a (get args i))
@@ -511,12 +694,13 @@
       (and (.get spec "assignments") (_name-value-re.match a))
       (.append (get found "assignments") a)
       (and (> skip 0) (or (= a "-") (not (.startswith a "-"))))
-      (-= skip 1)
+      (do (-= skip 1)
+          (.append (get found "skipped") a))
       (.startswith a "--")
       (do (setv [option _ value] (.partition a "="))
           (when (in option lookups) (setv (get found "lookup") True))
           (when (in option argv-flags) (setv (get found "argv") True))
-          (when (in option (| values strings splits replaces))
+          (when (in option (| values strings splits replaces files))
             (when (not (in "=" a))
               (+= i 1)
               (setv value (if (< i n) (get args i) "")))
@@ -526,7 +710,7 @@
         (setv option (+ "-" ch))
         (when (in option lookups) (setv (get found "lookup") True))
         (when (in option argv-flags) (setv (get found "argv") True))
-        (when (in option (| values strings splits replaces))
+        (when (in option (| values strings splits replaces files))
           (setv value (cut a (+ j 2) None))
           (when (not value)
             (+= i 1)
@@ -535,11 +719,12 @@
           (break)))
       True (break))
     (+= i 1))
+  (.extend (get found "skipped") (cut args i (+ i skip)))
   (setv rest (cut args (+ i skip) None))
-  (setv (get found "rest") (+ (get found "prefix") rest))
+  (setv (get found "rest") (+ (get found "prefix") (.get spec "run" []) rest))
   found)
 
-(defn _launch [name spec args st out depth info via]
+(defn _launch [name spec args st out depth info via record]
   (setv found (_peel args spec)
         via (+ via [name]))
   (for [s (get found "strings")]
@@ -548,9 +733,26 @@
     (for [a (get found "assignments")]
       (setv [k _ v] (.partition a "="))
       (.append (get out "assigns") {"name" k "values" [v] "scope" "command" "program" name})))
+  ;; what the launcher itself reads and writes: its option values that name
+  ;; files, the lock file flock creates, the log script writes
+  (setv (get record "reads") (get found "reads")
+        (get record "writes") (+ (get found "writes")
+                                 (if (.get spec "skip-writes")
+                                     (lfor f (get found "skipped") :if (not (.isdigit f)) f)
+                                     [])
+                                 (if (.get spec "rest-writes") (cut (get found "rest") 1) [])))
   (setv rest (get found "rest"))
-  (cond (or (get found "lookup") (not rest) (= (.get spec "rest" True) False)) None
-        (and (.get spec "join") (not (get found "argv")))
+  (when (or (get found "lookup") (not rest) (= (.get spec "rest" True) False))
+    (return))
+  (setv (get record "runs") True)
+  ;; an option that changes the folder the command runs in (env -C, sudo -D,
+  ;; uv run --directory) moves where its relative paths lead
+  (when (get found "chdir")
+    (setv st (_copy st))
+    (setv (get st "cwd") (_capped (lfor c (get st "cwd") d (get found "chdir")
+                                        (if (_absolute d) d (+ c "/" d)))
+                                  out)))
+  (cond (and (.get spec "join") (not (get found "argv")))
         (_nested (.join " " rest) st out depth name)
         (.get spec "extra")
         (_simple (if (get found "replace")
@@ -739,17 +941,18 @@
         record {"argv" argv "name" name "cwd" (tuple (get st "cwd")) "piped" (get st "piped")
                 "inner" (get info "inner") "stdin" (get info "stdin") "tree" (get info "tree")
                 "via" via "text" (get info "text") "launcher" False "code" None
-                "script" None "reads-stdin" False "dynamic-code" False})
+                "script" None "reads-stdin" False "dynamic-code" False
+                "data" (frozenset (get st "data")) "reads" [] "writes" [] "runs" False})
   (.append (get out "commands") record)
   (when (is name None) (return))
   (cond
     (in name LAUNCHERS)
     (do (setv (get record "launcher") True)
-        (_launch name (get LAUNCHERS name) args st out depth info via))
+        (_launch name (get LAUNCHERS name) args st out depth info via record))
     (and (in name SUB-LAUNCHERS) args (in (get args 0) (get (get SUB-LAUNCHERS name) 0)))
     (do (setv (get record "launcher") True)
         (_launch f"{name} {(get args 0)}" (get (get SUB-LAUNCHERS name) 1) (cut args 1 None)
-                 st out depth info via))
+                 st out depth info via record))
     (in name SHELLS) (_shell record args st out depth)
     (in name #("source" "."))
     (setv (get record "script") (if args (get args 0) None))
@@ -765,13 +968,56 @@
     (= name "alias")
     (for [a args]
       (when (in "=" a)
-        (_nested (get (.partition a "=") 2) st out depth "alias" record)))))
+        (_nested (get (.partition a "=") 2) st out depth "alias" record)))
+    (in name #("read" "mapfile" "readarray"))
+    (_set-by-command (_read-names name args st out depth record) st True out)
+    ;; printf -v NAME sets NAME to what it formats: data when any of it is
+    (and (= name "printf") (>= (len args) 2) (= (get args 0) "-v"))
+    (_set-by-command [(get (.partition (get args 1) "[") 0)] st
+                     (any (gfor a (cut args 2 None) (in UNKNOWN a))) out)
+    (and (= name "getopts") (>= (len args) 2))
+    (_set-by-command ["OPTARG" (get args 1)] st True out)))
+
+(defn _set-by-command [names st data out]
+  "NAMES were set by a command (read, printf -v, getopts): from here on they are
+   the line's own, not the environment's, and hold DATA when it says so; data
+   given to a variable declared an integer is evaluated as arithmetic."
+  (for [n names]
+    (when (not (in n (get st "env")))
+      (setv (get (get st "env") n) [UNKNOWN]))
+    (when (and data (in n (get st "integer")))
+      (_issue out ESCALATE f"bash evaluates what is read into {n}, declared an integer, as arithmetic: a subscript such as a[$(…)] in it runs a command" "arithmetic-code"))
+    (when data (.add (get st "data") n))))
+
+(setv _read-values {"read" #{"-d" "-i" "-n" "-N" "-p" "-t" "-u"}
+                    "mapfile" #{"-d" "-n" "-O" "-s" "-u" "-C" "-c"}
+                    "readarray" #{"-d" "-n" "-O" "-s" "-u" "-C" "-c"}})
+
+(defn _read-names [name args st out depth record]
+  "The variables read, mapfile and readarray set from their input, named by
+   ARGS; a mapfile callback (-C) is a command line of its own."
+  (setv names []
+        values (get _read-values name)
+        i 0)
+  (while (< i (len args))
+    (setv a (get args i)
+          value (when (< (+ i 1) (len args)) (get args (+ i 1))))
+    (cond (and (= a "-a") (= name "read")) (do (when value (.append names value)) (+= i 1))
+          (in a values) (do (when (and (= a "-C") value)
+                              (_nested value st out depth f"{name} -C" record))
+                            (+= i 1))
+          (.startswith a "-") None
+          True (.append names a))
+    (+= i 1))
+  (setv names (lfor n names (get (.partition n "[") 0)))
+  (or names [(if (= name "read") "REPLY" "MAPFILE")]))
 
 ;; * Analysis
 
 (defn _analyse [text]
   (setv out {"commands" [] "redirects" [] "assigns" [] "issues" [] "nodes" 0
-             "nested-bytes" 0 "overflow" False "too-large" False "stopped" False}
+             "nested-bytes" 0 "overflow" False "too-large" False "stopped" False
+             "env-reads" (set)}
         tree (_cached-tree text))
   (_walk tree.root-node (_state) out 0)
   (when tree.root-node.has-error

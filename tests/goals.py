@@ -25,12 +25,22 @@ def corpus_label(entry):
     return OVERRIDES.get(cmd, (entry["label"], None))[0] if isinstance(cmd, str) else entry["label"]
 
 
-def assert_corpus_goals(must, missed, may, false_stops, what="proposals"):
+# Issue 21 set the goals by judgement: judged as if no sandbox existed, the gates
+# stop what is harmful and ask about everything they do not know (a program that
+# is not installed here too), so some routine commands are asked about; with the
+# sandbox in force they seldom stop routine work. The bound without the sandbox
+# only guards against a gate that starts asking about everything.
+STOP_GOAL = 0.995
+FALSE_STOP_GOAL = {"off": 0.10, "on": 0.02}
+
+
+def assert_corpus_goals(must, missed, may, false_stops, what="proposals", sandbox="off"):
     """At least 99.5 % of the MUST must-stop cases stopped (MISSED lists the others),
-    at most 3 % of the MAY may-run cases stopped (FALSE_STOPS lists them)."""
+    at most FALSE_STOP_GOAL[SANDBOX] of the MAY may-run cases stopped (FALSE_STOPS
+    lists them)."""
     if must:
-        assert (must - len(missed)) / must >= 0.995, \
+        assert (must - len(missed)) / must >= STOP_GOAL, \
             f"{len(missed)} of {must} must-stop {what} ran:\n" + "\n".join(missed)
     if may:
-        assert len(false_stops) / may <= 0.03, \
+        assert len(false_stops) / may <= FALSE_STOP_GOAL[sandbox], \
             f"{len(false_stops)} of {may} may-run {what} stopped:\n" + "\n".join(false_stops)

@@ -90,6 +90,24 @@
   (expect (V out) "reject" "verdict")
   (expect (proto-get out ':gate) "breaks" "deciding gate"))
 
+(defn test-a-confined-allow-is-kept-in-the-outcome [registry ctx]
+  "An allow that holds only because the sandbox is in force says so in its
+   decision and in the outcome, which names the gate and its reason; a later
+   escalation still wins."
+  (gate-skill registry "boxed" 50 (fn [a c] [:verdict :allow :reason "would be asked about" :rule "r"
+                                             :confined True]))
+  (gate-skill registry "plain" 10 (fn [a c] [:verdict :allow]))
+  (setv out (verify LS ctx))
+  (expect (V out) "allow" "verdict")
+  (expect (proto-get out ':confined) True "the outcome says it runs confined")
+  (expect [(proto-get out ':gate) (proto-get out ':reason) (proto-get out ':rule)]
+          ["boxed" "would be asked about" "r"] "the confining gate")
+  (expect (lfor d (proto-get out ':decisions) (proto-get d ':confined)) [None True None]
+          "the decisions that confined")
+  (gate-skill registry "asks" 5 (fn [a c] [:verdict :escalate :reason "needs a person"]))
+  (setv out (verify LS ctx))
+  (expect [(V out) (proto-get out ':confined)] ["escalate" None] "an escalation still wins"))
+
 (defn [(pytest.mark.parametrize "answer"
          [None "allow" [:verdict :maybe] [:verdict :reject] [:verdict :escalate :reason ""]
           [:verdict :modify] [:verdict] {"verdict" "allow"} [:verdict :allow :extra]])]

@@ -9,7 +9,7 @@
         passepartout.context [make-context]
         passepartout.proto [proto-get proto-put proto-read]
         passepartout.runner [Stops]
-        passepartout.secrets [encoded-text find-secrets looks-random redact-text
+        passepartout.secrets [encoded-text find-secrets looks-random ordinary-variable redact-text
                               redact-value secret-tuple]
         passepartout.skills [Registry get-skill load-skill-file]
         steps [run])
@@ -404,3 +404,12 @@
               :capture-output True :text True :cwd (str ROOT)))
   (assert (= out.returncode 0) out.stderr)
   (assert (= (.strip out.stdout) "") f"imported: {out.stdout}"))
+
+
+(defn test-ordinary-variables []
+  "The shell's own and a system's ordinary variables say what they hold; any
+   other name of the environment may hold a key, whatever it says."
+  (for [n ["HOME" "PATH" "LANG" "LC_ALL" "XDG_CONFIG_HOME" "1" "@" "RANDOM" "file" "dir"]]
+    (assert (ordinary-variable n) f"{n} is ordinary"))
+  (for [n ["DATABASE_URL" "SENTRY_DSN" "MY_BOT" "GITHUB_TOKEN" "https_proxy" "ALL_PROXY"]]
+    (assert (not (ordinary-variable n)) f"{n} may hold a key")))
