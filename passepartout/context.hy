@@ -27,8 +27,8 @@
   (lfor t (+ out [chosen]) :if (not (any (gfor k keep-out (path-inside k t)))) t))
 
 (defn protected-paths [config]
-  "The daemon's own files: its config, its store, its runtime folder, its logs and
-   skills. The workspace usually lives in the data folder, so the data folder as a
+  "The daemon's own files: its config, its store, its runtime folder, its logs,
+   skills and checkpoints. The workspace usually lives in the data folder, so the data folder as a
    whole is not on the list, only what the daemon keeps there."
   (setv data (.get config "data_dir")
         out [])
@@ -36,7 +36,7 @@
     (when p (.append out (_real p))))
   (when data
     (for [name ["passepartout.sqlite3" "passepartout.sqlite3-wal" "passepartout.sqlite3-shm"
-                "skills" "logs" "daemon.pid"]]
+                "skills" "logs" "checkpoints" "daemon.pid"]]
       (.append out (_real (os.path.join data name)))))
   out)
 
@@ -68,7 +68,14 @@
 (defn context-for [services session [notify None] [now None]]
   "The context of a step of SESSION in the daemon whose parts are SERVICES
    (=services.org=); NOTIFY tells the person something at once. The one way a
-   step, an approval carried out or a REPL form gets its context."
+   step, an approval carried out or a REPL form gets its context. It also
+   carries =:written=, the workspace files actions wrote (=files-written= in
+   =checkpoint.org=)."
+  (setv config services.config)
+  (proto-put (_daemon-context services session notify now)
+             ':written (hy.I.passepartout/checkpoint.files-written services.store)))
+
+(defn _daemon-context [services session notify now]
   (setv config services.config)
   (make-context :workspace (.get config "workspace" ".")
                 :session session

@@ -3,7 +3,8 @@
 (import functools [lru-cache]
         importlib os shutil subprocess
         passepartout.proto [literal-keywords :as hy proto-get]
-        passepartout.config [config-defaults])
+        passepartout.config [config-defaults]
+        passepartout.limits [action-limits tmpfs-bytes])
 
 (setv MARKER "PASSEPARTOUT_SANDBOX"
       MODES #("auto" "bubblewrap" "off")
@@ -134,14 +135,17 @@
     (.append out (os.path.realpath (os.path.join (get config "data_dir") "logs"))))
   (list (dict.fromkeys out)))
 
-(defn _masks [ctx workspace bound]
+(defn _tmpfs [path size]
+  (+ (if size ["--size" (str size)] []) ["--tmpfs" path]))
+
+(defn _masks [ctx workspace bound [size None]]
   (setv out [])
   (for [p (_daemon-files ctx)]
     (when (and (os.path.lexists p)
                (not (_under workspace p))
                (any (gfor b bound (_under p b))))
       (if (os.path.isdir p)
-          (.extend out ["--tmpfs" p])
+          (.extend out (_tmpfs p size))
           (.extend out ["--ro-bind" "/dev/null" p]))))
   out)
 
@@ -161,7 +165,8 @@
                          :if (os.path.exists p) (os.path.realpath p))
         temps (lfor t (+ ["/tmp" "/var/tmp"] (list (or (proto-get ctx ':temp-dirs) [])))
                     :if (_safe-target t) (os.path.normpath t))
-        home-mounts (+ (if (_safe-target home) ["--tmpfs" home] [])
+        size (tmpfs-bytes (action-limits ctx))
+        home-mounts (+ (if (_safe-target home) (_tmpfs home size) [])
                        (lfor p home-paths x ["--ro-bind" p p] x))
         home-inside (and (!= home workspace) (_under home workspace))
         bound (+ SYSTEM-DIRS [workspace] home-paths)
@@ -173,22 +178,25 @@
   (when (= (os.geteuid) 0) (.extend out ["--cap-drop" "ALL"]))
   (.extend out (_system-mounts))
   (.extend out ["--proc" "/proc" "--dev" "/dev"])
-  (for [t (list (dict.fromkeys temps))] (.extend out ["--tmpfs" t]))
+  (for [t (list (dict.fromkeys temps))] (.extend out (_tmpfs t size)))
   (when (not home-inside) (.extend out home-mounts))
   (.extend out ["--bind" workspace workspace])
   (when home-inside (.extend out home-mounts))
-  (.extend out (_masks ctx workspace bound))
+  (.extend out (_masks ctx workspace bound size))
   (.extend out (_resolver network))
   (.extend out ["--chdir" workspace])
   (for [[k v] (.items env)] (.extend out ["--setenv" k v]))
   (+ out argv))
 
-(setv _holder "/bin/sh -c \"$1\"; exit $?")
+(setv _wait "read -r go || exit 125; "
+      _holder (+ _wait "/bin/sh -c \"$1\" </dev/null; exit $?")
+      _launcher (+ _wait "exec \"$@\" </dev/null"))
 
 (defn shell-argv [cmd action ctx env]
   "#(argv env) that run the shell command CMD of ACTION in CTX: under the
    sandbox when bubblewrap is in force, under a marked parent shell otherwise.
-   ENV gains the marker either way."
+   ENV gains the marker either way. The first process waits for a line on its
+   standard input before it runs anything (see enter-limits in limits.org)."
   (setv env (| env {MARKER "1"})
         status (proto-get ctx ':sandbox))
   (when (is status None)
@@ -196,7 +204,8 @@
   (if (= (proto-get status ':kind) "bubblewrap")
       (do (setv home (os.path.realpath (or (proto-get ctx ':home) (os.path.expanduser "~")))
                 env (| env {"HOME" home}))
-          #((sandbox-argv status ctx ["/bin/sh" "-c" cmd] env :network (network-allowed action ctx))
+          #((+ ["/bin/sh" "-c" _launcher "/bin/sh"]
+               (sandbox-argv status ctx ["/bin/sh" "-c" cmd] env :network (network-allowed action ctx)))
             env))
       #(["/bin/sh" "-c" _holder "/bin/sh" cmd] env)))
 
