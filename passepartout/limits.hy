@@ -300,6 +300,13 @@
 
 ;; * Putting them in force
 
+(setv _wait "read -r go || exit 125; exec \"$@\" </dev/null")
+
+(defn waiting-argv [argv]
+  "ARGV run by a first process that waits for a line on its standard input
+   (see enter-limits), with /dev/null as ARGV's standard input."
+  (+ ["/bin/sh" "-c" _wait "/bin/sh"] argv))
+
 (defn enter-limits [proc triples group]
   "Put the resource limits TRIPLES and the cgroup GROUP (or None) in force for
    the waiting process PROC, then let it go on; an OSError (with PROC told to

@@ -188,15 +188,12 @@
   (for [[k v] (.items env)] (.extend out ["--setenv" k v]))
   (+ out argv))
 
-(setv _wait "read -r go || exit 125; "
-      _holder (+ _wait "/bin/sh -c \"$1\" </dev/null; exit $?")
-      _launcher (+ _wait "exec \"$@\" </dev/null"))
+(setv _holder "/bin/sh -c \"$1\"; exit $?")
 
 (defn shell-argv [cmd action ctx env]
   "#(argv env) that run the shell command CMD of ACTION in CTX: under the
    sandbox when bubblewrap is in force, under a marked parent shell otherwise.
-   ENV gains the marker either way. The first process waits for a line on its
-   standard input before it runs anything (see enter-limits in limits.org)."
+   ENV gains the marker either way."
   (setv env (| env {MARKER "1"})
         status (proto-get ctx ':sandbox))
   (when (is status None)
@@ -204,8 +201,7 @@
   (if (= (proto-get status ':kind) "bubblewrap")
       (do (setv home (os.path.realpath (or (proto-get ctx ':home) (os.path.expanduser "~")))
                 env (| env {"HOME" home}))
-          #((+ ["/bin/sh" "-c" _launcher "/bin/sh"]
-               (sandbox-argv status ctx ["/bin/sh" "-c" cmd] env :network (network-allowed action ctx)))
+          #((sandbox-argv status ctx ["/bin/sh" "-c" cmd] env :network (network-allowed action ctx))
             env))
       #(["/bin/sh" "-c" _holder "/bin/sh" cmd] env)))
 

@@ -8,7 +8,7 @@
         passepartout.proto [literal-keywords :as hy proto-get]
         passepartout.checkpoint [keeper-for]
         passepartout.limits [action-limits action-group enter-limits rlimits DiskWatch
-                             limit-hit limit-text]
+                             limit-hit limit-text waiting-argv]
         passepartout.sandbox [shell-argv])
 
 (setv ENV-NAMES #{"PATH" "HOME" "LANG" "TERM" "USER" "LOGNAME" "SHELL" "TZ" "TMPDIR"}
@@ -116,6 +116,7 @@
         timeout (_timeout action ctx)
         limits (action-limits ctx)
         [argv env] (shell-argv cmd action ctx (shell-env ctx))
+        argv (waiting-argv argv)
         procs [])
   (try
     (setv [group _] (action-group limits))

@@ -37,6 +37,7 @@ from passepartout.act import act  # noqa: E402
 from passepartout.cascade import make_provider  # noqa: E402
 from passepartout.context import context_for  # noqa: E402
 from passepartout.daemon import boot, shutdown  # noqa: E402
+from passepartout.limits import waiting_argv  # noqa: E402
 from passepartout.perceive import perceive  # noqa: E402
 from passepartout.proto import proto_get  # noqa: E402
 from passepartout.sandbox import sandbox_argv, sandbox_status  # noqa: E402
@@ -114,7 +115,7 @@ def waiting_cost(ws, rounds):
         ctx = [kw("workspace"), str(ws), kw("home"), "/nonexistent-home", kw("temp-dirs"), ["/tmp"],
                kw("limits"), [kw("workspace-quota"), 0, kw("memory"), 0]]
         argv = sandbox_argv(status, ctx, ["/bin/sh", "-c", ":"], {"PATH": "/usr/bin:/bin"})
-    waiting = ["/bin/sh", "-c", 'read -r go || exit 125; exec "$@" </dev/null', "/bin/sh"] + argv
+    waiting = waiting_argv(argv)
     plain, held = [], []
     for _ in range(rounds):
         t = time.perf_counter()
