@@ -135,6 +135,13 @@
     (.append out (os.path.realpath (os.path.join (get config "data_dir") "logs"))))
   (list (dict.fromkeys out)))
 
+(defn [(lru-cache :maxsize 4)] _takes-size [bwrap]
+  "True when the bubblewrap BWRAP sizes a tmpfs (--size)."
+  (try
+    (setv out (subprocess.run [bwrap "--help"] :capture-output True :text True :timeout 10))
+    (in "--size" (+ out.stdout out.stderr))
+    (except [#(OSError subprocess.SubprocessError)] False)))
+
 (defn _tmpfs [path size]
   (+ (if size ["--size" (str size)] []) ["--tmpfs" path]))
 
@@ -165,7 +172,7 @@
                          :if (os.path.exists p) (os.path.realpath p))
         temps (lfor t (+ ["/tmp" "/var/tmp"] (list (or (proto-get ctx ':temp-dirs) [])))
                     :if (_safe-target t) (os.path.normpath t))
-        size (tmpfs-bytes (action-limits ctx))
+        size (when (_takes-size (or (proto-get status ':bwrap) "bwrap")) (tmpfs-bytes (action-limits ctx)))
         home-mounts (+ (if (_safe-target home) (_tmpfs home size) [])
                        (lfor p home-paths x ["--ro-bind" p p] x))
         home-inside (and (!= home workspace) (_under home workspace))
