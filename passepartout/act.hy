@@ -4,6 +4,7 @@
         hy.models [Keyword]
         passepartout.proto [literal-keywords :as hy is-plist proto-get proto-put]
         passepartout.context [context-runtime]
+        passepartout.checkpoint [checkpoint-before checkpoint-after wrote-into]
         passepartout.skills [actuator-for skill-functions])
 
 ;; * Results
@@ -38,15 +39,21 @@
   (setv spec (when name (actuator-for (context-runtime ctx "skills") name)))
   (when (is spec None)
     (return (error-result (if name f"no actuator for :{name}" "the action names no :action"))))
+  (setv mark (when (get spec "effect") (await (checkpoint-before action ctx))))
+  (when (isinstance mark str)
+    (return (error-result mark)))
+  (setv manifest None)
   (try
     (setv result ((get spec "run") action ctx))
     (when (inspect.isawaitable result)
       (setv result (await result)))
     (except [e [Exception SystemExit]]
-      (return (error-result f"actuator {name} failed: {(. (type e) __name__)}: {e}"))))
-  (if (_is-result result)
-      result
-      (error-result f"actuator {name} returned no result plist")))
+      (setv result (error-result f"actuator {name} failed: {(. (type e) __name__)}: {e}")))
+    (finally
+      (when mark (setv manifest (await (checkpoint-after mark))))))
+  (cond (not (_is-result result)) (error-result f"actuator {name} returned no result plist")
+        mark (wrote-into result mark manifest)
+        True result))
 
 (defn _filtered [action result ctx]
   (for [[name f] (skill-functions (context-runtime ctx "skills") "filter")]

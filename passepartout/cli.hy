@@ -328,6 +328,24 @@
   (lfor [p [status detail]] (zip providers found)
         #(f"model {(get p "name")}" status detail)))
 
+(defn _limits-check [config]
+  "The limits of a shell action: a warning where processes are not limited at
+   all (root, with no cgroup to count them)."
+  (import passepartout.limits [cgroup-setup limits-summary])
+  (setv summary (limits-summary config)
+        setup (cgroup-setup (get config "limits" "cgroup")))
+  #("limits"
+    (if (and (= (os.geteuid) 0) (not (in "pids" (.get setup "dirs" {})))) "warn" "ok")
+    summary))
+
+(defn _undo-check [config]
+  (import passepartout.checkpoint [undo-settings])
+  (setv s (undo-settings config))
+  (if (get s "enabled")
+      #("undo" "ok" (+ f"a checkpoint before every action that may write, in "
+                       f"{(os.path.join (get config "data_dir") "checkpoints")}; the last {(get s "keep")} kept"))
+      #("undo" "warn" "no checkpoints ([undo] enabled = false): /undo has nothing to restore")))
+
 (defn doctor-checks [config-path]
   "Rows #(check status detail) about the machine and the config at CONFIG-PATH."
   (import passepartout.config [load-config config-file]
@@ -350,6 +368,8 @@
      (+ (sandbox-summary status)
         f"; [sandbox] mode = {(proto-get status ':mode)}"
         f", network = {(get config "sandbox" "network")}"))
+   (_limits-check config)
+   (_undo-check config)
    #("gateways" (if gateways "ok" "warn") (if gateways (.join ", " gateways) "none is turned on"))
    #* (lfor name gateways #(f"gateway {name}" #* (_gateway-check name (get config "gateways" name))))
    #* (_model-checks config)])

@@ -146,7 +146,22 @@
             "attempts" (_key "number" 3 "tries the model gets in one step when its answer is unreadable or refused")
             "shell_timeout" (_key "number" 30 "seconds a shell command may run")
             "output_limit" (_key "number" 16000 "characters of an action's output the model is shown")
-            "model_concurrency" (_key "whole number" 4 "steps the daemon runs at once")}}
+            "model_concurrency" (_key "whole number" 4 "steps the daemon runs at once")
+            "file_size" (_key "size" "4 GiB" "the largest file one shell action may write (`RLIMIT_FSIZE`); `0`: no limit")
+            "workspace_quota" (_key "size" "8 GiB" "bytes one shell action may write into the workspace, new and changed files counted whole; `0`: no limit")
+            "keep_free" (_key "size or share" "1 GiB" "a shell action is stopped when the disk that holds the workspace gets less free than this (a size, or a share of the disk such as `\"5%\"`)")
+            "processes" (_key "whole number" 4096 "processes and threads one shell action may run at once (a cgroup's `pids.max`, else `RLIMIT_NPROC` above what runs already); `0`: no limit")
+            "memory" (_key "size or share" "50%" "memory one shell action may use: all its processes together in a cgroup, else each process's data (`RLIMIT_DATA`); a share is of the machine's memory")
+            "cpu_time" (_key "whole number" 3600 "seconds of CPU time one process of a shell action may use (`RLIMIT_CPU`); `0`: no limit")
+            "cgroup" (_key "string" "auto" "`auto`: a cgroup for each shell action where the daemon may make one (see the README); `off`: limits by `rlimit` only; or the folder of a cgroup (v2) prepared for it")}}
+   {"name" "undo" "shape" "table" "fill" True
+    "doc" (+ "Checkpoints of the workspace, taken before every action that may write, which `/undo` "
+             "restores and `/changes` shows (see `checkpoint.org`). They live in `DATA_DIR/checkpoints`, "
+             "beside a copy of the workspace the checkpoints are taken from.")
+    "keys" {"enabled" (_key "boolean" True "`false`: no checkpoints, and `/undo` has nothing to restore")
+            "keep" (_key "whole number" 20 "checkpoints kept; the oldest go first")
+            "max_bytes" (_key "size" "4 GiB" "what the kept checkpoints may hold together; the oldest go first, the last is always kept")
+            "max_file" (_key "size" "256 MiB" "a larger file is not copied: its changes are listed, but `/undo` cannot bring back its content")}}
    {"name" "budget" "shape" "table" "fill" True
     "doc" "What the models may cost, per task and per calendar day; `0` means no limit."
     "keys" {"task_tokens" (_key "number" 200000 "tokens one task may use")
@@ -266,6 +281,26 @@
 (defn _path [v]
   (and (isinstance v str) (!= v "")))
 
+(setv _size-re (re.compile r"\s*(\d+(?:\.\d+)?)\s*(?:([kmgt])(?:i?b)?|b|bytes?)?\s*\Z" re.I)
+      _share-re (re.compile r"\s*(\d+(?:\.\d+)?)\s*%\s*\Z")
+      _units {"k" 1024 "m" (** 1024 2) "g" (** 1024 3) "t" (** 1024 4)})
+
+(defn parse-size [v [whole None]]
+  "The bytes V means: a whole number of bytes, or text such as \"4 GiB\" or
+   \"512M\" (units of 1024); with WHOLE, also a share of it such as \"50%\".
+   None when V is none of these.
+   (parse-size \"1.5 KiB\") ⇒ 1536, (parse-size \"50%\" 1000) ⇒ 500"
+  (cond (_whole v) (if (>= v 0) v None)
+        (not (isinstance v str)) None
+        True
+        (do (setv m (.match _size-re v))
+            (if m
+                (int (* (float (.group m 1)) (.get _units (.lower (or (.group m 2) "")) 1)))
+                (do (setv m (.match _share-re v))
+                    (if (and m (is-not whole None) (<= (float (.group m 1)) 100))
+                        (int (* whole (/ (float (.group m 1)) 100)))
+                        None))))))
+
 (setv _kinds {"number" #(_number "a number")
               "whole number" #(_whole "a whole number")
               "boolean" #((fn [v] (isinstance v bool)) "true or false")
@@ -276,7 +311,11 @@
               "array of paths" #((fn [v] (and (isinstance v list) (all (map _path v))))
                                  "an array of paths")
               "array of whole numbers" #((fn [v] (and (isinstance v list) (all (map _whole v))))
-                                         "an array of whole numbers")})
+                                         "an array of whole numbers")
+              "size" #((fn [v] (is-not (parse-size v) None))
+                       "a size (a whole number of bytes, or text such as \"4 GiB\")")
+              "size or share" #((fn [v] (is-not (parse-size v 1) None))
+                                "a size (a whole number of bytes, or text such as \"4 GiB\") or a share such as \"50%\"")})
 
 (defn _shown [v]
   "V for an error message: its kind for a table, else its value, cut short."

@@ -80,6 +80,8 @@
 
 (defn shutdown [env]
   "Release what boot acquired."
+  (when (hasattr env.checkpoints "close")
+    (.close env.checkpoints))
   (store-close env.store))
 
 ;; * One daemon per data dir
@@ -375,6 +377,7 @@
 (defn start-banner [env]
   "What a person starting the daemon is told: what runs, where to reach it, where it logs."
   (import passepartout.repl [socket-path]
+          passepartout.limits [limits-summary]
           passepartout.sandbox [sandbox-summary])
   (setv config env.config
         names (lfor [name section] (.items (.get config "gateways" {}))
@@ -384,7 +387,8 @@
                f"  gateways: {(if names (.join ", " names) "none configured (see README, Configuration)")}"
                f"  REPL socket: {(socket-path config)}"
                f"  log: {(/ (Path (get config "data_dir")) "logs" "daemon.log")}"
-               f"  protection: {(sandbox-summary env.sandbox)}"]))
+               f"  protection: {(sandbox-summary env.sandbox)}"
+               f"  limits: {(limits-summary config)}"]))
 
 (defn cmd-daemon [args]
   "Run the headless daemon; the exit status."

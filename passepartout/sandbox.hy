@@ -3,7 +3,8 @@
 (import functools [lru-cache]
         importlib os shutil subprocess
         passepartout.proto [literal-keywords :as hy proto-get]
-        passepartout.config [config-defaults])
+        passepartout.config [config-defaults]
+        passepartout.limits [action-limits tmpfs-bytes])
 
 (setv MARKER "PASSEPARTOUT_SANDBOX"
       MODES #("auto" "bubblewrap" "off")
@@ -134,14 +135,24 @@
     (.append out (os.path.realpath (os.path.join (get config "data_dir") "logs"))))
   (list (dict.fromkeys out)))
 
-(defn _masks [ctx workspace bound]
+(defn [(lru-cache :maxsize 4)] _takes-size [bwrap]
+  "True when the bubblewrap BWRAP sizes a tmpfs (--size)."
+  (try
+    (setv out (subprocess.run [bwrap "--help"] :capture-output True :text True :timeout 10))
+    (in "--size" (+ out.stdout out.stderr))
+    (except [#(OSError subprocess.SubprocessError)] False)))
+
+(defn _tmpfs [path size]
+  (+ (if size ["--size" (str size)] []) ["--tmpfs" path]))
+
+(defn _masks [ctx workspace bound [size None]]
   (setv out [])
   (for [p (_daemon-files ctx)]
     (when (and (os.path.lexists p)
                (not (_under workspace p))
                (any (gfor b bound (_under p b))))
       (if (os.path.isdir p)
-          (.extend out ["--tmpfs" p])
+          (.extend out (_tmpfs p size))
           (.extend out ["--ro-bind" "/dev/null" p]))))
   out)
 
@@ -161,7 +172,8 @@
                          :if (os.path.exists p) (os.path.realpath p))
         temps (lfor t (+ ["/tmp" "/var/tmp"] (list (or (proto-get ctx ':temp-dirs) [])))
                     :if (_safe-target t) (os.path.normpath t))
-        home-mounts (+ (if (_safe-target home) ["--tmpfs" home] [])
+        size (when (_takes-size (or (proto-get status ':bwrap) "bwrap")) (tmpfs-bytes (action-limits ctx)))
+        home-mounts (+ (if (_safe-target home) (_tmpfs home size) [])
                        (lfor p home-paths x ["--ro-bind" p p] x))
         home-inside (and (!= home workspace) (_under home workspace))
         bound (+ SYSTEM-DIRS [workspace] home-paths)
@@ -173,11 +185,11 @@
   (when (= (os.geteuid) 0) (.extend out ["--cap-drop" "ALL"]))
   (.extend out (_system-mounts))
   (.extend out ["--proc" "/proc" "--dev" "/dev"])
-  (for [t (list (dict.fromkeys temps))] (.extend out ["--tmpfs" t]))
+  (for [t (list (dict.fromkeys temps))] (.extend out (_tmpfs t size)))
   (when (not home-inside) (.extend out home-mounts))
   (.extend out ["--bind" workspace workspace])
   (when home-inside (.extend out home-mounts))
-  (.extend out (_masks ctx workspace bound))
+  (.extend out (_masks ctx workspace bound size))
   (.extend out (_resolver network))
   (.extend out ["--chdir" workspace])
   (for [[k v] (.items env)] (.extend out ["--setenv" k v]))

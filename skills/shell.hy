@@ -6,6 +6,9 @@
         passepartout.runner [doing]
         passepartout.context [context-limit context-runtime]
         passepartout.proto [literal-keywords :as hy proto-get]
+        passepartout.checkpoint [keeper-for]
+        passepartout.limits [action-limits action-group enter-limits rlimits DiskWatch
+                             limit-hit limit-text waiting-argv]
         passepartout.sandbox [shell-argv])
 
 (setv ENV-NAMES #{"PATH" "HOME" "LANG" "TERM" "USER" "LOGNAME" "SHELL" "TZ" "TMPDIR"}
@@ -111,15 +114,26 @@
     (return (error-result f"the workspace {workspace !r} is not a real folder; nothing was run")))
   (setv limit (context-limit ctx "output-limit" 16000)
         timeout (_timeout action ctx)
+        limits (action-limits ctx)
         [argv env] (shell-argv cmd action ctx (shell-env ctx))
+        argv (waiting-argv argv)
         procs [])
-  (with [running (_stoppable cmd ctx procs)]
-    (when (get running "stopped")
-      (return (+ (error-result "stopped by the person before it started; nothing was run")
-                 [:stopped True])))
-    (await (_run-shell argv env workspace limit timeout procs running))))
+  (try
+    (setv [group _] (action-group limits))
+    (except [e OSError]
+      (return (error-result (+ f"the command's cgroup could not be made ({(or e.strerror e)}), so nothing was run; "
+                               "[limits] cgroup = \"off\" bounds commands by rlimits only")))))
+  (try
+    (with [running (_stoppable cmd ctx procs)]
+      (when (get running "stopped")
+        (return (+ (error-result "stopped by the person before it started; nothing was run")
+                   [:stopped True])))
+      (await (_run-shell argv env workspace limit timeout procs running
+                         limits group (keeper-for ctx))))
+    (finally
+      (when group (.close group)))))
 
-(defn :async _run-shell [argv env workspace limit timeout procs running]
+(defn :async _run-shell [argv env workspace limit timeout procs running limits group keeper]
   (setv head (bytearray)
         seen [0]
         timed-out False
@@ -128,7 +142,7 @@
     (setv proc (subprocess.Popen argv
                                  :cwd workspace
                                  :env env
-                                 :stdin subprocess.DEVNULL
+                                 :stdin subprocess.PIPE
                                  :stdout subprocess.PIPE
                                  :stderr subprocess.STDOUT
                                  :start-new-session True))
@@ -136,11 +150,24 @@
       (return (error-result f"the command could not be started: {(get argv 0)}: {(or e.strerror e)}"))))
   ;; a stop between the check and the start finds the process here, or sees it below
   (.append procs proc)
+  (try
+    (enter-limits proc (rlimits limits (if group (.controls group) [])) group)
+    (except [e OSError]
+      (_kill-group proc)
+      (.wait proc)
+      (.close proc.stdout)
+      (return (error-result f"the command's limits could not be put in force ({(or e.strerror e)}); nothing was run"))))
   (when (get running "stopped")
     (_kill-group proc))
+  (defn kill []
+    (_kill-group proc)
+    (when group (.kill group)))
   (setv ended (_ended proc)
         stream (asyncio.StreamReader)
         pipe None
+        watch (try (DiskWatch workspace limits group (when keeper keeper.measure))
+                   (except [OSError] None))
+        watching (when watch (asyncio.ensure-future (.run watch kill)))
         finished False)
   (try
     (setv [pipe _] (await (.connect-read-pipe (asyncio.get-running-loop)
@@ -159,20 +186,48 @@
         (except [asyncio.TimeoutError])))
     (setv finished True)
     (finally
+      (when watching (.cancel watching))
       ;; cancelled or failed: nothing it started outlives it
       (when (not finished)
-        (_kill-group proc))
+        (kill))
       (await ended)
       (.wait proc)
       (if pipe (.close pipe) (.close proc.stdout))))
+  (setv hit (await (_limit-hit limits proc head group watch keeper)))
+  (when hit
+    ;; what a limit stopped is ended whole, also what it left in the background
+    (kill))
   (setv stopped (get running "stopped")
-        status (if (or stopped timed-out (!= proc.returncode 0)) ':error ':ok)
+        status (if (or stopped timed-out hit (!= proc.returncode 0)) ':error ':ok)
         result [:status status :exit proc.returncode
                 :output (clip-output head limit (get seen 0)) :timed-out timed-out])
   (cond stopped (+ result [:stopped True :error "stopped by the person; the command and its children were killed"])
+        hit (+ result [:limit (get hit 0) :error (limit-text (get hit 0) limits (get hit 1))])
         timed-out (+ result [:error f"timed out after {timeout} s; the command and its children were killed"])
         (= status ':error) (+ result [:error f"exit status {proc.returncode}"])
         True result))
+
+(defn :async _limit-hit [limits proc head group watch keeper]
+  "#(key detail) for the limit the command hit, or None. The files it wrote
+   are looked at only when the disk says they may have reached the file limit
+   or the quota (a command that ends between two looks of the watch may have
+   passed the quota all the same)."
+  (setv quota (get limits "workspace_quota")
+        fsize (min (gfor v [(get limits "file_size") quota] :if v v) :default 0)
+        used (if watch (_used watch) 0)
+        written (if (and keeper watch fsize (>= used fsize))
+                    (await (asyncio.to-thread keeper.pending))
+                    [])
+        bytes-written (if keeper (sum (gfor [_ n] written n) 0) used)
+        over (when (and quota watch (>= used quota) (> bytes-written quota))
+               #("workspace_quota" bytes-written)))
+  (limit-hit limits proc.returncode (.decode (bytes head) "utf-8" "replace") group
+             (or (when watch watch.hit) over) written))
+
+(defn _used [watch]
+  "The bytes the disk of WATCH lost since the command started."
+  (setv st (os.statvfs watch.workspace))
+  (- watch.start (* st.f-bavail st.f-frsize)))
 
 (defskill shell
   "Runs a command in the workspace."

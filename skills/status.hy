@@ -7,6 +7,7 @@
         passepartout.perceive [reply-signal sensor-of]
         passepartout.proto [literal-keywords :as hy proto-get]
         passepartout.repl [running-text]
+        passepartout.limits [limits-summary]
         passepartout.sandbox [sandbox-summary]
         passepartout.store [events kv-get HEARTBEAT-KEY])
 
@@ -75,7 +76,8 @@
                      [])
                  (_repl-forms ctx)
                  [f"Workspace: {(proto-get ctx ':workspace)}"
-                  (+ "Protection: " (sandbox-summary (proto-get ctx ':sandbox)) ".")])))
+                  (+ "Protection: " (sandbox-summary (proto-get ctx ':sandbox)) ".")
+                  (+ "Limits: " (limits-summary config) ".")])))
 
 (defn _repl-forms [ctx]
   "A line for each REPL request whose forms still run past their time."

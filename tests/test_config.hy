@@ -27,7 +27,10 @@
   (check (get cfg "workspace") (os.path.join data "workspace") "workspace")
   (check (get cfg "runtime_dir") (os.path.join data "run") "runtime_dir")
   (check (get cfg "limits") {"step_budget" 8 "attempts" 3 "shell_timeout" 30
-                             "output_limit" 16000 "model_concurrency" 4} "limits")
+                             "output_limit" 16000 "model_concurrency" 4
+                             "file_size" "4 GiB" "workspace_quota" "8 GiB" "keep_free" "1 GiB"
+                             "processes" 4096 "memory" "50%" "cpu_time" 3600 "cgroup" "auto"} "limits")
+  (check (get cfg "undo") {"enabled" True "keep" 20 "max_bytes" "4 GiB" "max_file" "256 MiB"} "undo")
   (check (get cfg "cascade") {"cooldown" 60 "failure_threshold" 3} "cascade")
   (check (get cfg "providers") [] "providers")
   (check (get cfg "skills") {"dirs" [(os.path.join data "skills")] "disabled" [] "immutable" []} "skills")
@@ -85,7 +88,9 @@ allowed_users = [42]
   (check (get cfg "workspace") (os.path.join data "workspace") "workspace follows data_dir")
   (check (get cfg "runtime_dir") (os.path.join data "run") "runtime_dir follows data_dir")
   (check (get cfg "limits") {"step_budget" 12 "attempts" 3 "shell_timeout" 2.5
-                             "output_limit" 16000 "model_concurrency" 4} "limits merged")
+                             "output_limit" 16000 "model_concurrency" 4
+                             "file_size" "4 GiB" "workspace_quota" "8 GiB" "keep_free" "1 GiB"
+                             "processes" 4096 "memory" "50%" "cpu_time" 3600 "cgroup" "auto"} "limits merged")
   (check (lfor p (get cfg "providers") (get p "model")) ["openai/gpt-4o-mini" "ollama/llama3"])
   (check (get cfg "skills" "dirs") [(str (/ tmp-path "skills")) "/abs/skills"]
          "relative paths are relative to the file")
