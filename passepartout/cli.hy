@@ -191,13 +191,15 @@
           passepartout.proto [proto-get]
           passepartout.store [notice-add]
           passepartout.grants [duration-minutes]
+          passepartout.egress [host-word]
           passepartout.hitl [HOST-IDENTITY answer-approval find-approval pending-text])
   (setv env (boot :config-path args.config))
   (try
     (setv store env.store
           action args.action
           duration (getattr args "duration" None)
-          minutes (when duration (duration-minutes duration)))
+          minutes (when duration (duration-minutes duration))
+          hosts (or (getattr args "hosts" None) None))
     (cond
       (= action "list")
       (do (print (proto-get (pending-text env HOST-IDENTITY None :host True) ':text)) 0)
@@ -209,10 +211,16 @@
       (do (print f"passepartout approvals {action}: {duration !r} is not a duration such as 30m"
                  :file sys.stderr)
           2)
+      (and hosts (not (all (gfor h hosts (host-word h)))))
+      (do (print (+ f"passepartout approvals {action}: "
+                    (.join ", " (gfor h hosts :if (not (host-word h)) (repr h)))
+                    " is not a host such as github.com or 127.0.0.2:8080")
+                 :file sys.stderr)
+          2)
       True
       (do (setv r (asyncio.run (answer-approval env HOST-IDENTITY None args.code action
                                                 :reason (getattr args "reason" None) :minutes minutes
-                                                :host True)))
+                                                :host True :hosts hosts)))
           (for [s (proto-get r ':emit)]
             (notice-add store s (env.clock)))
           (print (if (proto-get r ':handed-over)
@@ -473,6 +481,8 @@
   (.add-argument a "code" :nargs "?" :help "the approval's code or token")
   (.add-argument a "duration" :nargs "?"
                  :help "with approve: also allow this kind of action in that conversation for so long, e.g. 30m")
+  (.add-argument a "hosts" :nargs "*" :metavar "HOST"
+                 :help "with approve and a duration: let these hosts through the egress proxy instead, e.g. 1h github.com")
   (.add-argument a "--reason" :help "why it is denied")
   (.set-defaults a :func cmd-approvals)
 
