@@ -318,7 +318,9 @@
   [#("config" "ok" (if (get config "config_file") file f"{file} (absent: the defaults)"))
    #("data dir" #* (_folder-check (get config "data_dir") True))
    #("REPL socket" #* (_socket-check config))
-   #("sandbox" (if (= kind "bubblewrap") "ok" "warn")
+   #("sandbox" (if (and (= kind "bubblewrap") (!= (proto-get status ':network) "on")
+                        (or (!= (proto-get status ':network) "policy") (proto-get status ':relay)))
+                   "ok" "warn")
      (+ (sandbox-summary status)
         f"; [sandbox] mode = {(proto-get status ':mode)}"
         f", network = {(get config "sandbox" "network")}"))

@@ -6,6 +6,7 @@
         passepartout.runner [doing]
         passepartout.context [context-limit context-runtime]
         passepartout.proto [literal-keywords :as hy proto-get]
+        passepartout.proxy [egress-result open-egress]
         passepartout.sandbox [shell-argv])
 
 (setv ENV-NAMES #{"PATH" "HOME" "LANG" "TERM" "USER" "LOGNAME" "SHELL" "TZ" "TMPDIR"}
@@ -111,13 +112,18 @@
     (return (error-result f"the workspace {workspace !r} is not a real folder; nothing was run")))
   (setv limit (context-limit ctx "output-limit" 16000)
         timeout (_timeout action ctx)
-        [argv env] (shell-argv cmd action ctx (shell-env ctx))
+        egress (await (open-egress action ctx))
+        [argv env] (shell-argv cmd action ctx (shell-env ctx) (when egress egress.path))
         procs [])
-  (with [running (_stoppable cmd ctx procs)]
-    (when (get running "stopped")
-      (return (+ (error-result "stopped by the person before it started; nothing was run")
-                 [:stopped True])))
-    (await (_run-shell argv env workspace limit timeout procs running))))
+  (try
+    (with [running (_stoppable cmd ctx procs)]
+      (when (get running "stopped")
+        (return (+ (error-result "stopped by the person before it started; nothing was run")
+                   [:stopped True])))
+      (setv result (await (_run-shell argv env workspace limit timeout procs running))))
+    (finally
+      (when egress (await (.close egress)))))
+  (egress-result egress result))
 
 (defn :async _run-shell [argv env workspace limit timeout procs running]
   (setv head (bytearray)
