@@ -549,3 +549,31 @@ while True:
         local "localhost,127.0.0.1,::1")
   (dict (+ (lfor k ["HTTP_PROXY" "HTTPS_PROXY" "ALL_PROXY"] x [#(k url) #((.lower k) url)] x)
            [#("NO_PROXY" local) #("no_proxy" local)])))
+
+;; ** Lines that never go out
+
+(setv LOCAL-PROGRAMS #{"echo" "printf" "grep" "egrep" "fgrep" "sed" "awk" "gawk" "mawk" "tr"
+                       "cut" "sort" "uniq" "wc" "head" "tail" "cat" "tac" "column" "fold" "fmt"
+                       "nl" "paste" "join" "expand" "unexpand" "rev" "jq" "test" "[" "[[" "true"
+                       "false" ":" "cd" "pwd" "export" "read" "printenv" "basename" "dirname"
+                       "realpath" "readlink" "stat" "ls" "file" "touch" "mkdir" "rmdir" "rm" "cp"
+                       "mv" "ln" "chmod" "diff" "cmp" "comm" "tee" "seq" "date" "du" "df" "expr"
+                       "md5sum" "sha1sum" "sha256sum" "sha512sum" "b2sum" "cksum" "base64" "od"
+                       "xxd" "hexdump" "strings" "sleep" "tree" "patch" "split" "csplit" "truncate"})
+
+(defn [(lru-cache :maxsize 1024)] _local-only [cmd]
+  (try
+    (setv a (analyse cmd))
+    (except [Exception]
+      (return False)))
+  (and (get a "commands")
+       (not (or (get a "issues") (get a "overflow") (get a "too-large") (get a "stopped")))
+       (all (gfor rec (get a "commands")
+                  (and (not (get rec "launcher")) (not (get rec "code"))
+                       (in (os.path.basename (or (get rec "name") "")) LOCAL-PROGRAMS))))))
+
+(defn may-reach-network [cmd]
+  "False when the command line CMD is made only of programs that never reach the
+   network (LOCAL-PROGRAMS), so its box needs no way out; True otherwise.
+   (may-reach-network \"ls -la | grep x > out\") ⇒ False"
+  (not (and (isinstance cmd str) (.strip cmd) (_local-only cmd))))

@@ -3,7 +3,8 @@
 (import asyncio ipaddress logging os re shutil socket tempfile time
         passepartout.proto [literal-keywords :as hy proto-get]
         passepartout.context [context-runtime]
-        passepartout.egress [allowed-hosts command-egress decide host-entries host-text split-host]
+        passepartout.egress [allowed-hosts command-egress decide host-entries host-text
+                              may-reach-network split-host]
         passepartout.grants [host-grants]
         passepartout.sandbox [sandbox-status])
 
@@ -263,12 +264,14 @@
 
 (defn :async open-egress [action ctx]
   "The egress proxy of the shell ACTION in CTX, serving; None when its box uses
-   none (no bubblewrap, network off or on, no relay program) or it could not start."
+   none (no bubblewrap, network off or on, no relay program, a command line that
+   never goes out) or it could not start."
   (setv status (or (proto-get ctx ':sandbox)
                    (sandbox-status (context-runtime ctx "config"))))
   (when (not (and (= (proto-get status ':kind) "bubblewrap")
                   (= (proto-get status ':network) "policy")
-                  (proto-get status ':relay)))
+                  (proto-get status ':relay)
+                  (may-reach-network (proto-get action ':cmd))))
     (return None))
   (setv services (context-runtime ctx "services")
         clock (if services services.clock time.time)

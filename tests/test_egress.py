@@ -22,7 +22,7 @@ from hy.models import Keyword
 from passepartout.act import act
 from passepartout.context import context_for
 from passepartout.egress import (boxed_command, command_egress, decide, egress_asks, find_relay,
-                                 host_entries, split_host)
+                                 host_entries, may_reach_network, split_host)
 from passepartout.grants import grant_covering
 from passepartout.hitl import answer_approval
 from passepartout.proto import proto_get, proto_put
@@ -498,6 +498,22 @@ def test_names_are_not_resolved_inside(box):
             u.recvfrom(10)
     finally:
         u.close()
+
+
+def test_which_lines_get_a_way_out():
+    for cmd in ["ls -la | grep x > out", "cd sub && cat f", "/bin/ls", "mkdir -p a && echo ok > a/f"]:
+        assert not may_reach_network(cmd), cmd
+    for cmd in ["python3 x.py", "timeout 5 grep x f", "sh -c ls", "echo $(curl h)", "ls `curl h`",
+                "a() { ls; }; a", "$X y", "if then", "", "find . -exec cat {} ;", "make"]:
+        assert may_reach_network(cmd), cmd
+
+
+def test_a_line_that_never_goes_out_gets_no_door(box):
+    a = box["allowed"]
+    r = shell(box["ctx"], "printenv HTTP_PROXY; echo end")
+    assert proto_get(r, kw("output")) == "end\n", f"no proxy for a local line: {r}"
+    r = shell(box["ctx"], f"printenv HTTP_PROXY; timeout 20 curl -sS http://{OUTSIDE}:{a.port}/t")
+    assert proto_get(r, kw("output")) == "http://127.0.0.1:3128\nhello\n", r
 
 
 def test_the_python_relay_and_no_relay(box):
