@@ -104,6 +104,8 @@
       (return #(True f"{(host-text h p)} is granted by a person"))))
   (when (any (gfor e (proto-get policy ':named []) (entry-covers e host port)))
     (return #(True f"{target} is on the command line a person approved")))
+  (when (and (not upload) (any (gfor e (proto-get policy ':named-reads []) (entry-covers e host port))))
+    (return #(True f"{target} is on the command line a person approved, to be read")))
   (setv allowed (any (gfor e (proto-get policy ':allowed []) (entry-covers e host port))))
   (cond (and allowed (not upload))
         #(True f"{target} is an allowed host")

@@ -3,7 +3,7 @@
 (import asyncio ipaddress logging os re shutil socket tempfile time
         passepartout.proto [literal-keywords :as hy proto-get]
         passepartout.context [context-runtime]
-        passepartout.egress [allowed-hosts command-egress decide host-entries host-text
+        passepartout.egress [allowed-hosts decide egress-asks host-entries host-text
                               may-reach-network split-host]
         passepartout.grants [host-grants]
         passepartout.sandbox [sandbox-status])
@@ -19,14 +19,17 @@
 (defn action-policy [action ctx now]
   "The egress policy of the shell ACTION in CTX (see =decide=), at NOW."
   (setv store (context-runtime ctx "store")
-        named (if (or (is (proto-get ctx ':approved) True) (proto-get ctx ':granted))
-                  (host-entries (proto-get (command-egress (proto-get action ':cmd)) ':hosts))
-                  []))
-  [:allowed (allowed-hosts (proto-get ctx ':sandbox))
+        allowed (allowed-hosts (proto-get ctx ':sandbox))
+        asks (if (or (is (proto-get ctx ':approved) True) (proto-get ctx ':granted))
+                 (egress-asks (proto-get action ':cmd) allowed)
+                 []))
+  [:allowed allowed
    :grants (if store
                (host-grants store (proto-get ctx ':session) now (context-runtime ctx "skills"))
                [])
-   :named named])
+   :named (host-entries (lfor u asks :if (and (proto-get u ':upload) (proto-get u ':host))
+                              (proto-get u ':host)))
+   :named-reads (host-entries (lfor u asks :if (not (proto-get u ':upload)) (proto-get u ':host)))])
 
 ;; * Reading a request
 

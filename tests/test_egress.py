@@ -64,9 +64,9 @@ def test_hosts_are_written_one_way():
     assert split_host("*.crates.io", wildcard=True) == ("*.crates.io", None)
 
 
-def policy(allowed=(), grants=(), named=()):
+def policy(allowed=(), grants=(), named=(), reads=()):
     return K("allowed", host_entries(list(allowed)), "grants", [list(g) for g in grants],
-             "named", host_entries(list(named)))
+             "named", host_entries(list(named)), "named-reads", host_entries(list(reads)))
 
 
 def test_the_decision_reads_are_allowed_uploads_and_strangers_are_not():
@@ -92,6 +92,10 @@ def test_a_host_grant_lets_everything_through_until_it_ends():
     named = policy(named=["h.example:8080"])
     assert decide(named, "PUT", "h.example", 8080, 0)[0], "a host on an approved command line"
     assert not decide(named, "PUT", "h.example", 443, 0)[0], "on the port it names"
+    reads = policy(reads=["r.example"])
+    assert decide(reads, "GET", "r.example", 443, 0)[0], "a host an approved line reads"
+    assert decide(reads, "CONNECT", "r.example", 443, 0)[0], "a host an approved line reads, over TLS"
+    assert not decide(reads, "POST", "r.example", 443, 0)[0], "is read, not written to"
 
 
 # * Reading a command line
@@ -609,3 +613,21 @@ def test_a_grant_of_the_kind_covers_uploads_to_the_same_host_only(box):
     [asked] = run_task(env, user_says("and there", chat="kind"))
     assert proto_get(proto_get(asked, kw("payload")), kw("approval")), asked
     assert o.got == [], o.got
+
+
+def test_approving_a_read_of_a_host_not_allowed_lets_that_read_through_once(box):
+    from steps import run_task, scripted, user_says
+    env, o = box["env"], box["other"]
+    cmd = f"curl -sS http://{OUTSIDE}:{o.port}/read"
+    scripted(env, [f'(:action :shell :cmd "{cmd}" :explanation "read it")', '(:action :message :text "read")'])
+    [asked] = run_task(env, user_says("read it", chat="read"))
+    payload = proto_get(asked, kw("payload"))
+    assert f"reaches {OUTSIDE}:{o.port}, which is not an allowed host" in proto_get(payload, kw("text")), payload
+    code = proto_get(proto_get(payload, kw("approval")), kw("code"))
+    answer = asyncio.run(answer_approval(env, "test:local", proto_get(asked, kw("session")), code, "approve"))
+    assert proto_get(answer, kw("ok")), answer
+    assert o.wait(1)[0].startswith(b"GET /read"), o.got
+    # the approval was for that action: the same line again is asked about again
+    scripted(env, [f'(:action :shell :cmd "{cmd}" :explanation "read it")', '(:action :message :text "read")'])
+    [again] = run_task(env, user_says("again", chat="read"))
+    assert proto_get(proto_get(again, kw("payload")), kw("approval")), again
