@@ -4,7 +4,7 @@
 
 (import functools [lru-cache]
         ipaddress os re shutil
-        passepartout.proto [literal-keywords :as hy proto-get]
+        passepartout.proto [literal-keywords :as hy proto-get proto-put]
         passepartout.config [config-defaults]
         passepartout.shell-walk [analyse])
 
@@ -323,7 +323,9 @@
     (= sub "push")
     (do (setv repo (or (next (gfor [o v] options :if (= o "--repo") v) None) first)
               h (or (_repo-host (or repo "")) (.get remotes repo)))
-        (_uses "git" (if h [h] []) True "git push"))
+        (if (or h (not (and repo (= i 0) (re.fullmatch r"[A-Za-z0-9_.-]{1,100}" repo))))
+            (_uses "git" (if h [h] []) True "git push")
+            [(+ (_use "git" None True "git push") [:remote repo])]))
     (= sub "send-email") (_uses "git" [] True "git send-email")
     (not (in sub GIT-REMOTE))
     (if aliased-push (_uses "git" [] True "git push (through an alias)") [])
@@ -402,11 +404,20 @@
   (setv found (when host (split-host host)))
   (not (and found (in-box-host (get found 0)))))
 
-(defn egress-asks [cmd allowed]
+(defn _named-remote [use remotes]
+  "USE with the host of the git remote it pushes to, when REMOTES knows it."
+  (setv h (.get (or remotes {}) (proto-get use ':remote)))
+  (if (and h (is (proto-get use ':host) None))
+      (proto-put use ':host h)
+      use))
+
+(defn egress-asks [cmd allowed [remotes None]]
   "The uses of the command line CMD a person is asked about before it runs, given
    the allowed-host entries ALLOWED: every upload that leaves the box, and every
-   host neither allowed nor kept in the box."
+   host neither allowed nor kept in the box. REMOTES maps the workspace's git
+   remotes to their hosts (=workspace-remotes=)."
   (lfor u (proto-get (command-egress cmd) ':uses)
+        :setv u (_named-remote u remotes)
         :setv host (proto-get u ':host)
         :setv found (when host (split-host host))
         :if (if (proto-get u ':upload)
@@ -433,6 +444,87 @@
                   (cond (not (proto-get u ':upload)) f"reaches {(proto-get u ':host)}"
                         (proto-get u ':host) f"uploads to {(proto-get u ':host)}"
                         True "uploads to a host the line does not name")))))
+
+;; ** The remote a push names
+
+(setv _section-re (re.compile #[re[\[\s*([A-Za-z0-9.-]+)(?:\s+"([^"\\]*)")?\s*\]\s*(?:[#;].*)?]re])
+      _key-re (re.compile r"([A-Za-z][A-Za-z0-9-]*)\s*=\s*(.*)"))
+
+(defn _plain-config [path]
+  "The text of the git config file PATH when it can be read plainly, else None."
+  (try
+    (when (and (os.path.isfile path) (not (os.path.islink path)) (< (os.path.getsize path) 65536))
+      (with [f (open path :encoding "utf-8")]
+        (.read f)))
+    (except [[OSError UnicodeDecodeError]] None)))
+
+(defn _config-remotes [text]
+  "{name host} of the remotes in the git config TEXT; {} when it rewrites URLs,
+   includes other files or is not plainly written."
+  (setv sections {}
+        current None)
+  (for [line (.splitlines text)]
+    (setv l (.strip line))
+    (cond
+      (or (not l) (in (get l 0) "#;")) None
+      (.endswith l "\\") (return {})
+      (.startswith l "[")
+      (do (setv m (.fullmatch _section-re l))
+          (when (not m) (return {}))
+          (setv [kind sub] (.groups m)
+                kind (.lower kind))
+          (when (or (.startswith kind "include") (.startswith kind "remote.")) (return {}))
+          (setv current (when (and (= kind "remote") sub) sub)))
+      True
+      (do (setv m (.fullmatch _key-re l))
+          (when (not m) (return {}))
+          (setv key (.lower (.group m 1))
+                value (.strip (get (re.split r"\s[#;]" (.group m 2) 1) 0)))
+          (when (in key #("insteadof" "pushinsteadof")) (return {}))
+          (when (and current (in key #("url" "pushurl")))
+            (.append (.setdefault (.setdefault sections current {}) key []) value)))))
+  (dfor [name keys] (.items sections)
+        :setv urls (or (.get keys "pushurl") (.get keys "url") [])
+        :setv h (when (and (= (len urls) 1) (not (re.search #[re["\\]]re] (get urls 0))))
+                  (_repo-host (get urls 0)))
+        :if h
+        name h))
+
+(defn workspace-remotes [workspace]
+  "{name host} of the git remotes the configuration of the repository at the
+   top of WORKSPACE names plainly (see =_config-remotes=), {} otherwise."
+  (setv git (os.path.join (or workspace "") ".git"))
+  (when (or (not workspace) (os.path.islink git) (not (os.path.isdir git)))
+    (return {}))
+  (setv text (_plain-config (os.path.join git "config")))
+  (when (is text None)
+    (return {}))
+  (for [other ["/etc/gitconfig"]]
+    (when (os.path.exists other)
+      (setv t (_plain-config other))
+      (when (or (is t None) (re.search r"(?i)insteadof|^\s*\[\s*include" t re.M))
+        (return {}))))
+  (_config-remotes text))
+
+(defn _one-push [cmd]
+  (try
+    (setv a (analyse cmd))
+    (except [Exception]
+      (return False)))
+  (setv recs (get a "commands"))
+  (and (= (len recs) 1) (not (get a "assigns")) (not (get a "issues"))
+       (= (os.path.basename (or (get (get recs 0) "name") "")) "git")))
+
+(defn action-asks [action ctx]
+  "egress-asks for the shell ACTION in CTX: the allowed hosts of its sandbox,
+   and, with bubblewrap in force and a line that is one git push, the
+   workspace's remotes."
+  (setv cmd (proto-get action ':cmd)
+        status (proto-get ctx ':sandbox)
+        remotes (when (and (= (proto-get (or status []) ':kind) "bubblewrap")
+                           (isinstance cmd str) (in "push" cmd) (_one-push cmd))
+                  (workspace-remotes (proto-get ctx ':workspace))))
+  (egress-asks cmd (allowed-hosts status) remotes))
 
 ;; * Inside the box
 

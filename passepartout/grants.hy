@@ -4,7 +4,7 @@
         collections [Counter]
         passepartout.proto [literal-keywords :as hy kw proto-get]
         passepartout.act [action-name]
-        passepartout.egress [allowed-hosts ask-pairs egress-asks entry-covers host-entries host-text
+        passepartout.egress [action-asks ask-pairs entry-covers host-entries host-text
                              split-host]
         passepartout.workspace [resolve-path]
         passepartout.shell [analyse judge-command]
@@ -61,7 +61,7 @@
           rule (proto-get d ':rule)
           why (if rule f"{gate} gate: {rule}" f"{gate} gate"))
     (if (= gate "egress")
-        (for [[program what] (ask-pairs (egress-asks cmd (allowed-hosts (proto-get ctx ':sandbox))))]
+        (for [[program what] (ask-pairs (action-asks [:action :shell :cmd cmd] ctx))]
           (.add found #(program f"egress gate: {what}")))
         (for [program (_programs cmd)]
           (.add found #(program why)))))
@@ -179,7 +179,7 @@
   (when (not (and granted escalating (= (action-name action) "shell")
                   (all (gfor d escalating (= (proto-get d ':gate) "egress")))))
     (return None))
-  (setv asks (egress-asks (proto-get action ':cmd) (allowed-hosts (proto-get ctx ':sandbox)))
+  (setv asks (action-asks action ctx)
         used [])
   (for [u asks]
     (setv found (split-host (or (proto-get u ':host) ""))

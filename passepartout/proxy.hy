@@ -3,7 +3,7 @@
 (import asyncio ipaddress logging os re shutil socket tempfile time
         passepartout.proto [literal-keywords :as hy proto-get]
         passepartout.context [context-runtime]
-        passepartout.egress [allowed-hosts decide egress-asks host-entries host-text
+        passepartout.egress [action-asks allowed-hosts decide host-entries host-text
                               may-reach-network split-host]
         passepartout.grants [host-grants]
         passepartout.sandbox [sandbox-status])
@@ -21,7 +21,7 @@
   (setv store (context-runtime ctx "store")
         allowed (allowed-hosts (proto-get ctx ':sandbox))
         asks (if (or (is (proto-get ctx ':approved) True) (proto-get ctx ':granted))
-                 (egress-asks (proto-get action ':cmd) allowed)
+                 (action-asks action ctx)
                  []))
   [:allowed allowed
    :grants (if store

@@ -2,7 +2,7 @@
 
 (require passepartout.macros [defskill])
 (import passepartout.act [action-name]
-        passepartout.egress [allowed-hosts egress-asks use-text]
+        passepartout.egress [action-asks use-text]
         passepartout.proto [literal-keywords :as hy proto-get])
 
 (defn egress-gate [action ctx]
@@ -10,7 +10,7 @@
    not allowed, naming the hosts."
   (when (!= (action-name action) "shell")
     (return [:verdict :allow]))
-  (setv asks (egress-asks (proto-get action ':cmd) (allowed-hosts (proto-get ctx ':sandbox))))
+  (setv asks (action-asks action ctx))
   (if (not asks)
       [:verdict :allow]
       [:verdict :escalate

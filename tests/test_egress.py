@@ -167,6 +167,37 @@ def test_the_gate_asks_about_uploads_and_strangers_naming_the_host(gate_env):
     assert proto_get(d, kw("verdict")) == kw("allow"), d
 
 
+def test_a_push_to_a_remote_names_the_host_the_workspace_config_gives(gate_env):
+    need_bwrap()
+    env, ctx = gate_env
+    git = Path(env.config["workspace"]) / ".git"
+    git.mkdir()
+    config = git / "config"
+
+    def reason(cmd, c=ctx):
+        out = verify(shell_action(cmd), c)
+        d = next(d for d in proto_get(out, kw("decisions")) if proto_get(d, kw("gate")) == "egress")
+        return proto_get(d, kw("reason"))
+    config.write_text('[core]\n\tbare = false\n[remote "origin"]\n\turl = https://github.com/me/x.git\n'
+                      '\tfetch = +refs/heads/*:refs/remotes/origin/*\n[remote "up"]\n\turl = git@gitlab.com:a/b\n')
+    assert "`git push` uploads to github.com." in reason("git push origin main")
+    assert "`git push` uploads to gitlab.com:22" in reason("git push up")
+    for cmd in ["git push nowhere", "git -C . push origin", "git config remote.origin.url https://e.example/ && git push origin",
+                "GIT_DIR=/x git push origin", "git push"]:
+        assert "a host the command line does not name" in reason(cmd), cmd
+    off = proto_put(ctx, kw("sandbox"), proto_put(proto_get(ctx, kw("sandbox")), kw("kind"), "off"))
+    assert "a host the command line does not name" in reason("git push origin", off), \
+        "without the sandbox nothing would hold a push to the host the question named"
+    for text in ['[remote "origin"]\n\turl = https://github.com/me/x.git\n[url "https://e.example/"]\n\tinsteadOf = https://github.com/\n',
+                 '[include]\n\tpath = other\n[remote "origin"]\n\turl = https://github.com/me/x.git\n',
+                 '[remote "origin"]\n\turl = https://github.com/me/x.git\n\turl = https://e.example/y\n',
+                 '[remote.origin]\n\turl = https://e.example/y\n[remote "origin"]\n\turl = https://github.com/x\n']:
+        config.write_text(text)
+        assert "a host the command line does not name" in reason("git push origin"), text
+    config.write_text('[remote "origin"]\n\turl = https://github.com/me/x.git\n\tpushurl = https://e.example/y\n')
+    assert "`git push` uploads to e.example" in reason("git push origin"), "the push URL is where it goes"
+
+
 # * The proxy over real sockets
 
 class Outside:
