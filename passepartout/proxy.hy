@@ -108,8 +108,8 @@
 (setv _hop #{"connection" "proxy-connection" "keep-alive" "proxy-authorization"
              "proxy-authenticate" "te" "trailer" "upgrade"})
 
-(defn _kept [lines]
-  (lfor l lines :if (not (in (.lower (.strip (get (.partition l ":") 0))) _hop)) l))
+(defn _kept [lines [drop #{}]]
+  (lfor l lines :if (not (in (.lower (.strip (get (.partition l ":") 0))) (| _hop drop))) l))
 
 (defn :async _copy [src dst rec key]
   (while True
@@ -148,8 +148,10 @@
     (.create-task group (_copy reader up-writer rec "up"))
     (.create-task group (_copy up-reader writer rec "down"))))
 
-(defn :async _forward [reader writer up-reader up-writer method path headers rec]
-  (setv head (.encode (.join "\r\n" [f"{method} {path} HTTP/1.1" #* (_kept headers) "Connection: close" "" ""])
+(defn :async _forward [reader writer up-reader up-writer method host port path headers rec]
+  (setv head (.encode (.join "\r\n" [f"{method} {path} HTTP/1.1"
+                                      f"Host: {(host-text host (when (!= port 80) port))}"
+                                      #* (_kept headers #{"host"}) "Connection: close" "" ""])
                       "latin-1"))
   (.write up-writer head)
   (+= (get rec "up") (len head))
@@ -254,7 +256,7 @@
     (try
       (if (= method "CONNECT")
           (await (_tunnel reader writer up-reader up-writer rec))
-          (await (_forward reader writer up-reader up-writer method path headers rec)))
+          (await (_forward reader writer up-reader up-writer method host port path headers rec)))
       (finally
         (.close up-writer)))))
 

@@ -340,6 +340,8 @@ def test_the_proxy_forwards_tunnels_refuses_and_counts(outside):
     forwarded = next(g for g in got if b"/a " in g)
     assert forwarded.startswith(b"GET /a HTTP/1.1\r\n"), forwarded
     assert b"Proxy-Connection" not in forwarded and b"Connection: close" in forwarded, forwarded
+    assert f"\r\nHost: {OUTSIDE}:{port}\r\n".encode() in forwarded and b"Host: x" not in forwarded, \
+        f"the Host is the host decided on: {forwarded}"
     recs = records(egress)
     assert [(r["method"], r["verdict"]) for r in recs] == \
         [("GET", "allowed"), ("CONNECT", "allowed"), ("POST", "refused"), ("CONNECT", "refused")], recs
