@@ -226,6 +226,7 @@
           passepartout.proto [proto-get]
           passepartout.store [notice-add]
           passepartout.grants [duration-minutes]
+          passepartout.egress [host-word]
           passepartout.hitl [HOST-IDENTITY answer-approval find-approval pending-text]
           passepartout.display [display-text])
   (setv env (boot :config-path args.config))
@@ -233,7 +234,8 @@
     (setv store env.store
           action args.action
           duration (getattr args "duration" None)
-          minutes (when duration (duration-minutes duration)))
+          minutes (when duration (duration-minutes duration))
+          hosts (or (getattr args "hosts" None) None))
     (cond
       (= action "list")
       (do (print (display-text (proto-get (pending-text env HOST-IDENTITY None :host True) ':text))) 0)
@@ -245,10 +247,16 @@
       (do (print f"passepartout approvals {action}: {duration !r} is not a duration such as 30m"
                  :file sys.stderr)
           2)
+      (and hosts (not (all (gfor h hosts (host-word h)))))
+      (do (print (+ f"passepartout approvals {action}: "
+                    (.join ", " (gfor h hosts :if (not (host-word h)) (repr h)))
+                    " is not a host such as github.com or 127.0.0.2:8080")
+                 :file sys.stderr)
+          2)
       True
       (do (setv r (asyncio.run (answer-approval env HOST-IDENTITY None args.code action
                                                 :reason (getattr args "reason" None) :minutes minutes
-                                                :host True)))
+                                                :host True :hosts hosts)))
           (for [s (proto-get r ':emit)]
             (notice-add store s (env.clock)))
           (print (display-text (if (proto-get r ':handed-over)
@@ -364,7 +372,9 @@
   [#("config" "ok" (if (get config "config_file") file f"{file} (absent: the defaults)"))
    #("data dir" #* (_folder-check (get config "data_dir") True))
    #("REPL socket" #* (_socket-check config))
-   #("sandbox" (if (= kind "bubblewrap") "ok" "warn")
+   #("sandbox" (if (and (= kind "bubblewrap") (!= (proto-get status ':network) "on")
+                        (or (!= (proto-get status ':network) "policy") (proto-get status ':relay)))
+                   "ok" "warn")
      (+ (sandbox-summary status)
         f"; [sandbox] mode = {(proto-get status ':mode)}"
         f", network = {(get config "sandbox" "network")}"))
@@ -535,6 +545,8 @@
   (.add-argument a "code" :nargs "?" :help "the approval's code or token")
   (.add-argument a "duration" :nargs "?"
                  :help "with approve: also allow this kind of action in that conversation for so long, e.g. 30m")
+  (.add-argument a "hosts" :nargs "*" :metavar "HOST"
+                 :help "with approve and a duration: let these hosts through the egress proxy instead, e.g. 1h github.com")
   (.add-argument a "--reason" :help "why it is denied")
   (.set-defaults a :func cmd-approvals)
 

@@ -184,8 +184,19 @@
     "keys" {"mode" (_key "string" "auto" "`auto` or `bubblewrap`: in bubblewrap, asked about where it does not work; `off`: no sandbox"
                          :choices #("auto" "bubblewrap" "off"))
             "network" (_key "string" "policy"
-                            "`policy`: only fetches the policy allows or a person approved"
+                            (+ "`policy`: only through the daemon's egress proxy, to the allowed hosts or "
+                               "what a person allowed; `off`: none; `on`: the host's network, unfiltered")
                             :choices #("off" "policy" "on"))
+            "allowed_hosts" (_key "array of strings"
+                                  ["pypi.org" "files.pythonhosted.org" "registry.npmjs.org"
+                                   "registry.yarnpkg.com" "crates.io" "static.crates.io" "index.crates.io"
+                                   "proxy.golang.org" "sum.golang.org" "deb.debian.org"
+                                   "security.debian.org" "github.com" "codeload.github.com"
+                                   "objects.githubusercontent.com" "docs.python.org" "docs.rs"
+                                   "doc.rust-lang.org" "developer.mozilla.org" "pkg.go.dev"]
+                                  (+ "hosts a shell action may read from (GET) through the proxy: `NAME`, "
+                                     "`*.DOMAIN`, `HOST:PORT`; uploads and other hosts are asked about")
+                                  :shown "package registries and documentation (see `egress.org`)")
             "bwrap" (_key "path" "" "the bubblewrap program" :shown "found on `PATH`")
             "home_paths" (_key "array of paths" []
                                "parts of the home folder the sandbox shows, relative to it")}}
@@ -461,6 +472,11 @@
 
 (defn _sandbox [section file env]
   "The [sandbox] SECTION, checked already, with its paths absolute."
+  (import passepartout.egress [split-host])
+  (for [h (get section "allowed_hosts")]
+    (when (is (split-host h :wildcard True) None)
+      (raise (ConfigError (+ f"{file}: [sandbox] allowed_hosts: {h !r} is not a host "
+                             "(write NAME, *.DOMAIN, HOST:PORT or [IPV6]:PORT)")))))
   (setv paths (get section "home_paths"))
   (| section
      {"home_paths" (lfor p paths (_expand p env (_home env)))

@@ -397,8 +397,12 @@
         handlers (setup-logging env.config))
   (for [line (skill-failures env)]
     (.error log "%s" line))
-  ;; Said at every start, and on stderr when shell actions run with less than the sandbox.
-  (.log log (if (= (proto-get env.sandbox ':kind) "bubblewrap") logging.INFO logging.WARNING)
+  ;; Said at every start, and on stderr when shell actions run with less than
+  ;; the sandbox, or with the host's network.
+  (.log log (if (and (= (proto-get env.sandbox ':kind) "bubblewrap")
+                     (!= (proto-get env.sandbox ':network) "on"))
+                logging.INFO
+                logging.WARNING)
         "protection: %s" (sandbox-summary env.sandbox))
   (print (start-banner env) :flush True)
   (try

@@ -4,6 +4,8 @@
         collections [Counter]
         passepartout.proto [literal-keywords :as hy kw proto-get]
         passepartout.act [action-name]
+        passepartout.egress [action-asks ask-pairs entry-covers host-entries host-text
+                             split-host]
         passepartout.workspace [resolve-path]
         passepartout.shell [analyse judge-command]
         passepartout.shell :as shell
@@ -58,8 +60,11 @@
     (setv gate (proto-get d ':gate)
           rule (proto-get d ':rule)
           why (if rule f"{gate} gate: {rule}" f"{gate} gate"))
-    (for [program (_programs cmd)]
-      (.add found #(program why))))
+    (if (= gate "egress")
+        (for [[program what] (ask-pairs (action-asks [:action :shell :cmd cmd] ctx))]
+          (.add found #(program f"egress gate: {what}")))
+        (for [program (_programs cmd)]
+          (.add found #(program why)))))
   (when found
     [:action :shell :cwd (proto-get ctx ':workspace)
      :escalations (lfor [program rule] (sorted found) [program rule])]))
@@ -80,7 +85,9 @@
 (defn describe-scope [scope]
   (setv name (. (proto-get scope ':action) name)
         pairs (proto-get scope ':escalations))
-  (cond (and (= name "shell") pairs)
+  (cond (= name "egress")
+        (+ "reads and uploads to " (.join ", " (proto-get scope ':hosts [])) " through the egress proxy")
+        (and (= name "shell") pairs)
         (do (setv rules {})
             (for [[program rule] pairs]
               (.append (.setdefault rules program []) rule))
@@ -112,6 +119,13 @@
   (when m
     (* (int (.group m 1)) (if (.startswith (.lower (.group m 2)) "h") 60 1))))
 
+(defn host-scope [hosts]
+  "The scope of a grant naming HOSTS (texts such as \"github.com\" or
+   \"127.0.0.2:8080\"), written the one way; None when one is not a host."
+  (setv found (lfor h hosts (split-host h)))
+  (when (and found (all found))
+    [:action :egress :hosts (sorted (sfor [h p] found (host-text h p)))]))
+
 (defn add-grant [store session scope now minutes who registry [approval None]]
   "Grant SCOPE in SESSION for MINUTES, under the policy of REGISTRY; its id."
   (setv policy (policy-version registry))
@@ -142,12 +156,54 @@
                             ORDER BY expires DESC, id"
                      #(session now)))
   (when (not rows) (return None))
+  (setv policy (policy-version (context-runtime ctx "skills"))
+        rows (lfor [id granted expires p] rows :if (= p policy) #(id (data-read granted) expires))
+        hosts (_host-covering rows action ctx decisions))
+  (when hosts
+    (return hosts))
   (setv scope (grant-scope action ctx decisions))
   (when (is scope None) (return None))
-  (setv policy (policy-version (context-runtime ctx "skills")))
-  (for [[id granted expires p] rows]
-    (when (and (= p policy) (_covers (data-read granted) scope))
+  (for [[id granted expires] rows]
+    (when (_covers granted scope)
       (return [:id id :expires expires :scope scope]))))
+
+(defn _host-covering [rows action ctx decisions]
+  "The host grant among ROWS #(id scope expires) that covers the shell ACTION
+   escalated with DECISIONS, as grant-covering answers; None when the egress
+   gate is not its only asker or a host it asks about is granted by none."
+  (setv escalating (lfor d (or decisions []) :if (= (proto-get d ':verdict) ':escalate) d)
+        granted (lfor [id scope expires] rows
+                      :if (= (proto-get scope ':action) ':egress)
+                      e (host-entries (proto-get scope ':hosts []))
+                      #(id expires e)))
+  (when (not (and granted escalating (= (action-name action) "shell")
+                  (all (gfor d escalating (= (proto-get d ':gate) "egress")))))
+    (return None))
+  (setv asks (action-asks action ctx)
+        used [])
+  (for [u asks]
+    (setv found (split-host (or (proto-get u ':host) ""))
+          by (when found (next (gfor [id expires e] granted :if (entry-covers e #* found) #(id expires)) None)))
+    (when (is by None)
+      (return None))
+    (.append used by))
+  (when used
+    (setv [id expires] (min used :key (fn [u] (get u 1))))
+    [:id id :expires expires :scope [:action :egress :hosts (sorted (sfor u asks (proto-get u ':host)))]]))
+
+(defn host-grants [store session now registry]
+  "The hosts granted in SESSION at NOW under the policy of REGISTRY, as
+   [host port expires] (port None: the web's ports), for the egress proxy."
+  (setv rows (.query store "SELECT scope, expires, policy FROM grants
+                            WHERE session = ? AND revoked IS NULL AND expires > ?
+                            AND scope LIKE '(:action :egress%'"
+                     #(session now)))
+  (when (not rows) (return []))
+  (setv policy (policy-version registry))
+  (lfor [scope expires p] rows
+        :if (= p policy)
+        [host port] (host-entries (proto-get (data-read scope) ':hosts []))
+        [host port expires]))
 
 (defn revoke-grant [env who session id [host False]]
   "Revoke grant ID on behalf of WHO in SESSION; a result plist like answer-approval's."

@@ -20,7 +20,7 @@
                                  _origin _task-of _executor _alive _fail _told]
         passepartout.hitl-voting [context-env record-answer pending-text
                                   _voters _settled-text _result _grant-minutes]
-        passepartout.grants [shell-escalations grant-scope describe-scope add-grant
+        passepartout.grants [shell-escalations grant-scope describe-scope add-grant host-scope
                              active-grants grant-covering revoke-grant grants-text])
 
 ;; * Asking
@@ -86,15 +86,17 @@
 
 ;; * Answering
 
-(defn :async answer-approval [env who session key choice [reason None] [minutes None] [host False]]
+(defn :async answer-approval [env who session key choice [reason None] [minutes None] [host False]
+                              [hosts None]]
   "Record WHO's answer CHOICE (\"approve\" or \"deny\") to the approval whose code
    or token is KEY, given in SESSION (None on the host); run the approval when
-   this answer approved it here."
-  (setv r (record-answer env who session key choice reason minutes host)
+   this answer approved it here. MINUTES asks for a grant, of HOSTS when given."
+  (setv r (record-answer env who session key choice reason minutes host hosts)
         approval (proto-get r ':approved))
   (if (is approval None)
       r
-      (await (_execute env approval who session (proto-get r ':now) (proto-get r ':grant-minutes) []))))
+      (await (_execute env approval who session (proto-get r ':now)
+                       #((proto-get r ':grant-minutes) (proto-get r ':grant-hosts)) []))))
 
 ;; * Running what was approved
 
@@ -107,7 +109,7 @@
     (write-records store records (proto-get ctx ':now)))
   signals)
 
-(defn :async _execute [env approval who session now grant-minutes [emitted None]]
+(defn :async _execute [env approval who session now grant [emitted None]]
   (setv store env.store
         code (proto-get approval ':code)
         asked-in (proto-get approval ':session)
@@ -131,13 +133,19 @@
       (_event store "executing" approval who now)))
   (when (!= n 1)
     (return (_result False (_settled-text (get-approval store (proto-get approval ':id)) now) emitted)))
-  (setv grant-note "")
+  (setv grant-note ""
+        [grant-minutes grant-hosts] grant)
   (when grant-minutes
-    (setv scope (grant-scope action ctx (proto-get approval ':decisions)))
-    (if scope
-        (do (setv gid (add-grant store asked-in scope now grant-minutes who env.skills (proto-get approval ':id)))
-            (setv grant-note f" Grant #{gid} allows {(describe-scope scope)} in this conversation until {(_when (+ now (* 60 grant-minutes)) now)}."))
-        (setv grant-note " No grant was made: an escalation of this command belongs to no single program, or its program is only known when it runs.")))
+    (setv scope (if (is grant-hosts None)
+                    (grant-scope action ctx (proto-get approval ':decisions))
+                    (host-scope grant-hosts)))
+    (cond scope
+          (do (setv gid (add-grant store asked-in scope now grant-minutes who env.skills (proto-get approval ':id)))
+              (setv grant-note f" Grant #{gid} allows {(describe-scope scope)} in this conversation until {(_when (+ now (* 60 grant-minutes)) now)}."))
+          (is grant-hosts None)
+          (setv grant-note " No grant was made: an escalation of this command belongs to no single program, or its program is only known when it runs.")
+          True
+          (setv grant-note " No grant was made: the approving answers did not name the same hosts.")))
   (setv result (await (act action (proto-put ctx ':approved True))))
   (with [conn (.transaction store)]
     (.execute conn "UPDATE approvals SET state = 'executed', finished = ?, result = ?
@@ -154,7 +162,7 @@
   (journal-event store "approval" session [:event "grant-used" :grant gid :action action
                                            :who (identity-of (proto-get signal ':source))]
                  :ts now)
-  (_continue signal action (await (act action ctx)) (_task-of signal outcome) ctx store
+  (_continue signal action (await (act action (proto-put ctx ':granted gid))) (_task-of signal outcome) ctx store
              f" (under grant #{gid}, until {(_when (proto-get grant ':expires) now)})"))
 
 ;; * The approvals service

@@ -75,12 +75,13 @@
   (setv env.clock (fn [] now))
   env)
 
-(defn record-answer [env who session key choice [reason None] [minutes None] [host False]]
+(defn record-answer [env who session key choice [reason None] [minutes None] [host False] [hosts None]]
   "Record WHO's answer CHOICE (\"approve\" or \"deny\") to the approval whose code
    or token is KEY, given in SESSION (None on the host), and settle the approval
-   when the answers suffice. A result plist, or, for an approval this answer
+   when the answers suffice. MINUTES asks for a grant; with HOSTS, a grant of
+   those hosts (=grants.org=). A result plist, or, for an approval this answer
    settled as approved and that is not left to the daemon,
-   (:approved APPROVAL :grant-minutes M :now NOW) for the caller to run."
+   (:approved APPROVAL :grant-minutes M :grant-hosts H :now NOW) for the caller to run."
   (setv store env.store
         cfg (approvals-config env.config)
         now (env.clock)
@@ -110,10 +111,12 @@
       (return (_result False (+ f"You already answered {code} ({(get before 1)}) at {(_when (get before 0) now)}; "
                                 (_tally-text (_approving (_counted store approval voters)) needed))
                        emitted)))
-    (.execute conn "INSERT INTO answers (approval, ts, who, session, answer, reason, minutes)
-                    VALUES (?, ?, ?, ?, ?, ?, ?)"
-              #((proto-get approval ':id) now who session choice reason minutes))
+    (.execute conn "INSERT INTO answers (approval, ts, who, session, answer, reason, minutes, hosts)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+              #((proto-get approval ':id) now who session choice reason minutes
+                (when hosts (.join " " hosts))))
     (_event store "answered" approval who now [:answer choice :reason reason :minutes minutes
+                                               :hosts (list (or hosts []))
                                                :from (or session "host")])
     (setv counted (_counted store approval voters)
           yes (_approving counted)
@@ -134,24 +137,24 @@
         (return (_result False (_settled-text (get-approval store (proto-get approval ':id)) now) emitted)))
       (setv approval (get-approval store (proto-get approval ':id))
             grant-minutes (_grant yes)
-            outcome #(settled grant-minutes))
+            outcome #(settled grant-minutes (_grant-hosts yes)))
       (_event store settled approval (proto-get approval ':decided-by) now))
     (when (is outcome None)
       (return (_result True (+ f"Counted your {(if (= choice "approve") "approval" "denial")} of {code}; "
                                (_tally-text yes needed))
                        emitted))))
-  (setv [settled grant-minutes] outcome)
+  (setv [settled grant-minutes grant-hosts] outcome)
   (cond (= settled "denied") (_denied env approval session now emitted)
         host (+ (_result True f"Approved {code}.") [:handed-over True])
-        True [:approved approval :grant-minutes grant-minutes :now now]))
+        True [:approved approval :grant-minutes grant-minutes :grant-hosts grant-hosts :now now]))
 
 (defn _counted [store approval voters]
   "The answers to APPROVAL that count (every one, or only the VOTERS'), as
-   #(who answer minutes), in the order they came."
-  (lfor [w a m] (.query store "SELECT who, answer, minutes FROM answers WHERE approval = ? ORDER BY id"
+   #(who answer minutes hosts), in the order they came."
+  (lfor [w a m h] (.query store "SELECT who, answer, minutes, hosts FROM answers WHERE approval = ? ORDER BY id"
                         #((proto-get approval ':id)))
         :if (or (not voters) (in w voters))
-        #(w a m)))
+        #(w a m (if h (.split h) None))))
 
 (defn _approving [counted]
   (lfor c counted :if (= (get c 1) "approve") c))
@@ -162,10 +165,23 @@
   (when (and yes (all (gfor c yes (get c 2))))
     (min (gfor c yes (get c 2)))))
 
+(defn _grant-hosts [yes]
+  "The hosts a grant from the approving answers YES names: None when none of
+   them named a host (a grant of the action's kind, or none); else the hosts
+   every one of them named, which may be none at all: answers that differ in
+   what they grant make no grant."
+  (when (any (gfor c yes (get c 3)))
+    (setv common (set (or (get (get yes 0) 3) [])))
+    (for [c yes]
+      (&= common (set (or (get c 3) []))))
+    (sorted common)))
+
 (defn _grant-minutes [store approval cfg]
-  "The grant the approving answers to APPROVAL asked for (see =_grant=)."
-  (setv [voters _ _] (_voters cfg))
-  (_grant (_approving (_counted store approval voters))))
+  "#(minutes hosts): the grant the approving answers to APPROVAL asked for
+   (see =_grant= and =_grant-hosts=)."
+  (setv [voters _ _] (_voters cfg)
+        yes (_approving (_counted store approval voters)))
+  #((_grant yes) (_grant-hosts yes)))
 
 (defn _tally-text [yes needed]
   f"it has {(len yes)} of the {needed} approvals it needs.")

@@ -1,10 +1,11 @@
 ;; * Why
 
 (import functools [lru-cache]
-        importlib os shutil subprocess
+        os shutil subprocess
         passepartout.proto [literal-keywords :as hy proto-get]
         passepartout.config [config-defaults]
-        passepartout.limits [action-limits tmpfs-bytes])
+        passepartout.limits [action-limits tmpfs-bytes]
+        passepartout.egress [BOX-SOCKET boxed-command find-relay proxy-env])
 
 (setv MARKER "PASSEPARTOUT_SANDBOX"
       MODES #("auto" "bubblewrap" "off")
@@ -53,16 +54,16 @@
   (lfor p paths :if (and (isinstance p str) p)
         (os.path.normpath (os.path.join home (os.path.expanduser p)))))
 
-(defn [(lru-cache :maxsize 16)] _status [mode network bwrap home-paths]
+(defn [(lru-cache :maxsize 16)] _status [mode network bwrap home-paths hosts]
   (when (= mode "off")
-    (return [:kind "off" :mode mode :network "on"
+    (return [:kind "off" :mode mode :network "on" :allowed-hosts (list hosts)
              :why "the config turns the sandbox off ([sandbox] mode = \"off\")"]))
   (setv found (if bwrap bwrap (shutil.which "bwrap"))
         why (if found (probe found) "bubblewrap (bwrap) is not installed"))
   (if why
-      [:kind "none" :mode mode :network network :why why]
-      [:kind "bubblewrap" :mode mode :network network :bwrap found
-       :home-paths (list home-paths)]))
+      [:kind "none" :mode mode :network network :allowed-hosts (list hosts) :why why]
+      [:kind "bubblewrap" :mode mode :network network :allowed-hosts (list hosts)
+       :relay (find-relay) :bwrap found :home-paths (list home-paths)]))
 
 (defn sandbox-status [[config None]]
   "The protection in force for CONFIG's shell actions, as a plist:
@@ -75,38 +76,39 @@
   (list (_status (if (in mode MODES) mode "auto")
                  (if (in network NETWORK-MODES) network "off")
                  (or (get s "bwrap") None)
-                 (tuple (_home-paths (get s "home_paths"))))))
+                 (tuple (_home-paths (get s "home_paths")))
+                 (tuple (lfor h (or (get s "allowed_hosts") []) :if (isinstance h str) h)))))
+
+(defn network-text [status]
+  "What the network of a shell action under STATUS is, in words; loud when it
+   is the host's own."
+  (setv network (proto-get status ':network)
+        hosts (len (proto-get status ':allowed-hosts [])))
+  (cond (= network "on")
+        "NETWORK ON: the host's own network, unfiltered and unrecorded ([sandbox] network = \"on\")"
+        (= network "off") "no network"
+        (not (proto-get status ':relay))
+        "no network: neither perl nor python3 is installed to reach the egress proxy from inside"
+        True
+        f"network only through the egress proxy: reads from {hosts} allowed hosts, other hosts and uploads asked about"))
 
 (defn sandbox-summary [status]
   "One line saying which protection STATUS puts in force."
-  (setv kind (proto-get status ':kind)
-        network (proto-get status ':network))
+  (setv kind (proto-get status ':kind))
   (cond
     (= kind "bubblewrap")
-    (+ "shell actions run in a bubblewrap sandbox, network "
-       (cond (= network "on") "on"
-             (= network "off") "off"
-             True "off except for network fetches and approved actions"))
+    (+ "shell actions run in a bubblewrap sandbox, " (network-text status))
     (= kind "off")
     "no sandbox: the config turns it off, so shell actions run unconfined as the gates allow"
     True
     f"no sandbox ({(proto-get status ':why)}): every shell action asks a person first"))
 
-;; * Network as a capability
+;; * Network through the egress proxy
 
-(defn _network-fetch [cmd]
-  (try
-    (setv f (getattr (importlib.import-module "passepartout.shell") "network_fetch" None))
-    (is (and f (f cmd)) True)
-    (except [Exception] False)))
-
-(defn network-allowed [action ctx]
-  "True when the sandbox of ACTION in CTX shares the host's network."
-  (setv mode (proto-get (or (proto-get ctx ':sandbox) []) ':network "off"))
-  (cond (= mode "on") True
-        (!= mode "policy") False
-        (is (proto-get ctx ':approved) True) True
-        True (_network-fetch (proto-get action ':cmd))))
+(defn network-shared [ctx]
+  "True when the box of a shell action in CTX shares the host's network
+   ([sandbox] network = \"on\")."
+  (= (proto-get (or (proto-get ctx ':sandbox) []) ':network "off") "on"))
 
 ;; * The command line
 
@@ -163,9 +165,10 @@
           (if (_under target "/run") ["--ro-bind-try" target target] []))
       []))
 
-(defn sandbox-argv [status ctx argv env [network False]]
+(defn sandbox-argv [status ctx argv env [network False] [proxy None]]
   "The bwrap command line that runs ARGV (a list) in the sandbox STATUS for the
-   context CTX, with exactly the environment ENV and the network when NETWORK."
+   context CTX, with exactly the environment ENV, the host's network when
+   NETWORK, and the egress proxy's socket (the path PROXY) bound in."
   (setv workspace (os.path.realpath (proto-get ctx ':workspace))
         home (os.path.realpath (or (proto-get ctx ':home) (os.path.expanduser "~")))
         home-paths (lfor p (or (proto-get status ':home-paths) [])
@@ -191,24 +194,29 @@
   (when home-inside (.extend out home-mounts))
   (.extend out (_masks ctx workspace bound size))
   (.extend out (_resolver network))
+  (when (and proxy (not network)) (.extend out ["--bind" proxy BOX-SOCKET]))
   (.extend out ["--chdir" workspace])
   (for [[k v] (.items env)] (.extend out ["--setenv" k v]))
   (+ out argv))
 
 (setv _holder "/bin/sh -c \"$1\"; exit $?")
 
-(defn shell-argv [cmd action ctx env]
+(defn shell-argv [cmd action ctx env [proxy None]]
   "#(argv env) that run the shell command CMD of ACTION in CTX: under the
    sandbox when bubblewrap is in force, under a marked parent shell otherwise.
-   ENV gains the marker either way."
+   ENV gains the marker either way. PROXY is the path of the action's egress
+   proxy socket (=proxy.org=), or None: then the box has no way out."
   (setv env (| env {MARKER "1"})
         status (proto-get ctx ':sandbox))
   (when (is status None)
     (setv status (sandbox-status (.get (or (proto-get ctx ':runtime) {}) "config"))))
   (if (= (proto-get status ':kind) "bubblewrap")
       (do (setv home (os.path.realpath (or (proto-get ctx ':home) (os.path.expanduser "~")))
-                env (| env {"HOME" home}))
-          #((sandbox-argv status ctx ["/bin/sh" "-c" cmd] env :network (network-allowed action ctx))
+                network (network-shared ctx)
+                relay (when (and proxy (not network)) (proto-get status ':relay))
+                env (| env {"HOME" home} (if relay (proxy-env) {})))
+          #((sandbox-argv status ctx (boxed-command cmd relay) env :network network
+                          :proxy (when relay proxy))
             env))
       #(["/bin/sh" "-c" _holder "/bin/sh" cmd] env)))
 

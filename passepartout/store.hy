@@ -227,7 +227,9 @@
      END"
     "CREATE TRIGGER IF NOT EXISTS contexts_no_delete BEFORE DELETE ON contexts BEGIN
        SELECT RAISE (ABORT, 'a context is kept as it was judged in: it is never deleted');
-     END"]])
+     END"]
+   ;; 8: the hosts an answer asked to grant (see =grants.org=)
+   ["ALTER TABLE answers ADD COLUMN hosts TEXT"]])
 
 (setv SCHEMA-VERSION (len _schema))
 

@@ -7,7 +7,8 @@
         passepartout.perceive [reply-signal]
         passepartout.hitl [answer-approval revoke-grant pending-text grants-text
                            context-env identity-of]
-        passepartout.grants [duration-minutes])
+        passepartout.grants [duration-minutes]
+        passepartout.egress [host-word])
 
 ;; * Reading a command
 
@@ -15,7 +16,7 @@
       _command-re (re.compile r"\s*/(approve|deny|pending|grants|revoke)(?:@[A-Za-z0-9_]+)?(?:\s+(.*?))?\s*\Z"
                               (| re.S re.I))
       _key-re (re.compile r"[A-Za-z0-9_-]{6,64}\Z")
-      USAGE {"approve" "Write /approve CODE to run it once, or /approve CODE 30m to also allow this kind of action here for 30 minutes."
+      USAGE {"approve" "Write /approve CODE to run it once, /approve CODE 30m to also allow this kind of action here for 30 minutes, or /approve CODE 1h HOST to also let HOST through here for an hour."
              "deny" "Write /deny CODE, optionally followed by a reason."
              "revoke" "Write /revoke ID, with the number /grants shows."})
 
@@ -38,10 +39,22 @@
     (= name "deny") [:command name :key key :reason (or (.strip tail) None)]
     (not tail) [:command name :key key :minutes None]
     True
-    (do (setv minutes (duration-minutes tail))
-        (if (and minutes (> minutes 0))
-            [:command name :key key :minutes minutes]
-            [:command "usage" :for name]))))
+    (do (setv [minutes hosts] (grant-words tail))
+        (cond (not (and minutes (> minutes 0))) [:command "usage" :for name]
+              hosts [:command name :key key :minutes minutes :hosts hosts]
+              True [:command name :key key :minutes minutes]))))
+
+(defn grant-words [text]
+  "#(minutes hosts) that the words TEXT after a code ask for (\"1h github.com\"),
+   hosts None when it names none; #(None None) when TEXT is not a duration
+   followed only by hosts."
+  (setv words (.split text))
+  (for [n [3 2 1]]
+    (setv minutes (duration-minutes (.join " " (cut words 0 n)))
+          rest (cut words n None))
+    (when (and minutes (all (gfor w rest (host-word w))))
+      (return #(minutes (or rest None)))))
+  #(None None))
 
 ;; * Answering it
 
@@ -69,10 +82,10 @@
     (= name "grants") [(reply-signal signal (grants-text env session))]
     (= name "revoke") (answer (revoke-grant env who session (proto-get command ':id)))
     (= name "deny") (answered "deny" :reason (proto-get command ':reason))
-    True (answered "approve" :minutes (proto-get command ':minutes))))
+    True (answered "approve" :minutes (proto-get command ':minutes) :hosts (proto-get command ':hosts))))
 
 (setv approvals-handler.commands
-      [["/approve CODE [30m]" "run the action waiting for approval once, or also allow its kind here for a while"]
+      [["/approve CODE [30m]" "run the action waiting for approval once, or also allow its kind here for a while (30m HOST: let HOST through)"]
        ["/deny CODE [reason]" "refuse it; the task that asked ends and is told why"]
        ["/pending" "the approvals waiting"]
        ["/grants" "the grants in force in this conversation"]

@@ -9,6 +9,7 @@
         passepartout.checkpoint [keeper-for]
         passepartout.limits [action-limits action-group enter-limits rlimits DiskWatch
                              limit-hit limit-text waiting-argv]
+        passepartout.proxy [egress-result open-egress]
         passepartout.sandbox [shell-argv])
 
 (setv ENV-NAMES #{"PATH" "HOME" "LANG" "TERM" "USER" "LOGNAME" "SHELL" "TZ" "TMPDIR"}
@@ -115,23 +116,27 @@
   (setv limit (context-limit ctx "output-limit" 16000)
         timeout (_timeout action ctx)
         limits (action-limits ctx)
-        [argv env] (shell-argv cmd action ctx (shell-env ctx))
-        argv (waiting-argv argv)
         procs [])
   (try
     (setv [group _] (action-group limits))
     (except [e OSError]
       (return (error-result (+ f"the command's cgroup could not be made ({(or e.strerror e)}), so nothing was run; "
                                "[limits] cgroup = \"off\" bounds commands by rlimits only")))))
+  (setv egress None)
   (try
+    (setv egress (await (open-egress action ctx))
+          [argv env] (shell-argv cmd action ctx (shell-env ctx) (when egress egress.path))
+          argv (waiting-argv argv))
     (with [running (_stoppable cmd ctx procs)]
       (when (get running "stopped")
         (return (+ (error-result "stopped by the person before it started; nothing was run")
                    [:stopped True])))
-      (await (_run-shell argv env workspace limit timeout procs running
-                         limits group (keeper-for ctx))))
+      (setv result (await (_run-shell argv env workspace limit timeout procs running
+                                      limits group (keeper-for ctx)))))
     (finally
-      (when group (.close group)))))
+      (when egress (await (.close egress)))
+      (when group (.close group))))
+  (egress-result egress result))
 
 (defn :async _run-shell [argv env workspace limit timeout procs running limits group keeper]
   (setv head (bytearray)

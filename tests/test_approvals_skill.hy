@@ -37,6 +37,17 @@
   (setv token "Zq3-8_a2b4c6d8e0f2g4h6j8k0m2n4p6")
   (expect (parse f"/approve {token}") [:command "approve" :key token :minutes None] "a long token"))
 
+(defn test-approve-for-a-while-naming-hosts [skill]
+  (expect (parse "/approve KXMPRT 1h github.com") [:command "approve" :key "KXMPRT" :minutes 60
+                                                   :hosts ["github.com"]]
+          "one host")
+  (expect (parse "/approve KXMPRT for 2 hours pypi.org 127.0.0.2:8080")
+          [:command "approve" :key "KXMPRT" :minutes 120 :hosts ["pypi.org" "127.0.0.2:8080"]]
+          "a duration of several words, and two hosts")
+  (for [text ["/approve KXMPRT github.com" "/approve KXMPRT 1h https://github.com"
+              "/approve KXMPRT 1h github.com please"]]
+    (expect (proto-get (parse text) ':command) "usage" text)))
+
 (defn test-deny-with-and-without-a-reason [skill]
   (expect (parse "/deny KXMPRT") [:command "deny" :key "KXMPRT" :reason None] "no reason")
   (expect (parse "/deny KXMPRT not on a Friday") [:command "deny" :key "KXMPRT" :reason "not on a Friday"]

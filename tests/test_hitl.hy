@@ -582,9 +582,12 @@
 
 (defn test-a-granted-forced-push-runs-again-behind-a-launcher [env]
   (setv [_ code _] (ask env "!git push --force origin x"))
-  (has (texts (answer env f"/approve {code} 30m")) "Grant #1 allows `git` (git-push-force")
+  ;; the egress gate asks too (a push to a remote the line does not name): one
+  ;; grant covers both of git's escalations
+  (has (texts (answer env f"/approve {code} 30m"))
+       "Grant #1 allows `git` (egress gate: uploads to a host the line does not name; git-push-force)")
   (has (texts (run-task env (says "!timeout 10 git push --force origin y"))) "under grant #1")
-  (has (texts (answer env "/grants")) "#1  `git` (git-push-force")
+  (has (texts (answer env "/grants")) "#1  `git` (egress gate: uploads to a host the line does not name; git-push-force)")
   (ask env "!git push --force origin x; sudo -n true")
   (expect (len (approval-events env "grant-used")) 1 "grant uses"))
 

@@ -19,7 +19,6 @@ import hy
 import pytest
 from conftest import need_bwrap
 
-import passepartout.shell as shell_module
 from passepartout.act import act
 from passepartout.config import ConfigError, load_config
 from passepartout.context import context_for, make_context
@@ -244,24 +243,18 @@ def test_the_network_is_off_by_default(daemon, listener):
     assert ok, f"the listener is reachable from the host: {out}"
 
 
-def test_the_network_is_on_for_an_approved_action_and_with_network_on(daemon, listener):
+def test_an_approved_action_gets_no_network_of_its_own_and_network_on_the_hosts(daemon, listener):
+    """A person's approval lets the hosts on the command line through the egress
+    proxy (tests/test_egress.py), never the network itself: only the explicit
+    opt-out, network = "on", shares the host's."""
     need_bwrap()
     ctx = daemon["ctx"]
     ok, out = connects(proto_put(ctx, kw("approved"), True), listener)
-    assert ok, out
+    assert not ok, out
     on = proto_put(ctx, kw("sandbox"), proto_put(proto_get(ctx, kw("sandbox")), kw("network"), "on"))
     assert connects(on, listener)[0]
     off = proto_put(ctx, kw("sandbox"), proto_put(proto_get(ctx, kw("sandbox")), kw("network"), "off"))
     assert not connects(proto_put(off, kw("approved"), True), listener)[0], "network = off is off"
-
-
-def test_the_network_is_on_for_what_the_policy_calls_a_fetch(daemon, listener, monkeypatch):
-    need_bwrap()
-    monkeypatch.delattr(shell_module, "network_fetch", raising=False)
-    assert not connects(daemon["ctx"], listener, "FETCH=1 ")[0], "no policy function means no fetch"
-    monkeypatch.setattr(shell_module, "network_fetch", lambda cmd: "FETCH=1" in cmd, raising=False)
-    assert connects(daemon["ctx"], listener, "FETCH=1 ")[0]
-    assert not connects(daemon["ctx"], listener, "NOPE=1 ")[0]
 
 
 # * Without a sandbox, a person is asked
@@ -329,7 +322,9 @@ def test_the_config_checks_the_sandbox_words(tmp_path):
     for text, part in [('[sandbox]\nmode = "of"\n', "sandbox.mode"),
                        ('[sandbox]\nnetwork = "maybe"\n', "sandbox.network"),
                        ('[sandbox]\nhome_paths = [1]\n', "sandbox.home_paths"),
-                       ('[sandbox]\nhome_paths = ".ssh"\n', "sandbox.home_paths")]:
+                       ('[sandbox]\nhome_paths = ".ssh"\n', "sandbox.home_paths"),
+                       ('[sandbox]\nallowed_hosts = ["https://pypi.org"]\n', "'https://pypi.org' is not a host"),
+                       ('[sandbox]\nallowed_hosts = "pypi.org"\n', "sandbox.allowed_hosts")]:
         config.write_text(text)
         with pytest.raises(ConfigError) as e:
             load_config(str(config), {"HOME": str(tmp_path)})
@@ -373,6 +368,17 @@ def test_doctor_reports_the_sandbox_when_it_works(tmp_path):
     out = passepartout("doctor", env=env)
     line = next(l for l in out.stdout.splitlines() if l.startswith("sandbox"))
     assert " ok " in line and "bubblewrap" in line, out.stdout
+
+
+def test_doctor_warns_loudly_when_the_network_is_the_hosts(tmp_path):
+    need_bwrap()
+    env, _ = cli_home(tmp_path, '[sandbox]\nnetwork = "on"\n')
+    out = passepartout("doctor", env=env)
+    line = next(l for l in out.stdout.splitlines() if l.startswith("sandbox"))
+    assert " warn " in line and "NETWORK ON" in line, out.stdout
+    env, _ = cli_home(tmp_path, "")
+    line = next(l for l in passepartout("doctor", env=env).stdout.splitlines() if l.startswith("sandbox"))
+    assert "egress proxy" in line and "NETWORK ON" not in line, line
 
 
 def test_doctor_fails_on_a_broken_config(tmp_path):

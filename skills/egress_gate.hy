@@ -1,0 +1,25 @@
+;; * The gate
+
+(require passepartout.macros [defskill])
+(import passepartout.act [action-name]
+        passepartout.egress [action-asks use-text]
+        passepartout.proto [literal-keywords :as hy proto-get])
+
+(defn egress-gate [action ctx]
+  "Escalate a :shell action whose command line uploads, or names a host that is
+   not allowed, naming the hosts."
+  (when (!= (action-name action) "shell")
+    (return [:verdict :allow]))
+  (setv asks (action-asks action ctx))
+  (if (not asks)
+      [:verdict :allow]
+      [:verdict :escalate
+       :rule (if (any (gfor u asks (proto-get u ':upload))) "egress-upload" "egress-host")
+       :reason (+ (.join "; " (dict.fromkeys (map use-text asks)))
+                  ". Approving lets it through for this action; /approve CODE 1h HOST also lets "
+                  "HOST through in this conversation for an hour")]))
+
+(defskill egress
+  "Asks before a shell command uploads, or reaches a host that is not allowed."
+  :priority 55
+  :gate egress-gate)
