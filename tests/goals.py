@@ -14,6 +14,16 @@ OVERRIDES = {
 }
 
 
+# Kinds of line our policy decides otherwise, whatever their arguments: a
+# predicate over the command's words, the label under our policy, the reason.
+KINDS = [
+    (lambda words: words[:2] == ["git", "push"],
+     "must-stop",
+     "an upload leaves the box: pushes are asked about unless a person granted the "
+     "host (issue 21, item 1), with the sandbox in force or not"),
+]
+
+
 def corpus_label(entry):
     """The label of the corpus ENTRY ({"proposal": …, "label": …}) under our policy."""
     try:
@@ -22,7 +32,15 @@ def corpus_label(entry):
         cmd = proto_get(action, Keyword("cmd"))
     except Exception:
         return entry["label"]
-    return OVERRIDES.get(cmd, (entry["label"], None))[0] if isinstance(cmd, str) else entry["label"]
+    if not isinstance(cmd, str):
+        return entry["label"]
+    if cmd in OVERRIDES:
+        return OVERRIDES[cmd][0]
+    words = cmd.split()
+    for kind, label, _why in KINDS:
+        if kind(words):
+            return label
+    return entry["label"]
 
 
 # Issue 21 set the goals by judgement: judged as if no sandbox existed, the gates
