@@ -192,6 +192,7 @@
   (when (not home-inside) (.extend out home-mounts))
   (.extend out ["--bind" workspace workspace])
   (when home-inside (.extend out home-mounts))
+  (.extend out (_run-later-binds workspace))
   (.extend out (_masks ctx workspace bound size))
   (.extend out (_resolver network))
   (when (and proxy (not network)) (.extend out ["--bind" proxy BOX-SOCKET]))
@@ -219,6 +220,17 @@
                           :proxy (when relay proxy))
             env))
       #(["/bin/sh" "-c" _holder "/bin/sh" cmd] env)))
+
+(setv RUN-LATER #(".git/hooks" ".git/config" ".husky" ".envrc" ".vscode/tasks.json"))
+
+(defn _run-later-binds [workspace]
+  (setv out [])
+  (for [rel RUN-LATER]
+    (setv p (os.path.join workspace rel)
+          real (os.path.realpath p))
+    (when (and (os.path.lexists p) (= real (os.path.normpath p)) (_under real workspace))
+      (.extend out ["--ro-bind" real real])))
+  out)
 
 ;; * Telling an action from a person
 

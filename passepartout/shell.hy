@@ -1124,25 +1124,3 @@
         (if worst
             (_verdict #* worst)
             (_verdict ALLOW None (or allowed "known-program"))))))
-
-;; * What a command line needs from the sandbox
-
-(setv GIT-REMOTE #{"clone" "fetch" "pull" "ls-remote" "push" "submodule" "remote"})
-
-(defn network-fetch [cmd]
-  "True when the command line CMD runs a downloader or a git command that
-   talks to a remote, so that its sandbox needs the network.
-   (network-fetch \"curl -sS https://example.org\") ⇒ True"
-  (when (not (and (isinstance cmd str) (.strip cmd) (not (in "\x00" cmd))
-                  (not (_private-use-re.search cmd))
-                  (<= (len (.encode cmd "utf-8" "surrogatepass")) MAX-BYTES)))
-    (return False))
-  (for [rec (get (analyse cmd) "commands")]
-    (setv name (get rec "name"))
-    (when (in name FETCHERS)
-      (return True))
-    (when (= name "git")
-      (setv ops (get (parse-options (cut (get rec "argv") 1 None) (_spec RULES name)) "operands"))
-      (when (and ops (in (get ops 0) GIT-REMOTE))
-        (return True))))
-  False)

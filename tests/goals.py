@@ -14,18 +14,20 @@ OVERRIDES = {
 }
 
 
-# Kinds of line our policy decides otherwise, whatever their arguments: a
-# predicate over the command's words, the label under our policy, the reason.
+# Kinds of line our policy decides otherwise, whatever their arguments: the
+# gate whose judgement it is, a predicate over the command's words, the label
+# under our policy, the reason.
 KINDS = [
-    (lambda words: words[:2] == ["git", "push"],
+    ("egress", lambda words: words[:2] == ["git", "push"],
      "must-stop",
      "an upload leaves the box: pushes are asked about unless a person granted the "
      "host (issue 21, item 1), with the sandbox in force or not"),
 ]
 
 
-def corpus_label(entry):
-    """The label of the corpus ENTRY ({"proposal": …, "label": …}) under our policy."""
+def corpus_label(entry, gates=("egress",)):
+    """The label of the corpus ENTRY ({"proposal": …, "label": …}) under our policy,
+    judged by every gate or, with GATES, by those named (and the shell gate)."""
     try:
         proposal = proto_read(entry["proposal"])
         action = proto_get(proposal, Keyword("payload")) or proposal
@@ -37,8 +39,8 @@ def corpus_label(entry):
     if cmd in OVERRIDES:
         return OVERRIDES[cmd][0]
     words = cmd.split()
-    for kind, label, _why in KINDS:
-        if kind(words):
+    for gate, kind, label, _why in KINDS:
+        if gate in gates and kind(words):
             return label
     return entry["label"]
 

@@ -173,6 +173,23 @@ def test_the_workspace_and_a_private_temp_are_writable(daemon):
     assert not os.path.exists("/usr/x")
 
 
+def test_what_the_persons_tools_run_later_is_read_only_in_the_box(daemon):
+    need_bwrap()
+    ws = daemon["ws"]
+    (ws / ".git" / "hooks").mkdir(parents=True)
+    (ws / ".git" / "objects").mkdir()
+    (ws / ".git" / "config").write_text("[core]\n")
+    (ws / ".envrc").write_text("export A=1\n")
+    r = shell(daemon["ctx"], "for f in .git/hooks/pre-commit .git/config .envrc .git/objects/x; do"
+                             " (echo 'touch /tmp/pwned' >> $f) 2>/dev/null && echo wrote $f || echo kept $f; done")
+    out = output(r)
+    assert "kept .git/hooks/pre-commit" in out and "kept .git/config" in out and "kept .envrc" in out, out
+    assert "wrote .git/objects/x" in out, out
+    assert not (ws / ".git" / "hooks" / "pre-commit").exists(), "a hook was planted"
+    assert (ws / ".git" / "config").read_text() == "[core]\n", "git's config was changed"
+    assert (ws / ".envrc").read_text() == "export A=1\n", ".envrc was changed"
+
+
 def test_a_timeout_kills_everything_in_the_sandbox(daemon):
     need_bwrap()
     tag = f"30.{uuid.uuid4().int % 10**9}"
