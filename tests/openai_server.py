@@ -53,6 +53,8 @@ class ScriptedOpenAIServer:
     hangs_closed    the numbers (1 for the first request) of the `hang` requests whose
                     client closed the connection while waiting; `wait_hang_closed`
                     waits for one
+    most_hanging    the most `hang` requests waiting at one time (requests made
+                    at once, not one after another, show as more than one)
     """
 
     MAX_SLOW = 5.0
@@ -69,6 +71,8 @@ class ScriptedOpenAIServer:
         self.trickle_seconds = 3.0
         self.requests = []
         self.hangs_closed = []
+        self.most_hanging = 0
+        self._hanging = 0
         self._lock = threading.Lock()
         self._closed = threading.Condition(self._lock)
         self._stopping = threading.Event()
@@ -127,6 +131,16 @@ class ScriptedOpenAIServer:
     def hang(self, connection, n):
         """Wait, answering nothing, until the server stops or the client closes
         CONNECTION (then the request N is recorded in `hangs_closed`)."""
+        with self._lock:
+            self._hanging += 1
+            self.most_hanging = max(self.most_hanging, self._hanging)
+        try:
+            return self._hang(connection, n)
+        finally:
+            with self._lock:
+                self._hanging -= 1
+
+    def _hang(self, connection, n):
         while not self._stopping.is_set():
             readable, _, _ = select.select([connection], [], [], 0.05)
             if not readable:

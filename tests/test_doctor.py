@@ -40,7 +40,7 @@ def test_doctor_asks_each_model_once_and_all_at_once(tmp_path, openai_server):
               + provider("badkey", openai_server.url("error401"))
               + provider("hung", openai_server.url("hang"), timeout=2)
               + provider("hung-too", openai_server.url("hang"), timeout=2))
-    out, rows, took = doctor(tmp_path, config, **{KEY_ENV: "sk-scripted"})
+    out, rows, _ = doctor(tmp_path, config, **{KEY_ENV: "sk-scripted"})
     assert out.returncode == 1, out.stdout + out.stderr
     assert rows["model good"][0] == "ok" and rows["model good"][1].startswith("answered in "), out.stdout
     assert rows["model badkey"] == (
@@ -54,7 +54,7 @@ def test_doctor_asks_each_model_once_and_all_at_once(tmp_path, openai_server):
     asked = [r["body"] for r in openai_server.requests]
     assert sorted(r["model"] for r in asked) == ["badkey", "good", "hung", "hung-too"], asked
     assert all(r["max_tokens"] == 1 for r in asked), asked
-    assert took < 2 * 2 + 8, f"doctor took {took:.1f} s"
+    assert openai_server.most_hanging == 2, "the two hung models were waited on one after the other"
 
 
 def test_doctor_says_a_missing_key_and_a_local_model_not_running(tmp_path, openai_server):
