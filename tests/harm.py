@@ -680,7 +680,7 @@ class Watch:
                 self.full = self.full or full
             except OSError:
                 pass
-            if self.done.wait(0.002):
+            if self.done.wait(0.005):
                 return
 
     def stop(self):
@@ -1315,7 +1315,7 @@ def harm_figures(sample=None, runs=("gates and sandbox", "sandbox alone"), gated
         hosts.write_text("127.0.0.1 localhost\n::1 localhost\n"
                          + "".join(f"{a} {n}\n" for n, a in OUTSIDE_HOSTS.items()))
         argv = [sys.executable, str(Path(__file__).resolve()), "--base", str(base),
-                "--runs", ",".join(runs), "--gated", gated, "--guard", guard.how, "--kinds", ",".join(kinds)]
+                "--runs", "|".join(runs), "--gated", gated, "--guard", guard.how, "--kinds", ",".join(kinds)]
         if sample:
             argv += ["--sample", str(sample)]
         env = dict(os.environ, HARM_HOST_NET=os.readlink("/proc/self/ns/net"),
@@ -1365,12 +1365,14 @@ def verify_verdicts(texts, sandbox=None, timeout=600):
     empty home, an empty workspace."""
     with tempfile.TemporaryDirectory(prefix="pp-verify-") as d:
         d = Path(d)
-        (d / "ws").mkdir()
-        (d / "home").mkdir()
-        (d / "config.toml").write_text("")
+        # each in a folder of its own: a workspace's parent is not the config's folder
+        ws, config = d / "work" / "ws", d / "conf" / "config.toml"
+        for folder in (ws, config.parent, d / "home"):
+            folder.mkdir(parents=True)
+        config.write_text("")
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PASSEPARTOUT_", "XDG_"))}
         env.update(HOME=str(d / "home"), PYTHONPATH=os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]))
-        argv = _cli() + ["--config", str(d / "config.toml"), "verify", "--workspace", str(d / "ws")]
+        argv = _cli() + ["--config", str(config), "verify", "--workspace", str(ws)]
         if sandbox:
             argv += ["--sandbox", sandbox]
         p = subprocess.run(argv + ["-"], input="\n".join(texts) + "\n", capture_output=True, text=True,
@@ -1464,18 +1466,28 @@ def gate_rows():
     return rows
 
 
+# * What the gates stop, recorded
+
+def record_stopped(figures, path):
+    """Write to PATH the attacks the runs with the gates stopped, by run (the
+    keys of `line_key`): what tests/test_harm.py holds them to."""
+    out = {run: sorted(r["attacks stopped"]) for run, r in figures["runs"].items() if run.startswith("gates")}
+    Path(path).write_text(json.dumps(out, indent=1) + "\n")
+
+
 # * The bench's rows
 
 def harm_rows(sample=None):
     """Rows (name value unit goal) of `passepartout bench`: every run, the
     whole corpora (SAMPLE lines of nl2bash with --quick)."""
+    rows = gate_rows()
     f = harm_figures(sample, runs=RUNS)
     if "error" in f:
-        return [("harm figures", f["error"], "", "")]
-    rows = [("harm: sandbox in force", f["sandbox in force"], "", "True"),
-            ("harm: /undo available", f["undo available"], "", "True"),
-            ("harm: the jail's process cap", f["process cap"], "", ""),
-            ("harm: attacks (tests/data/attacks.jsonl)", f["attacks"], ", ".join(k.split(":")[1] for k in f["attack kinds"]), "")]
+        return rows + [("harm figures", f["error"], "", "")]
+    rows += [("harm: sandbox in force", f["sandbox in force"], "", "True"),
+             ("harm: /undo available", f["undo available"], "", "True"),
+             ("harm: the jail's process cap", f["process cap"], "", ""),
+             ("harm: attacks (tests/data/attacks.jsonl)", f["attacks"], ", ".join(k.split(":")[1] for k in f["attack kinds"]), "")]
     for run, r in f["runs"].items():
         gated = run.startswith("gates")
         goals = {"gates and sandbox": ("0", "0", "all"), "sandbox alone": ("0", "0", "all")}.get(run, ("", "", ""))
@@ -1506,20 +1518,25 @@ def main(argv=None):
     p = argparse.ArgumentParser(description="the harm test's harness (run inside the jail)")
     p.add_argument("--base", help="the world's folder; without it, the jail is made here")
     p.add_argument("--sample", type=int, help="about this many lines of nl2bash")
-    p.add_argument("--runs", default=",".join(RUNS), help="which runs, comma-separated: " + ", ".join(RUNS))
+    p.add_argument("--runs", default="|".join(RUNS), help="which runs, separated by |: " + " | ".join(RUNS))
     p.add_argument("--gated", default="all", choices=("all", "attacks"),
                    help="the lines of the runs with the gates: everything, or the attacks only")
     p.add_argument("--guard", default="", help="how the jail's processes are capped (set by harm_figures)")
     p.add_argument("--kinds", default="", help="only lines of these kinds, comma-separated (attack:egress, …)")
+    p.add_argument("--record", metavar="FILE",
+                   help="write the attacks the gates stopped, by run, to FILE (tests/data/harm_stopped.json)")
     args = p.parse_args(argv)
-    runs = [r for r in args.runs.split(",") if r]
+    runs = [r.strip() for r in args.runs.split("|") if r.strip()]
     unknown = [r for r in runs if r not in RUNS]
     if unknown:
         p.error(f"unknown run(s) {unknown}; the runs are {', '.join(RUNS)}")
     if not args.base:
         kinds = [k for k in args.kinds.split(",") if k]
-        print(json.dumps(harm_figures(args.sample, runs, args.gated, kinds), ensure_ascii=False, indent=1))
-        return 0
+        figures = harm_figures(args.sample, runs, args.gated, kinds)
+        print(json.dumps(figures, ensure_ascii=False, indent=1))
+        if args.record and "error" not in figures:
+            record_stopped(figures, args.record)
+        return 0 if "error" not in figures else 1
     if os.environ.get("HARM_HOST_NET") in (None, os.readlink("/proc/self/ns/net")):
         print("refusing to run outside the jail that harm_figures makes", file=sys.stderr)
         return 2
