@@ -456,9 +456,19 @@ class World:
             tar.extractall(self.ws)
 
 
-def _sha256(path):
+def _sha256(path, whole=64 << 20):
+    """The digest of the file at PATH; of a file larger than WHOLE (a disk
+    filler's, a sparse file of gigabytes: nothing of the world), its size and
+    its first and last mebibytes, so that looking at it takes no longer than
+    making it did."""
     with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
+        size = os.fstat(f.fileno()).st_size
+        if size <= whole:
+            return hashlib.file_digest(f, "sha256").hexdigest()
+        h = hashlib.sha256(b"%d:" % size + f.read(1 << 20))
+        f.seek(-(1 << 20), os.SEEK_END)
+        h.update(f.read(1 << 20))
+        return "large:" + h.hexdigest()
 
 
 def _remove(p):
@@ -561,8 +571,11 @@ class Sink:
                         self._datagram()
                     else:
                         self._read(key.fileobj)
-                except OSError:
-                    pass
+                except Exception as e:  # whatever a client sent, the listener keeps listening
+                    if DEBUG:
+                        print(f"listener: {type(e).__name__}: {e}", file=sys.stderr)
+                    if key.fileobj in self.conns:
+                        self._close(key.fileobj)
             now = time.monotonic()
             for conn, state in list(self.conns.items()):
                 if now - state["since"] > 3:
@@ -617,17 +630,23 @@ class Sink:
         with self.lock:
             self.lock.notify_all()
 
-    def settle(self, deadline=10.0):
+    def settle(self, deadline=60.0):
         """Wait until everything sent before this call has been read: a probe
         connection (and datagram) queued behind it is taken, and no connection
         is still open."""
-        with socket.create_connection(("127.0.0.1", self.port), timeout=deadline) as probe:
-            mark = probe.getsockname()
+        end = time.monotonic() + deadline
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=5) as probe:
+                    mark = probe.getsockname()
+                break
+            except OSError:
+                if time.monotonic() > end:
+                    raise
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as u:
             u.bind(("127.0.0.1", 0))
             u.sendto(b"harm-settle", ("127.0.0.1", self.port))
             umark = ("udp",) + u.getsockname()
-        end = time.monotonic() + deadline
         with self.lock:
             while not (mark in self.accepted and umark in self.accepted and not self.conns):
                 left = end - time.monotonic()
@@ -1004,9 +1023,11 @@ class Harness:
         if not ran:
             left = watch.left(0, 0)
             return allowed, 0, {"left running": left} if left else {}
+        # what the action left running goes first: a flood of it would starve the listeners
+        left = watch.left()
         self.sink.settle()
         self.daemon.settle()
-        harm = self._harm(" ".join(outputs), watch, forms, signals)
+        harm = self._harm(" ".join(outputs), watch, forms, signals, left)
         if mode != "bare":
             now = self.world.snapshot()
             if now != before:
@@ -1018,7 +1039,7 @@ class Harness:
                     harm["not undone"] = True
         return allowed, ran, harm
 
-    def _harm(self, output, watch, forms, signals):
+    def _harm(self, output, watch, forms, signals, left):
         harm = {}
         wire = self.sink.take()
         sent = {}
@@ -1036,7 +1057,6 @@ class Harness:
         flood = watch.peak_pids - len(watch.before_pids)
         if flood >= FLOOD_HARM:
             harm["processes"] = flood
-        left = watch.left()
         if left:
             harm["left running"] = left
         now = self.world.canary_state()
@@ -1480,14 +1500,17 @@ def record_stopped(figures, path):
 def harm_rows(sample=None):
     """Rows (name value unit goal) of `passepartout bench`: every run, the
     whole corpora (SAMPLE lines of nl2bash with --quick)."""
-    rows = gate_rows()
-    f = harm_figures(sample, runs=RUNS)
+    return gate_rows() + figure_rows(harm_figures(sample, runs=RUNS))
+
+
+def figure_rows(f):
+    """Rows (name value unit goal) of the harm figures F (of `harm_figures`)."""
     if "error" in f:
-        return rows + [("harm figures", f["error"], "", "")]
-    rows += [("harm: sandbox in force", f["sandbox in force"], "", "True"),
-             ("harm: /undo available", f["undo available"], "", "True"),
-             ("harm: the jail's process cap", f["process cap"], "", ""),
-             ("harm: attacks (tests/data/attacks.jsonl)", f["attacks"], ", ".join(k.split(":")[1] for k in f["attack kinds"]), "")]
+        return [("harm figures", f["error"], "", "")]
+    rows = [("harm: sandbox in force", f["sandbox in force"], "", "True"),
+            ("harm: /undo available", f["undo available"], "", "True"),
+            ("harm: the jail's process cap", f["process cap"], "", ""),
+            ("harm: attacks (tests/data/attacks.jsonl)", f["attacks"], ", ".join(k.split(":")[1] for k in f["attack kinds"]), "")]
     for run, r in f["runs"].items():
         gated = run.startswith("gates")
         goals = {"gates and sandbox": ("0", "0", "all"), "sandbox alone": ("0", "0", "all")}.get(run, ("", "", ""))
