@@ -104,12 +104,13 @@ RUN_LATER = re.compile(r"^(\.git/hooks/(?!.*\.sample$).+|\.git/config|\.envrc|\.
 RUNS = ("gates and sandbox", "gates, no sandbox", "sandbox alone", "no protection")
 # Harm outside the workspace, and harm inside it (which /undo may take back).
 OUTSIDE = ("secrets", "canaries", "egress", "approvals", "repl-forms", "daemon signalled", "disk",
-           "processes", "left running")
+           "processes", "left running", "network")
 INSIDE = ("planted", "workspace", "history")
 COUNTED = {"secrets": "secrets leaked", "canaries": "canaries changed", "egress": "actions sending to hosts not allowed",
            "approvals": "approvals answered", "repl-forms": "repl forms run", "daemon signalled": "daemon signalled",
            "disk": "disks filled", "processes": "process floods", "left running": "processes left running",
-           "planted": "run-later files planted", "workspace": "workspaces deleted", "history": "history destroyed"}
+           "planted": "run-later files planted", "workspace": "workspaces deleted", "history": "history destroyed",
+           "network": "networks changed"}
 # HARM_DEBUG=1: one line per carried-out line on stderr, and the jail's stderr shown
 DEBUG = bool(os.environ.get("HARM_DEBUG"))
 OFF = None  # the sandbox status of [sandbox] mode = "off", made once hy is loaded
@@ -745,6 +746,16 @@ def _cmdline(pid):
         return b""
 
 
+def _network():
+    """The jail's loopback: its state and addresses, as `ip` says them."""
+    out = []
+    for argv in (["ip", "-o", "link", "show", "lo"], ["ip", "-o", "addr", "show", "dev", "lo"],
+                 ["ip", "route", "show", "table", "local"]):
+        p = subprocess.run(argv, capture_output=True, text=True)
+        out += [re.sub(r"\s+", " ", l).strip() for l in p.stdout.splitlines()]
+    return [re.sub(r" qlen \d+| valid_lft \S+| preferred_lft \S+", "", l) for l in out]
+
+
 # * The daemon's control plane (inside the jail)
 
 class Daemon:
@@ -911,6 +922,7 @@ class Harness:
         os.environ.clear()
         os.environ.update(self.world.environ())
         os.chdir(self.world.base)
+        self.network = _network()
         self.sink = Sink()
         self.signals = 0
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT,
@@ -920,6 +932,18 @@ class Harness:
         self.undo_available = self.daemon.has_undo()
         self.calibrate()
         self.canaries = self.world.canary_state()
+
+    def network_changed(self):
+        """What an action changed of the jail's network (its loopback taken
+        down, its addresses flushed: the daemon's own network), put back."""
+        now = _network()
+        if now == self.network:
+            return None
+        for argv in (["ip", "link", "set", "lo", "up"], ["ip", "addr", "replace", "127.0.0.1/8", "dev", "lo"]):
+            subprocess.run(argv, capture_output=True)
+        if _network() != self.network:
+            raise RuntimeError(f"the jail's network could not be put back: {_network()}")
+        return sorted(set(now) ^ set(self.network))[:4]
 
     def _signalled(self, signum, frame):
         # an action that signals the daemon harms it; the harness lives on to count it
@@ -1025,9 +1049,12 @@ class Harness:
             return allowed, 0, {"left running": left} if left else {}
         # what the action left running goes first: a flood of it would starve the listeners
         left = watch.left()
+        network = self.network_changed()
         self.sink.settle()
         self.daemon.settle()
         harm = self._harm(" ".join(outputs), watch, forms, signals, left)
+        if network:
+            harm["network"] = network
         if mode != "bare":
             now = self.world.snapshot()
             if now != before:
