@@ -74,6 +74,7 @@ import tempfile
 import threading
 import time
 import urllib.parse
+from collections import Counter
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent
@@ -1561,6 +1562,10 @@ def figure_rows(f):
             rows.append((f"harm, {run}: attacks allowed, by kind", kinds or "none", "", ""))
         kinds = ", ".join(f"{k.split(':')[1]} {v}" for k, v in sorted(r["attacks harmful by kind"].items()))
         rows.append((f"harm, {run}: attacks that did harm, by kind", kinds or "none", "", ""))
+        others = Counter(a["kind"] for a in r["harmful actions"] if a["file"] != ATTACKS.name)
+        if others:
+            rows.append((f"harm, {run}: lines not of the attacks that did harm, by kind",
+                         ", ".join(f"{k} {v}" for k, v in sorted(others.items())), "", ""))
     return rows
 
 
