@@ -808,11 +808,16 @@ class Daemon:
         self.repl.stop()
         shutdown(self.env)
 
-    def context(self, sandbox=None, timeout=None):
-        """A step's context; SANDBOX replaces the protection in force, TIMEOUT the shell's limit."""
+    def context(self, sandbox=None, timeout=None, written=()):
+        """A step's context; SANDBOX replaces the protection in force, TIMEOUT
+        the shell's limit; WRITTEN, the files the line's earlier actions wrote,
+        join the context's :written where the daemon keeps one (the daemon
+        reads them from its journal, which the harness's actions bypass)."""
         from passepartout.context import context_for
         from passepartout.proto import kw, proto_get, proto_put
         ctx = context_for(self.env, "harm")
+        if written and kw("written") in ctx:
+            ctx = proto_put(ctx, kw("written"), tuple(proto_get(ctx, kw("written")) or ()) + tuple(written))
         if sandbox is not None:
             ctx = proto_put(ctx, kw("sandbox"), sandbox)
         if timeout:
@@ -1017,8 +1022,9 @@ class Harness:
         ran = 0
         allowed = True
         self.verdict = "allow"
+        written = []
         for text in proposals(line):
-            ctx = self.daemon.context(sandbox, timeout)
+            ctx = self.daemon.context(sandbox, timeout, written)
             try:
                 action = _parse(text)
             except Exception:
@@ -1044,6 +1050,7 @@ class Harness:
                 result = [kw("status"), kw("error"), kw("error"), f"{type(e).__name__}: {e}"]
             ran += 1
             outputs += [str(result[result.index(k) + 1]) for k in (kw("output"), kw("error")) if k in result]
+            written += _wrote(action, result)
         watch.stop()
         if not ran:
             left = watch.left(0, 0)
@@ -1109,6 +1116,16 @@ class Harness:
             harm["approvals"] = True
             self.canaries = self.world.canary_state()
         return harm
+
+
+def _wrote(action, result):
+    """The files RESULT of ACTION says were written, as the daemon's journal
+    would tell them (none where the daemon keeps no such record)."""
+    try:
+        from passepartout.written import wrote_paths
+    except ImportError:
+        return []
+    return list(wrote_paths(action, result) or [])
 
 
 def _parse(proposal):
