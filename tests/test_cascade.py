@@ -843,3 +843,18 @@ async def test_check_provider_sends_a_tool_conversation_and_names_a_template_tha
     assert status == "fail" and detail.startswith("drops the results of tool calls"), detail
     body = openai_server.requests[-1]["body"]
     assert body["tools"] and body["max_tokens"] == 1, body
+
+
+@on_loop
+async def test_a_model_litellm_knows_to_call_tools_gets_tool_messages_by_default(openai_server, key):
+    call = {"id": "c1", "name": "shell", "arguments": '{"cmd": "ls"}'}
+    messages = MESSAGES + [{"role": "user", "content": "Result of ls:\nnotes.txt", "passepartout_call": call}]
+    for model, roles in [("openai/gpt-4o-mini", ["system", "user", "assistant", "tool"]),
+                         ("openai/scripted-local", ["system", "user", "assistant", "user"])]:
+        provider = scripted(openai_server, "ok", model=model)
+        result = await cascade_complete(make_cascade([provider]),
+                                        [K("messages"), messages, K("tools"), TOOLS])
+        assert proto_get(result, "status") == K("ok"), result
+        sent = openai_server.requests[-1]["body"]["messages"]
+        assert [m["role"] for m in sent] == roles, (model, sent)
+        assert all(isinstance(m["content"], str) for m in sent), sent
