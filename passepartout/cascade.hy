@@ -254,8 +254,8 @@
 
 (setv DEADLINE-GRACE 5.0)
 
-(defn :async _litellm-call [litellm provider request]
-  "LiteLLM's response from PROVIDER to REQUEST."
+(defn :async _litellm-call [litellm provider request [offer-tools True]]
+  "LiteLLM's response from PROVIDER to REQUEST; without OFFER-TOOLS, its tools are left out."
   (setv key-env (get provider "api_key_env")
         tools (proto-get request ':tools)
         kwargs {"model" (get provider "model")
@@ -269,7 +269,7 @@
     (setv (get kwargs "api_key") (get os.environ key-env)))
   (when (get provider "api_base")
     (setv (get kwargs "api_base") (get provider "api_base")))
-  (setv native (and tools (_native-tools litellm provider)))
+  (setv native (and tools offer-tools (_native-tools litellm provider)))
   (when native
     (.update kwargs {"tools" tools "tool_choice" "auto" #** _tool-flags}))
   (setv (get kwargs "messages") (if (and native (= (_tool-results litellm provider) "native"))
@@ -467,6 +467,19 @@
   (setv task (asyncio.current-task))
   (if task (.cancelling task) 0))
 
+(defn :async _answer-of [litellm provider request]
+  "#(response text tool-calls) of PROVIDER for REQUEST; an empty answer to the
+   tools is asked once more without them (see /The conversation after a tool call/)."
+  (setv response (await (_litellm-call litellm provider request)))
+  (try
+    (setv [text calls] (_answer response))
+    (except [e _Failure]
+      (when (not (and (= e.outcome ':empty) (proto-get request ':tools) (_native-tools litellm provider)))
+        (raise))
+      (setv response (await (_litellm-call litellm provider request :offer-tools False))
+            [text calls] (_answer response))))
+  #(response text calls))
+
 (defn :async _attempt [provider request]
   "(outcome detail answer kind) for one call of PROVIDER; answer is
    (:text :tool-calls :usage) on :ok, kind the failure's (see above)."
@@ -484,8 +497,7 @@
         cancelling (_cancelling))
   (try
     (setv litellm (await (_litellm-ready))
-          response (await (_litellm-call litellm provider request))
-          [text calls] (_answer response)
+          [response text calls] (await (_answer-of litellm provider request))
           usage (_usage litellm response))
     #(':ok (_short f"{(proto-get usage ':prompt-tokens)} prompt and {(proto-get usage ':completion-tokens)} completion tokens")
       [:text text :tool-calls calls :usage usage]

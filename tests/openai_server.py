@@ -9,6 +9,9 @@ every kind of provider at once:
     http://127.0.0.1:PORT/error500/v1  HTTP 500 with an OpenAI-style error body
     http://127.0.0.1:PORT/garbage/v1   HTTP 200 whose body is not JSON
     http://127.0.0.1:PORT/empty/v1     HTTP 200 with empty content and no tool calls
+    http://127.0.0.1:PORT/toolsempty/v1  empty content when the request offers tools, else
+                                       as `ok` (llama-cpp-python's chatml-function-calling
+                                       lets a model that chose to write a message write nothing)
     http://127.0.0.1:PORT/hang/v1      reads the request and never answers (until stop or
                                        until the client closes the connection, which it
                                        records: see `hangs_closed`)
@@ -154,7 +157,7 @@ def render(template, body):
     return TEMPLATES[template](body if isinstance(body, dict) else {})
 
 
-SCRIPTS = ("ok", "toolcall", "slow", "error500", "garbage", "empty", "hang", "trickle", "live")
+SCRIPTS = ("ok", "toolcall", "slow", "error500", "garbage", "empty", "toolsempty", "hang", "trickle", "live")
 
 
 class ScriptedOpenAIServer:
@@ -304,6 +307,8 @@ class ScriptedOpenAIServer:
     def answer(self, script, body, n):
         if script == "live":
             script = self.live
+        if script == "toolsempty":
+            script = "empty" if (body or {}).get("tools") else "ok"
         if script == "hang":
             self._stopping.wait()
             return 503, "application/json", _json({"error": {"message": "stopped"}})

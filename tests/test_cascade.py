@@ -858,3 +858,17 @@ async def test_a_model_litellm_knows_to_call_tools_gets_tool_messages_by_default
         sent = openai_server.requests[-1]["body"]["messages"]
         assert [m["role"] for m in sent] == roles, (model, sent)
         assert all(isinstance(m["content"], str) for m in sent), sent
+
+
+@on_loop
+async def test_an_empty_answer_to_the_tools_is_asked_again_without_them(openai_server, key):
+    openai_server.reply_text = '(:action :message :text "in words")'
+    result = await cascade_complete(make_cascade([scripted(openai_server, "toolsempty")]), request(tools=TOOLS))
+    assert proto_get(result, "status") == K("ok") and proto_get(result, "text") == openai_server.reply_text, result
+    first, second = [r["body"] for r in openai_server.requests]
+    assert first["tools"] and "tools" not in second and "tool_choice" not in second, (first.keys(), second.keys())
+    assert second["messages"] == first["messages"], second
+    # a server that answers nothing either way fails as before, after the second request
+    openai_server.requests.clear()
+    result = await cascade_complete(make_cascade([scripted(openai_server, "empty")]), request(tools=TOOLS))
+    assert outcomes(result) == [K("empty")] and len(openai_server.requests) == 2, openai_server.requests
