@@ -22,13 +22,14 @@
       PROBE-TIMEOUT 0.25
       OLLAMA-BASE "http://127.0.0.1:11434"
       DEFAULT-MAX-TOKENS 1024
+      TOOL-RESULTS #("native" "text")
       _provider-keys (schema-keys "providers"))
 
 (defn _local-model [model]
   (.startswith model #("ollama/" "ollama_chat/")))
 
 (defn make-provider [model [name None] [api-base None] [api-key-env None] [timeout None] [probe None]
-                     [max-tokens None] [tools None]]
+                     [max-tokens None] [tools None] [tool-results None]]
   "A provider dict for a LiteLLM MODEL string, or for \"symbolic\".
 
    (make-provider \"openai/gpt-4o-mini\" :api-key-env \"OPENAI_API_KEY\")"
@@ -42,6 +43,9 @@
   (setv max-tokens (if (is max-tokens None) DEFAULT-MAX-TOKENS max-tokens))
   (when (or (isinstance max-tokens bool) (not (isinstance max-tokens int)) (<= max-tokens 0))
     (raise (ValueError f"provider {model}: max_tokens must be a positive whole number, got {max-tokens !r}")))
+  (when (not (in tool-results #(None #* TOOL-RESULTS)))
+    (raise (ValueError (+ f"provider {model}: tool_results must be "
+                          (.join " or " (gfor f TOOL-RESULTS f"{f !r}")) f", got {tool-results !r}"))))
   {"name" (or name model)
    "model" model
    "api_base" (or api-base (when local OLLAMA-BASE))
@@ -49,7 +53,8 @@
    "timeout" (float timeout)
    "probe" (if (is probe None) local (bool probe))
    "max_tokens" max-tokens
-   "tools" (if (is tools None) None (bool tools))})
+   "tools" (if (is tools None) None (bool tools))
+   "tool_results" tool-results})
 
 (defn default-providers []
   "What runs with no configuration: a local Ollama if one answers, then the symbolic provider."
@@ -77,7 +82,8 @@
                  :timeout (.get table "timeout")
                  :probe (.get table "probe")
                  :max-tokens (.get table "max_tokens")
-                 :tools (.get table "tools")))
+                 :tools (.get table "tools")
+                 :tool-results (.get table "tool_results")))
 
 (defn _unique-names [providers]
   "PROVIDERS with repeated names made distinct (name, name#2, …): attempts name them."
@@ -249,8 +255,8 @@
 
 (setv DEADLINE-GRACE 5.0)
 
-(defn :async _litellm-call [litellm provider request]
-  "LiteLLM's response from PROVIDER to REQUEST."
+(defn :async _litellm-call [litellm provider request [offer-tools True]]
+  "LiteLLM's response from PROVIDER to REQUEST; without OFFER-TOOLS, its tools are left out."
   (setv key-env (get provider "api_key_env")
         tools (proto-get request ':tools)
         kwargs {"model" (get provider "model")
@@ -264,12 +270,12 @@
     (setv (get kwargs "api_key") (get os.environ key-env)))
   (when (get provider "api_base")
     (setv (get kwargs "api_base") (get provider "api_base")))
-  (setv native (and tools (_native-tools litellm provider)))
-  (if native
-      (.update kwargs {"tools" tools "tool_choice" "auto"
-                       "messages" (native-messages (get kwargs "messages"))
-                       #** _tool-flags})
-      (setv (get kwargs "messages") (text-messages (get kwargs "messages"))))
+  (setv native (and tools offer-tools (_native-tools litellm provider)))
+  (when native
+    (.update kwargs {"tools" tools "tool_choice" "auto" #** _tool-flags}))
+  (setv (get kwargs "messages") (if (and native (= (_tool-results litellm provider) "native"))
+                                    (native-messages (get kwargs "messages"))
+                                    (text-messages (get kwargs "messages"))))
   (setv seconds (+ (get provider "timeout") DEADLINE-GRACE)
         deadline (asyncio.timeout seconds))
   (try
@@ -284,18 +290,35 @@
 
 (setv CALL-KEY "passepartout_call")
 
+(defn _known-model [litellm model]
+  "True when LiteLLM's model list has MODEL."
+  (or (in model litellm.model-cost)
+      (in (get (.split model "/" 1) -1) litellm.model-cost)))
+
 (defn _native-tools [litellm provider]
   "True when PROVIDER gets the tools as tool definitions."
   (setv flag (.get provider "tools"))
   (when (is-not flag None)
     (return (bool flag)))
-  (setv model (get provider "model")
-        known (or (in model litellm.model-cost)
-                  (in (get (.split model "/" 1) -1) litellm.model-cost)))
-  (if (not known)
+  (setv model (get provider "model"))
+  (if (not (_known-model litellm model))
       True
       (try (bool (litellm.supports-function-calling :model model))
            (except [Exception] True))))
+
+;; *** The conversation after a tool call
+
+(defn _tool-results [litellm provider]
+  "\"native\" or \"text\": the form the results of tool calls take for PROVIDER."
+  (setv form (.get provider "tool_results"))
+  (cond (is-not form None) form
+        (not (_known-model litellm (get provider "model"))) "text"
+        True (try (if (litellm.supports-function-calling :model (get provider "model")) "native" "text")
+                  (except [Exception] "text"))))
+
+(defn _with-content [m]
+  "The message M with a content, \"\" when it has none."
+  (if (is (.get m "content") None) (| m {"content" ""}) m))
 
 (defn native-messages [messages]
   "MESSAGES with each result of a tool call as the assistant's call and a tool message."
@@ -303,17 +326,39 @@
   (for [m messages]
     (setv call (.get m CALL-KEY))
     (if (not call)
-        (.append out m)
-        (.extend out [{"role" "assistant" "content" None
+        (.append out (_with-content m))
+        (.extend out [{"role" "assistant" "content" ""
                        "tool_calls" [{"id" (get call "id") "type" "function"
                                       "function" {"name" (get call "name")
                                                   "arguments" (get call "arguments")}}]}
-                      {"role" "tool" "tool_call_id" (get call "id") "content" (get m "content")}])))
+                      {"role" "tool" "tool_call_id" (get call "id") "content" (or (.get m "content") "")}])))
   out)
 
+(defn call-text [call]
+  "The tool CALL (a dict of name and JSON arguments) as the text protocol writes it."
+  (setv args (try (json.loads (or (get call "arguments") "{}")) (except [ValueError] None)))
+  (json.dumps (if (isinstance args dict)
+                  {"action" (get call "name") #** (dfor [k v] (.items args) :if (!= k "action") k v)}
+                  {"action" (get call "name") "arguments" (get call "arguments")})
+              :ensure-ascii False))
+
 (defn text-messages [messages]
-  "MESSAGES as plain chat messages: the call a result answers is dropped."
-  (lfor m messages (if (in CALL-KEY m) (dfor [k v] (.items m) :if (!= k CALL-KEY) k v) m)))
+  "MESSAGES as plain chat messages: each call a result answers as the
+   assistant's turn in text, and turns of one role in a row joined into one."
+  (setv out [])
+  (defn add [m]
+    (setv m (_with-content m))
+    (if (and out (in (get m "role") #("user" "assistant")) (= (get (get out -1) "role") (get m "role")))
+        (setv (get out -1) (| (get out -1)
+                              {"content" (.join "\n\n" (gfor c [(get (get out -1) "content") (get m "content")]
+                                                              :if c c))}))
+        (.append out m)))
+  (for [m messages]
+    (setv call (.get m CALL-KEY))
+    (when call
+      (add {"role" "assistant" "content" (call-text call)}))
+    (add (if call (dfor [k v] (.items m) :if (!= k CALL-KEY) k v) m)))
+  out)
 
 ;; ** Reading the answer
 
@@ -423,6 +468,19 @@
   (setv task (asyncio.current-task))
   (if task (.cancelling task) 0))
 
+(defn :async _answer-of [litellm provider request]
+  "#(response text tool-calls) of PROVIDER for REQUEST; an empty answer to the
+   tools is asked once more without them (see /The conversation after a tool call/)."
+  (setv response (await (_litellm-call litellm provider request)))
+  (try
+    (setv [text calls] (_answer response))
+    (except [e _Failure]
+      (when (not (and (= e.outcome ':empty) (proto-get request ':tools) (_native-tools litellm provider)))
+        (raise))
+      (setv response (await (_litellm-call litellm provider request :offer-tools False))
+            [text calls] (_answer response))))
+  #(response text calls))
+
 (defn :async _attempt [provider request]
   "(outcome detail answer kind) for one call of PROVIDER; answer is
    (:text :tool-calls :usage) on :ok, kind the failure's (see above)."
@@ -440,8 +498,7 @@
         cancelling (_cancelling))
   (try
     (setv litellm (await (_litellm-ready))
-          response (await (_litellm-call litellm provider request))
-          [text calls] (_answer response)
+          [response text calls] (await (_answer-of litellm provider request))
           usage (_usage litellm response))
     #(':ok (_short f"{(proto-get usage ':prompt-tokens)} prompt and {(proto-get usage ':completion-tokens)} completion tokens")
       [:text text :tool-calls calls :usage usage]
@@ -565,7 +622,31 @@
 
 ;; * Checking one provider
 
-(setv CHECK-DEADLINE 5.0)
+(setv CHECK-DEADLINE 5.0
+      _check-tools [{"type" "function"
+                     "function" {"name" "shell" "description" "run a shell command"
+                                 "parameters" {"type" "object"
+                                               "properties" {"cmd" {"type" "string"}}
+                                               "required" ["cmd"]}}}])
+
+(defn _check-request [result]
+  "The two-turn tool conversation doctor sends, the tool's output being RESULT."
+  [:messages [{"role" "system" "content" "You propose actions. Say ok when you have read the result."}
+              {"role" "user" "content" "What is in the workspace?"}
+              {"role" "user" "content" (+ "Result of (:action :shell :cmd \"ls\"):\n" result)
+               CALL-KEY {"id" "call_doctor_1" "name" "shell" "arguments" "{\"cmd\": \"ls\"}"}}]
+   :tools _check-tools])
+
+(defn :async _check-form [provider]
+  "\"native\" or \"text\": the form PROVIDER's tool results take."
+  (setv litellm (await (_litellm-ready)))
+  (if (and (_native-tools litellm provider) (= (_tool-results litellm provider) "native"))
+      "native"
+      "text"))
+
+(defn _prompt-tokens [answer]
+  (when answer
+    (proto-get (proto-get answer ':usage) ':prompt-tokens)))
 
 (defn :async check-provider [provider [deadline CHECK-DEADLINE]]
   "#(status detail) for PROVIDER after a one-token call of at most DEADLINE
@@ -576,9 +657,25 @@
     (return #("ok" "the built-in commands, always there")))
   (setv quick (| provider {"timeout" (min (float (get provider "timeout")) deadline) "max_tokens" 1})
         start (time.perf-counter)
-        [outcome detail answer kind] (await (_attempt quick [:messages [{"role" "user" "content" "Say ok."}]
-                                                             :tools None]))
-        seconds (- (time.perf-counter) start))
-  (cond (in outcome #(':ok ':empty)) #("ok" f"answered in {seconds :.2f} s")
+        [outcome detail answer kind] (await (_attempt quick (_check-request "notes.txt")))
+        seconds (- (time.perf-counter) start)
+        native (and (in outcome #(':ok ':error ':empty)) (= (await (_check-form quick)) "native")))
+  (cond (and native (= outcome ':error) (.startswith kind "http-")
+             (not (in kind #("http-401" "http-403" "http-404" "http-429"))))
+        (do (setv [again _ _ _] (await (_attempt (| quick {"tool_results" "text"})
+                                                 (_check-request "notes.txt"))))
+            (if (in again #(':ok ':empty))
+                #("fail" (+ f"cannot render the results of tool calls as tool messages ({detail}); "
+                            "set tool_results = \"text\" in its [[providers]] table"))
+                #("fail" (_clause quick kind detail))))
+        (and native (= outcome ':ok))
+        (do (setv longer (await (_attempt quick (_check-request (.join "\n" (gfor i (range 40) f"file-{i}.txt")))))
+                  [short long] [(_prompt-tokens answer) (_prompt-tokens (get longer 2))])
+            (if (and short long (= short long))
+                #("fail" (+ "drops the results of tool calls: its template renders no tool messages "
+                            f"({short} prompt tokens with a short result and a long one); "
+                            "set tool_results = \"text\" in its [[providers]] table"))
+                #("ok" f"answered in {seconds :.2f} s")))
+        (in outcome #(':ok ':empty)) #("ok" f"answered in {seconds :.2f} s")
         (= outcome ':unreachable) #("warn" (+ (_clause quick kind detail) "; the next model answers"))
         True #("fail" (_clause quick kind detail))))

@@ -139,7 +139,13 @@
                           :shown "`false`; `true` for `ollama` models")
             "max_tokens" (_key "whole number" 1024 "the longest answer asked for")
             "tools" (_key "boolean" None "send the actions as tool definitions and read tool calls"
-                          :shown "as LiteLLM's model list says; `true` for a model it does not know")}}
+                          :shown "as LiteLLM's model list says; `true` for a model it does not know")
+            "tool_results" (_key "string" None
+                                 (+ "how the conversation after a tool call is sent: `native` as tool "
+                                    "messages, `text` as alternating user and assistant turns, which "
+                                    "every chat template renders")
+                                 :choices #("native" "text")
+                                 :shown "`native` for a model LiteLLM's list says calls tools; `text` otherwise")}}
    {"name" "limits" "shape" "table" "fill" True
     "doc" "How far one task may go."
     "keys" {"step_budget" (_key "number" 8 "steps (each a model call and an action) one task may take")

@@ -322,8 +322,8 @@
 
 (defn with-call [message call]
   "MESSAGE (a result) marked with the tool CALL it answers, when there is one;
-   the cascade sends it as the call and a tool message to a model that calls
-   tools (see \"Tools, natively or as text\" in =cascade.org=)."
+   the cascade sends the call and the result in the form the provider renders
+   (see \"The conversation after a tool call\" in =cascade.org=)."
   (if (and call (proto-get call ':id))
       (| message {CALL-KEY {"id" (str (proto-get call ':id))
                                        "name" (str (proto-get call ':name))

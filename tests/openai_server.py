@@ -9,6 +9,9 @@ every kind of provider at once:
     http://127.0.0.1:PORT/error500/v1  HTTP 500 with an OpenAI-style error body
     http://127.0.0.1:PORT/garbage/v1   HTTP 200 whose body is not JSON
     http://127.0.0.1:PORT/empty/v1     HTTP 200 with empty content and no tool calls
+    http://127.0.0.1:PORT/toolsempty/v1  empty content when the request offers tools, else
+                                       as `ok` (llama-cpp-python's chatml-function-calling
+                                       lets a model that chose to write a message write nothing)
     http://127.0.0.1:PORT/hang/v1      reads the request and never answers (until stop or
                                        until the client closes the connection, which it
                                        records: see `hangs_closed`)
@@ -23,6 +26,14 @@ every kind of provider at once:
 Both /<script>/v1/chat/completions and /<script>/chat/completions are served.
 Every request is recorded, in arrival order, as a dict with its script, path and
 parsed JSON body.
+
+Strict mode: with `template` set to a name in TEMPLATES, the server first renders
+each request's messages into a prompt through that Jinja chat template, the way
+llama.cpp's Python server (llama-cpp-python) does, and records the prompt with
+the request. A template that cannot render the messages fails the request as
+that server does: HTTP 500 with the Jinja error as the message. The usage then
+counts the prompt's words as its prompt tokens, so a part of the conversation
+the template drops shows in the figures, as it does on a real server.
 """
 import json
 import select
@@ -32,8 +43,121 @@ import time
 from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import jinja2
+from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-SCRIPTS = ("ok", "toolcall", "slow", "error500", "garbage", "empty", "hang", "trickle", "live")
+
+# Two chat templates as llama-cpp-python 0.3 serves them. `chatml-function-calling`
+# is its `--chat_format chatml-function-calling` (rendered with StrictUndefined):
+# it reads message.content on every assistant message and renders nothing of a
+# `tool` message. `smollm2` is the template SmolLM2-135M-Instruct's GGUF carries,
+# which the server uses when no chat format is named (Jinja2ChatFormatter): it
+# concatenates every message's role and content, so a missing or null content fails.
+# `alternating` (below) stands for the templates that refuse any other order of roles.
+CHATML_FUNCTION_CALLING = (
+    "{% for message in messages %}"
+    "<|im_start|>{{ message.role }}\n"
+    "{% if message.role == 'system' %}"
+    "{{ message.content }}"
+    "{% if tool_calls %}"
+    "\n\nYou have access to the following functions:\n"
+    "{% for tool in tools %}"
+    "\nfunctions.{{ tool.function.name }}:\n"
+    "{{ tool.function.parameters | tojson }}"
+    "\n{% endfor %}"
+    "\n\nYou can respond to users messages with either a single message or one or more function calls."
+    "{% endif %}"
+    "<|im_end|>\n"
+    "{% endif %}"
+    "{% if message.role == 'user' %}"
+    "{{ message.content }}"
+    "<|im_end|>\n"
+    "{% endif %}"
+    "{% if message.role == 'assistant' %}"
+    "{% if message.content and message.content | length > 0 %}"
+    "{% if tool_calls %}"
+    "message:\n"
+    "{% endif %}"
+    "{{ message.content }}"
+    "<|im_end|>\n"
+    "{% endif %}"
+    "{% if 'tool_calls' in message %}"
+    "{% for tool_call in message.tool_calls %}"
+    "functions.{{ tool_call.function.name }}:\n"
+    "{{ tool_call.function.arguments }}"
+    "{% endfor %}"
+    "<|im_end|>\n"
+    "{% endif %}"
+    "{% endif %}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+SMOLLM2 = (
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+    "{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}"
+    "{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}"
+    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+
+# The template of many instruction-tuned models of the Llama 2 and Mistral kind:
+# after an optional system message the roles must alternate user, assistant, user…,
+# and any other role is refused (raise_exception, a ValueError on that server).
+ALTERNATING = (
+    "{% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}"
+    "{% set system = messages[0]['content'] + '\n\n' %}"
+    "{% else %}{% set loop_messages = messages %}{% set system = '' %}{% endif %}"
+    "{{ bos_token }}{% for message in loop_messages %}"
+    "{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}"
+    "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}"
+    "{% endif %}"
+    "{% if message['role'] == 'user' %}{{ '[INST] ' + (system if loop.first else '') + message['content'] + ' [/INST]' }}"
+    "{% elif message['role'] == 'assistant' %}{{ ' ' + message['content'] + eos_token }}"
+    "{% else %}{{ raise_exception('Only user and assistant roles are supported!') }}{% endif %}"
+    "{% endfor %}"
+)
+
+
+def _raise_exception(message):
+    raise ValueError(message)
+
+
+def _chatml_function_calling(body):
+    template = ImmutableSandboxedEnvironment(
+        autoescape=jinja2.select_autoescape(["html", "xml"]),
+        undefined=jinja2.StrictUndefined).from_string(CHATML_FUNCTION_CALLING)
+    tools = body.get("tools") or []
+    calls = bool(tools) and body.get("tool_choice") not in (None, "none")
+    return template.render(messages=body.get("messages") or [], tools=tools if calls else [],
+                           tool_calls=True if calls else None, add_generation_prompt=True)
+
+
+def _smollm2(body):
+    template = ImmutableSandboxedEnvironment(
+        loader=jinja2.BaseLoader(), trim_blocks=True, lstrip_blocks=True).from_string(SMOLLM2)
+    return template.render(messages=body.get("messages") or [], tools=body.get("tools"),
+                           add_generation_prompt=True, bos_token="", eos_token="<|im_end|>")
+
+
+def _alternating(body):
+    template = ImmutableSandboxedEnvironment(
+        loader=jinja2.BaseLoader(), trim_blocks=True, lstrip_blocks=True).from_string(ALTERNATING)
+    return template.render(messages=body.get("messages") or [], tools=body.get("tools"),
+                           add_generation_prompt=True, bos_token="<s>", eos_token="</s>",
+                           raise_exception=_raise_exception)
+
+
+TEMPLATES = {"chatml-function-calling": _chatml_function_calling, "smollm2": _smollm2,
+             "alternating": _alternating}
+
+
+def render(template, body):
+    """The prompt the chat TEMPLATE (a name in TEMPLATES) makes of the request BODY;
+    raises what the template raises."""
+    return TEMPLATES[template](body if isinstance(body, dict) else {})
+
+
+SCRIPTS = ("ok", "toolcall", "slow", "error500", "garbage", "empty", "toolsempty", "hang", "trickle", "live")
 
 
 class ScriptedOpenAIServer:
@@ -47,6 +171,8 @@ class ScriptedOpenAIServer:
     error_message   what an `errorNNN` script other than error500 says went wrong
     live            the script `live` answers as (default "ok")
     trickle_seconds how long `trickle` takes to send its body (at most MAX_TRICKLE)
+    template        strict mode: the name of a chat template in TEMPLATES every
+                    request is rendered through first (None: no rendering)
 
     and may read:
 
@@ -69,6 +195,7 @@ class ScriptedOpenAIServer:
         self.error_message = "Incorrect API key provided: sk-scr***key"
         self.live = "ok"
         self.trickle_seconds = 3.0
+        self.template = None
         self.requests = []
         self.hangs_closed = []
         self.most_hanging = 0
@@ -108,24 +235,49 @@ class ScriptedOpenAIServer:
 
     # What each script answers, as (status, content-type, body bytes).
 
-    def _record(self, script, path, body):
+    def _record(self, script, path, body, prompt=None, error=None):
         with self._lock:
             self._counter += 1
-            self.requests.append({"script": script, "path": path, "body": body})
+            self.requests.append({"script": script, "path": path, "body": body,
+                                  "prompt": prompt, "error": error})
             return self._counter
+
+    def prompts(self):
+        """The prompt of every request the template rendered, in arrival order."""
+        with self._lock:
+            return [r["prompt"] for r in self.requests if r["prompt"] is not None]
+
+    def errors(self):
+        """The template error of every request that could not be rendered."""
+        with self._lock:
+            return [r["error"] for r in self.requests if r["error"] is not None]
+
+    def _render(self, body):
+        """(prompt, error) of BODY in strict mode; (None, None) otherwise."""
+        if not self.template:
+            return None, None
+        try:
+            return render(self.template, body), None
+        except Exception as e:  # what llama-cpp-python's server answers with a 500
+            return None, str(e)
 
     def _next_text(self):
         with self._lock:
             return self.replies.popleft() if self.replies else self.reply_text
 
     def _completion(self, body, n, message, finish_reason="stop"):
+        usage = dict(self.usage)
+        prompt = self.requests[n - 1]["prompt"] if 0 < n <= len(self.requests) else None
+        if prompt is not None:
+            usage["prompt_tokens"] = len(prompt.split())
+            usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
         return {
             "id": f"chatcmpl-scripted-{n}",
             "object": "chat.completion",
             "created": int(time.time()),
             "model": (body or {}).get("model", "scripted"),
             "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
-            "usage": dict(self.usage),
+            "usage": usage,
         }
 
     def hang(self, connection, n):
@@ -169,6 +321,8 @@ class ScriptedOpenAIServer:
     def answer(self, script, body, n):
         if script == "live":
             script = self.live
+        if script == "toolsempty":
+            script = "empty" if (body or {}).get("tools") else "ok"
         if script == "hang":
             self._stopping.wait()
             return 503, "application/json", _json({"error": {"message": "stopped"}})
@@ -223,7 +377,13 @@ def _handler_for(server):
                 body = json.loads(raw or b"null")
             except ValueError:
                 body = None
-            n = server._record(script, self.path, body)
+            prompt, error = server._render(body)
+            n = server._record(script, self.path, body, prompt, error)
+            if error is not None:
+                failure = {"error": {"message": error, "type": "internal_server_error",
+                                     "param": None, "code": None}}
+                self._send(500, "application/json", _json(failure))
+                return
             now = server.live if script == "live" else script
             if now == "hang":
                 answer = server.hang(self.connection, n)

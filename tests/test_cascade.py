@@ -1,6 +1,7 @@
 """The provider cascade: the real LiteLLM client against a scripted server on loopback."""
 import asyncio
 import functools
+import html
 import json
 import socket
 import subprocess
@@ -340,7 +341,7 @@ def test_provider_tables():
     assert [p["name"] for p in providers] == ["mini", "ollama/qwen2.5", "openai/gpt-4o-mini", "symbolic"]
     assert providers[0] == {"name": "mini", "model": "openai/gpt-4o-mini", "api_base": None,
                             "api_key_env": "OPENAI_API_KEY", "timeout": 20.0, "probe": False,
-                            "max_tokens": 1024, "tools": None}
+                            "max_tokens": 1024, "tools": None, "tool_results": None}
     assert providers[1]["api_base"] == "http://10.0.0.5:11434" and providers[1]["probe"] is True
     twice = providers_from_config({"providers": [{"model": "m"}, {"model": "m"}]}, env={})
     assert [p["name"] for p in twice] == ["m", "m#2", "symbolic"]
@@ -679,7 +680,7 @@ async def test_check_provider_asks_for_one_token(openai_server, key):
 
 # * Tools natively, or as text
 
-def _run_task(openai_server, tmp_path, tools, first_script):
+def _run_task(openai_server, tmp_path, tools, first_script, tool_results=None):
     """One task through step against the scripted server: the model's first answer
     (FIRST_SCRIPT) proposes a shell action, its second answers "done". The
     request bodies the server saw, and the replies."""
@@ -688,7 +689,7 @@ def _run_task(openai_server, tmp_path, tools, first_script):
     from passepartout.loop import step
     openai_server.live = first_script
     provider = make_provider("openai/scripted-live", api_base=openai_server.url("live"),
-                             api_key_env=KEY_ENV, timeout=10, tools=tools)
+                             api_key_env=KEY_ENV, timeout=10, tools=tools, tool_results=tool_results)
     config = tmp_path / "config.toml"
     config.write_text('[sandbox]\nmode = "off"\n')
     env = boot(config_path=str(config),
@@ -715,7 +716,7 @@ def _run_task(openai_server, tmp_path, tools, first_script):
 def test_a_tool_call_and_its_result_go_back_as_the_models_own_conversation(openai_server, key, tmp_path):
     openai_server.tool_calls = [("shell", '{"cmd": "echo native-call", "explanation": "to see"}')]
     openai_server.reply_text = '(:action :message :text "done")'
-    bodies, texts = _run_task(openai_server, tmp_path, True, "toolcall")
+    bodies, texts = _run_task(openai_server, tmp_path, True, "toolcall", tool_results="native")
     assert texts[-1] == "done", texts
     assert len(bodies) == 2, bodies
     first, second = bodies
@@ -727,6 +728,7 @@ def test_a_tool_call_and_its_result_go_back_as_the_models_own_conversation(opena
     assert calls[0]["tool_calls"][0]["function"]["name"] == "shell"
     assert len(answers) == 1 and answers[0]["tool_call_id"] == call_id, answers
     assert "native-call" in answers[0]["content"], answers
+    assert all(isinstance(m.get("content"), str) for m in second["messages"]), second["messages"]
     assert not any("passepartout_call" in m for m in second["messages"]), "the marker leaked out"
 
 
@@ -740,3 +742,157 @@ def test_a_model_without_tools_gets_the_conversation_as_text(openai_server, key,
     assert not any(m.get("role") == "tool" or m.get("tool_calls") for m in second["messages"])
     results = [m for m in second["messages"] if m["role"] == "user" and "Result of" in (m["content"] or "")]
     assert results and "text-call" in results[-1]["content"], second["messages"]
+
+
+# * Requests a local server's chat template renders
+
+def _post(url, body):
+    """(status, parsed body) of a chat request sent as is, without LiteLLM."""
+    import urllib.error
+    import urllib.request
+    req = urllib.request.Request(url + "/chat/completions", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+CALL = {"id": "call_1", "type": "function",
+        "function": {"name": "shell", "arguments": '{"cmd": "ls"}'}}
+
+
+def test_the_strict_server_fails_as_llama_cpp_python_does(openai_server):
+    openai_server.template = "chatml-function-calling"
+    conversation = [{"role": "system", "content": "You propose actions."},
+                    {"role": "user", "content": "list my files"},
+                    {"role": "assistant", "tool_calls": [CALL]},
+                    {"role": "tool", "tool_call_id": "call_1", "content": "RESULT-TEXT"}]
+    status, body = _post(openai_server.url("ok"), {"model": "m", "messages": conversation,
+                                                   "tools": TOOLS, "tool_choice": "auto"})
+    assert status == 500, (status, body)
+    assert body["error"]["message"] == "'dict object' has no attribute 'content'", body
+    # with the key there it renders, and the tool message's content is nowhere in the prompt
+    conversation[2]["content"] = ""
+    status, body = _post(openai_server.url("ok"), {"model": "m", "messages": conversation,
+                                                   "tools": TOOLS, "tool_choice": "auto"})
+    assert status == 200, (status, body)
+    prompt = openai_server.prompts()[-1]
+    assert "functions.shell:" in prompt and "RESULT-TEXT" not in prompt, prompt
+    openai_server.template = "alternating"
+    status, body = _post(openai_server.url("ok"), {"model": "m", "messages": conversation})
+    assert status == 500 and "must alternate" in body["error"]["message"], body
+
+
+def test_the_text_form_of_a_tool_conversation():
+    from passepartout.cascade import native_messages, text_messages
+    call = {"id": "c1", "name": "shell", "arguments": '{"cmd": "ls", "explanation": "to see"}'}
+    neutral = [{"role": "system", "content": "rules"},
+               {"role": "user", "content": "list my files"},
+               {"role": "user", "content": "Result of ls:\nnotes.txt", "passepartout_call": call},
+               {"role": "user", "content": "and now?"},
+               {"role": "assistant", "content": None}]
+    text = text_messages(neutral)
+    assert [m["role"] for m in text] == ["system", "user", "assistant", "user", "assistant"], text
+    assert json.loads(text[2]["content"]) == {"action": "shell", "cmd": "ls", "explanation": "to see"}, text
+    assert text[3]["content"] == "Result of ls:\nnotes.txt\n\nand now?", text
+    assert text[4]["content"] == "" and all("passepartout_call" not in m for m in text), text
+    native = native_messages(neutral)
+    assert [m["role"] for m in native] == ["system", "user", "assistant", "tool", "user", "assistant"], native
+    assert native[2]["content"] == "" and native[2]["tool_calls"][0]["id"] == "c1", native
+    assert all(isinstance(m["content"], str) for m in native), native
+    odd = text_messages([{"role": "user", "content": "go", "passepartout_call":
+                          {"id": "c2", "name": "shell", "arguments": "not json"}}])
+    assert json.loads(odd[0]["content"]) == {"action": "shell", "arguments": "not json"}, odd
+
+
+def test_tool_results_is_a_provider_setting():
+    providers = providers_from_config({"providers": [{"model": "m", "tool-results": "text"},
+                                                     {"model": "n"}]}, env={})
+    assert [p["tool_results"] for p in providers] == ["text", None, None], providers
+    with pytest.raises(ValueError, match="tool_results must be 'native' or 'text'"):
+        make_provider("m", tool_results="tools")
+
+
+@pytest.mark.parametrize("template", ["chatml-function-calling", "smollm2", "alternating"])
+def test_after_a_tool_call_the_next_request_renders_and_shows_the_result(
+        openai_server, key, tmp_path, template):
+    openai_server.template = template
+    openai_server.tool_calls = [("shell", '{"cmd": "echo seen-by-the-model", "explanation": "to see"}')]
+    openai_server.reply_text = '(:action :message :text "done")'
+    bodies, texts = _run_task(openai_server, tmp_path, None, "toolcall")
+    assert openai_server.errors() == [], openai_server.errors()
+    assert texts[-1] == "done", texts
+    assert len(bodies) == 2, bodies
+    first, second = bodies
+    assert first["tools"] and first["tool_choice"] == "auto", first.keys()
+    roles = [m["role"] for m in second["messages"]]
+    assert roles[0] == "system" and all(a != b for a, b in zip(roles[1:], roles[2:])), roles
+    assert all(isinstance(m["content"], str) for m in second["messages"]), second["messages"]
+    prompt = html.unescape(openai_server.prompts()[-1])  # the function-calling template escapes quotes
+    assert '{"action": "shell", "cmd": "echo seen-by-the-model"' in prompt, prompt  # the call
+    assert ':output "seen-by-the-model' in prompt, prompt  # and its result
+
+
+def test_native_results_render_where_a_template_drops_them(openai_server, key, tmp_path):
+    """Why text is the default for a server LiteLLM does not know: the native form
+    renders through llama-cpp-python's function-calling template, and the result
+    is not in the prompt the model reads."""
+    openai_server.template = "chatml-function-calling"
+    openai_server.tool_calls = [("shell", '{"cmd": "echo never-seen", "explanation": "to see"}')]
+    openai_server.reply_text = '(:action :message :text "done")'
+    bodies, texts = _run_task(openai_server, tmp_path, None, "toolcall", tool_results="native")
+    assert openai_server.errors() == [] and texts[-1] == "done", (openai_server.errors(), texts)
+    assert any(m["role"] == "tool" and "never-seen" in m["content"] for m in bodies[1]["messages"])
+    prompt = html.unescape(openai_server.prompts()[-1])
+    assert "functions.shell:" in prompt and ":output" not in prompt, prompt  # the call, not its result
+
+
+@on_loop
+async def test_check_provider_sends_a_tool_conversation_and_names_a_template_that_cannot(openai_server, key):
+    openai_server.template = "alternating"
+    native = scripted(openai_server, "ok") | {"tool_results": "native"}
+    status, detail = await check_provider(native)
+    assert status == "fail" and detail.startswith(
+        "cannot render the results of tool calls as tool messages (500: Conversation roles must alternate"), detail
+    assert 'set tool_results = "text"' in detail, detail
+    seen = len(openai_server.requests)
+    status, detail = await check_provider(scripted(openai_server, "ok"))  # text, the default here
+    assert status == "ok" and detail.startswith("answered in "), detail
+    assert len(openai_server.requests) == seen + 1 and openai_server.errors() == [
+        "Conversation roles must alternate user/assistant/user/assistant/..."], openai_server.errors()
+    openai_server.template = "chatml-function-calling"
+    status, detail = await check_provider(native)
+    assert status == "fail" and detail.startswith("drops the results of tool calls"), detail
+    body = openai_server.requests[-1]["body"]
+    assert body["tools"] and body["max_tokens"] == 1, body
+
+
+@on_loop
+async def test_a_model_litellm_knows_to_call_tools_gets_tool_messages_by_default(openai_server, key):
+    call = {"id": "c1", "name": "shell", "arguments": '{"cmd": "ls"}'}
+    messages = MESSAGES + [{"role": "user", "content": "Result of ls:\nnotes.txt", "passepartout_call": call}]
+    for model, roles in [("openai/gpt-4o-mini", ["system", "user", "assistant", "tool"]),
+                         ("openai/scripted-local", ["system", "user", "assistant", "user"])]:
+        provider = scripted(openai_server, "ok", model=model)
+        result = await cascade_complete(make_cascade([provider]),
+                                        [K("messages"), messages, K("tools"), TOOLS])
+        assert proto_get(result, "status") == K("ok"), result
+        sent = openai_server.requests[-1]["body"]["messages"]
+        assert [m["role"] for m in sent] == roles, (model, sent)
+        assert all(isinstance(m["content"], str) for m in sent), sent
+
+
+@on_loop
+async def test_an_empty_answer_to_the_tools_is_asked_again_without_them(openai_server, key):
+    openai_server.reply_text = '(:action :message :text "in words")'
+    result = await cascade_complete(make_cascade([scripted(openai_server, "toolsempty")]), request(tools=TOOLS))
+    assert proto_get(result, "status") == K("ok") and proto_get(result, "text") == openai_server.reply_text, result
+    first, second = [r["body"] for r in openai_server.requests]
+    assert first["tools"] and "tools" not in second and "tool_choice" not in second, (first.keys(), second.keys())
+    assert second["messages"] == first["messages"], second
+    # a server that answers nothing either way fails as before, after the second request
+    openai_server.requests.clear()
+    result = await cascade_complete(make_cascade([scripted(openai_server, "empty")]), request(tools=TOOLS))
+    assert outcomes(result) == [K("empty")] and len(openai_server.requests) == 2, openai_server.requests

@@ -82,3 +82,21 @@ def test_doctor_checks_each_gateway(tmp_path):
     out, rows, _ = doctor(tmp_path, config, TELEGRAM_BOT_TOKEN="123456:scripted-token")
     assert rows["gateway telegram"] == ("ok", "token in TELEGRAM_BOT_TOKEN; 1 allowed user(s)"), out.stdout
     assert "123456:scripted-token" not in out.stdout
+
+
+def test_doctor_names_a_server_whose_template_cannot_render_a_tool_conversation(tmp_path, openai_server):
+    # a server that renders every request through a chat template which insists on
+    # alternating user and assistant turns, as many local models' templates do
+    openai_server.template = "alternating"
+    config = (provider("plain", openai_server.url("ok"))
+              + provider("native", openai_server.url("ok")) + 'tool_results = "native"\n')
+    out, rows, _ = doctor(tmp_path, config, **{KEY_ENV: "sk-scripted"})
+    assert rows["model plain"][0] == "ok", out.stdout
+    status, detail = rows["model native"]
+    assert status == "fail" and detail.startswith(
+        "cannot render the results of tool calls as tool messages (500: Conversation roles must alternate"), out.stdout
+    assert detail.endswith('set tool_results = "text" in its [[providers]] table'), detail
+    assert out.returncode == 1, out.stdout + out.stderr
+    asked = [r["body"] for r in openai_server.requests]
+    assert all(r["max_tokens"] == 1 and r["tools"] for r in asked), asked
+    assert sorted(r["model"] for r in asked) == ["native", "native", "plain"], asked
