@@ -423,19 +423,27 @@
           cp (os.path.join self.folder f"{n :08d}")
           self.slots 0)
     (os.mkdir cp)
-    (setv changes (self._sync cp))
-    (when (not changes)
-      (shutil.rmtree cp :ignore-errors True)
-      (return None))
-    (setv manifest {"id" n "workspace" self.workspace "what" what "session" session
-                    "time" (time.time) "changes" changes
-                    "bytes" (sum (gfor [_ b _] changes
-                                       :if (and b (= (get b "kind") "file") (.get b "kept" True))
-                                       (get b "size"))
-                                 0)})
-    ;; written last: a folder without it is a checkpoint not finished
-    (with [f (open (os.path.join cp "manifest.json") "w")]
-      (json.dump manifest f))
+    (try
+      (setv changes (self._sync cp))
+      (when (not changes)
+        (shutil.rmtree cp :ignore-errors True)
+        (return None))
+      (setv manifest {"id" n "workspace" self.workspace "what" what "session" session
+                      "time" (time.time) "changes" changes
+                      "bytes" (sum (gfor [_ b _] changes
+                                         :if (and b (= (get b "kind") "file") (.get b "kept" True))
+                                         (get b "size"))
+                                   0)})
+      ;; written last: a folder without it is a checkpoint not finished
+      (with [f (open (os.path.join cp "manifest.json") "w")]
+        (json.dump manifest f))
+      (except [BaseException]
+        ;; a checkpoint not finished (a full disk) leaves no folder and its
+        ;; number is not used again; the next one compares the whole workspace
+        (shutil.rmtree cp :ignore-errors True)
+        (setv self.next (+ n 1)
+              self.overflow True)
+        (raise)))
     (setv (get (self._manifests) n) manifest
           self.next (+ n 1))
     (when (self._over)

@@ -156,7 +156,7 @@
             "file_size" (_key "size" "4 GiB" "the largest file one shell action may write (`RLIMIT_FSIZE`); `0`: no limit")
             "workspace_quota" (_key "size" "8 GiB" "bytes one shell action may write into the workspace, new and changed files counted whole; `0`: no limit")
             "keep_free" (_key "size or share" "1 GiB" "a shell action is stopped when the disk that holds the workspace gets less free than this (a size, or a share of the disk such as `\"5%\"`)")
-            "processes" (_key "whole number" 4096 "processes and threads one shell action may run at once (a cgroup's `pids.max`, else `RLIMIT_NPROC` above what runs already); `0`: no limit")
+            "processes" (_key "whole number" 512 "processes and threads one shell action may run at once (a cgroup's `pids.max`, else `RLIMIT_NPROC` above what runs already); `0`: no limit")
             "memory" (_key "size or share" "50%" "memory one shell action may use: all its processes together in a cgroup, else each process's data (`RLIMIT_DATA`); a share is of the machine's memory")
             "cpu_time" (_key "whole number" 3600 "seconds of CPU time one process of a shell action may use (`RLIMIT_CPU`); `0`: no limit")
             "cgroup" (_key "string" "auto" "`auto`: a cgroup for each shell action where the daemon may make one (see the README); `off`: limits by `rlimit` only; or the folder of a cgroup (v2) prepared for it")}}

@@ -62,8 +62,7 @@
   "The resource limits of LIMITS (action-limits) as #(resource soft hard)
    triples, leaving out what the cgroup CONTROLS (\"memory\", \"pids\") cover."
   (setv out []
-        fsize (min (gfor v [(get limits "file_size") (get limits "workspace_quota")] :if v v)
-                   :default 0)
+        fsize (_fsize limits)
         cpu (get limits "cpu_time"))
   (when fsize
     (.append out (_lowered resource.RLIMIT-FSIZE fsize)))
@@ -334,6 +333,17 @@
   "The bytes =keep_free= keeps free on a disk of TOTAL bytes."
   (or (parse-size (get limits "keep_free") total) 0))
 
+(defn with-room [limits workspace]
+  "LIMITS with \"room\": the bytes the disk of WORKSPACE can take now before
+   it is less free than keep_free (at least 1). The largest file the action may
+   write is no larger, so that one file written at once (a preallocation the
+   watch would see too late) cannot take what is kept free."
+  (try
+    (setv [free total] (_free workspace))
+    (except [OSError] (return limits)))
+  (setv keep (disk-keep limits total))
+  (if keep (| limits {"room" (max 1 (- free keep))}) limits))
+
 (defclass DiskWatch []
   "Watches the disk of WORKSPACE and the cgroup GROUP while an action runs."
 
@@ -400,6 +410,7 @@
 
 (setv _out-of-memory (re.compile (.join "|" [r"MemoryError" r"Cannot allocate memory" r"[Oo]ut of memory"
                                             r"std::bad_alloc" r"memory allocation of \d+ bytes failed"]))
+      _file-too-large (re.compile r"File size limit exceeded|File too large")
       _out-of-processes (re.compile r"[Cc]annot fork|can't fork|fork: (?:retry: )?Resource temporarily unavailable|Cannot create thread|pthread_create"))
 
 (defn _by-signal [code sig]
@@ -409,8 +420,7 @@
   "#(key detail) for the limit the action hit, or None: from the watch's
    WATCHED, the cgroup GROUP, the EXIT-CODE, the files WRITTEN (#(path size)
    pairs) and the OUTPUT (text)."
-  (setv fsize (min (gfor v [(get limits "file_size") (get limits "workspace_quota")] :if v v)
-                   :default 0)
+  (setv fsize (_fsize limits)
         controls (if group (.controls group) []))
   (when watched (return watched))
   (setv h (when group (.hit group)))
@@ -421,16 +431,24 @@
   (when (_by-signal exit-code signal.SIGXCPU)
     (return #("cpu_time" None)))
   (when (and (!= exit-code 0) (isinstance output str))
+    (when (and fsize (.search _file-too-large output))
+      (return #((_fsize-key limits) None)))
     (when (and (get limits "memory") (not (in "memory" controls)) (.search _out-of-memory output))
       (return #("memory" "ran out")))
     (when (and (get limits "processes") (not (in "pids" controls)) (.search _out-of-processes output))
       (return #("processes" "ran out"))))
   None)
 
+(setv _FSIZE-KEYS #("file_size" "workspace_quota" "room"))
+
+(defn _fsize [limits]
+  "The largest file LIMITS let one action write (0: no limit)."
+  (min (gfor k _FSIZE-KEYS :if (.get limits k) (get limits k)) :default 0))
+
 (defn _fsize-key [limits]
-  (setv size (get limits "file_size")
-        quota (get limits "workspace_quota"))
-  (if (and quota (or (not size) (< quota size))) "workspace_quota" "file_size"))
+  "The config key of the limit that bounds a file's size in LIMITS."
+  (setv key (min (gfor k _FSIZE-KEYS :if (.get limits k) k) :key (fn [k] (get limits k)) :default "file_size"))
+  (if (= key "room") "keep_free" key))
 
 (defn limit-text [key limits [detail None]]
   "The result's words for the limit KEY hit with LIMITS; DETAIL is what the

@@ -8,7 +8,7 @@
         passepartout.proto [literal-keywords :as hy proto-get]
         passepartout.checkpoint [keeper-for]
         passepartout.limits [action-limits action-group enter-limits rlimits DiskWatch
-                             limit-hit limit-text waiting-argv]
+                             limit-hit limit-text waiting-argv with-room]
         passepartout.proxy [egress-result open-egress]
         passepartout.sandbox [shell-argv])
 
@@ -115,7 +115,7 @@
     (return (error-result f"the workspace {workspace !r} is not a real folder; nothing was run")))
   (setv limit (context-limit ctx "output-limit" 16000)
         timeout (_timeout action ctx)
-        limits (action-limits ctx)
+        limits (with-room (action-limits ctx) workspace)
         procs [])
   (try
     (setv [group _] (action-group limits))

@@ -29,7 +29,7 @@
   (check (get cfg "limits") {"step_budget" 8 "attempts" 3 "shell_timeout" 30
                              "output_limit" 16000 "model_concurrency" 4
                              "file_size" "4 GiB" "workspace_quota" "8 GiB" "keep_free" "1 GiB"
-                             "processes" 4096 "memory" "50%" "cpu_time" 3600 "cgroup" "auto"} "limits")
+                             "processes" 512 "memory" "50%" "cpu_time" 3600 "cgroup" "auto"} "limits")
   (check (get cfg "undo") {"enabled" True "keep" 20 "max_bytes" "4 GiB" "max_file" "256 MiB"} "undo")
   (check (get cfg "cascade") {"cooldown" 60 "failure_threshold" 3} "cascade")
   (check (get cfg "providers") [] "providers")
@@ -90,7 +90,7 @@ allowed_users = [42]
   (check (get cfg "limits") {"step_budget" 12 "attempts" 3 "shell_timeout" 2.5
                              "output_limit" 16000 "model_concurrency" 4
                              "file_size" "4 GiB" "workspace_quota" "8 GiB" "keep_free" "1 GiB"
-                             "processes" 4096 "memory" "50%" "cpu_time" 3600 "cgroup" "auto"} "limits merged")
+                             "processes" 512 "memory" "50%" "cpu_time" 3600 "cgroup" "auto"} "limits merged")
   (check (lfor p (get cfg "providers") (get p "model")) ["openai/gpt-4o-mini" "ollama/llama3"])
   (check (get cfg "skills" "dirs") [(str (/ tmp-path "skills")) "/abs/skills"]
          "relative paths are relative to the file")

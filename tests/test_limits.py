@@ -130,14 +130,14 @@ def test_the_defaults_are_generous_and_only_ever_lower_a_limit(booted):
     env = booted("[sandbox]\nmode = \"off\"\n")
     limits = action_limits(context_for(env, SESSION))
     assert limits["file_size"] == 4 * 2**30 and limits["workspace_quota"] == 8 * 2**30, limits
-    assert limits["processes"] == 4096 and limits["cpu_time"] == 3600, limits
+    assert limits["processes"] == 512 and limits["cpu_time"] == 3600, limits
     assert limits["memory"] == (os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")) // 2, limits
     for res, soft, hard in rlimits(limits):
         now_soft, now_hard = resource.getrlimit(res)
         assert hard <= now_hard or now_hard == resource.RLIM_INFINITY, (res, hard, now_hard)
         assert soft <= hard, (res, soft, hard)
     summary = limits_summary(env.config)
-    assert "4 GiB" in summary and "8 GiB written" in summary and "4096 processes" in summary, summary
+    assert "4 GiB" in summary and "8 GiB written" in summary and "512 processes" in summary, summary
 
 
 def test_the_words_name_the_limit_and_its_key():
