@@ -1,6 +1,7 @@
 """Test collection for Hy modules, and the fixtures every test shares."""
 import os
 import sys
+import time
 from pathlib import Path
 
 import hy  # noqa: F401  (registers the .hy importer)
@@ -101,3 +102,13 @@ def need_bwrap():
             pytest.fail(f"{why}; CI installs it, so the sandbox must be tested")
         pytest.skip(why)
     return status
+
+
+def wait_until(predicate, seconds=60.0):
+    """True once PREDICATE holds, checked every 20 ms; its last answer after SECONDS."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return predicate()

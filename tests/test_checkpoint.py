@@ -16,7 +16,7 @@ from pathlib import Path
 
 import hy  # noqa: F401
 import pytest
-from conftest import need_bwrap
+from conftest import need_bwrap, wait_until
 
 from passepartout.act import act
 from passepartout.checkpoint import Keeper
@@ -79,15 +79,6 @@ def snapshot(root):
             else:
                 out[rel] = ("file", stat.S_IMODE(st.st_mode), Path(p).read_bytes())
     return out
-
-
-def wait_until(predicate, seconds=60.0):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return predicate()
 
 
 def differences(a, b):

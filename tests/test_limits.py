@@ -17,7 +17,7 @@ from pathlib import Path
 
 import hy  # noqa: F401
 import pytest
-from conftest import need_bwrap
+from conftest import need_bwrap, wait_until
 
 from passepartout.act import act
 from passepartout.config import ConfigError, load_config, parse_size
@@ -89,15 +89,6 @@ def processes_with(token):
         if token.encode() in cmdline:
             found.append(int(pid))
     return found
-
-
-def wait_until(predicate, seconds=60.0):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
 
 
 # * Reading the limits
