@@ -44,7 +44,7 @@
 
 (defn make-context [[workspace "."] [session "local"] [config None] [store None]
                     [secrets None] [now None] [env None] [sandbox None] [cascade None]
-                    [notify None] [skills None] [stops None] [services None]]
+                    [notify None] [skills None] [stops None] [services None] [workers None]]
   "The context plist for one signal. SANDBOX is the protection in force (the
    daemon finds it at boot); by default it is found from CONFIG, once."
   (setv config (or config {})
@@ -63,7 +63,9 @@
    :now (if (is now None) (time.time) now)
    :limits (lfor [k v] (.items limits) x [(kw (.replace k "_" "-")) v] x)
    :secrets (list (or secrets []))
-   :sandbox (if (is sandbox None) (sandbox-status config) sandbox)])
+   :sandbox (if (is sandbox None) (sandbox-status config) sandbox)
+   ;; where the session stands in background work (=workflow.org=)
+   #* (if workers [:workers workers] [])])
 
 (defn context-for [services session [notify None] [now None]]
   "The context of a step of SESSION in the daemon whose parts are SERVICES
@@ -81,7 +83,9 @@
                 :stops services.stops
                 :services services
                 :notify notify
-                :now (if (is now None) (services.clock) now)))
+                :now (if (is now None) (services.clock) now)
+                :workers (when (getattr services "workflows" None)
+                           (.session-workers services.workflows session))))
 
 (defn context-limit [ctx name [default None]]
   "The limit NAME (a string like \"shell-timeout\") from CTX."

@@ -39,5 +39,6 @@
           self.skill-report (list (or skill-report []))
           self.environ (if (is environ None) os.environ environ)
           self.repl None
+          self.workflows None
           self.stops (Stops)
           self.histories (SessionHistories))))

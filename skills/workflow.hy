@@ -1,0 +1,74 @@
+;; * Why
+
+(require passepartout.macros [defskill])
+(import passepartout.act [action-name error-result]
+        passepartout.context [context-runtime]
+        passepartout.skills [actuator-table]
+        passepartout.proto [literal-keywords :as hy proto-get]
+        passepartout.workflow [session-workers spawn-problem plan-problem])
+
+(defn _profiles [ctx]
+  (.get (.get (or (context-runtime ctx "config") {}) "workers" {}) "profiles" {}))
+
+(defn _actions [ctx]
+  (setv registry (context-runtime ctx "skills"))
+  (if registry (set (actuator-table registry)) (set)))
+
+(defn workflow-gate [action ctx]
+  (setv name (action-name action)
+        workers (session-workers ctx)
+        tools (proto-get workers ':tools))
+  (cond
+    (and (is-not tools None) (!= name "message") (not (in name tools)))
+    [:verdict :reject
+     :reason (+ f"this worker may not take :{name} actions; its tools are "
+                (.join ", " (gfor t tools (+ ":" t))) " and :message to answer")]
+    (= name "spawn")
+    (do (setv why (spawn-problem action workers (_profiles ctx) (_actions ctx)))
+        (if why [:verdict :reject :reason (+ "spawn refused: " why)] [:verdict :allow]))
+    (= name "plan")
+    (do (setv why (plan-problem action workers (_profiles ctx) (_actions ctx)))
+        (if why [:verdict :reject :reason (+ "plan refused: " why)] [:verdict :allow]))
+    True [:verdict :allow]))
+
+;; * The actuators
+
+(defn _runtime [ctx]
+  (getattr (context-runtime ctx "services") "workflows" None))
+
+(defn run-spawn [action ctx]
+  (setv runtime (_runtime ctx))
+  (if (is runtime None)
+      (error-result "background work is not running in this daemon, so no worker was started")
+      (.spawn runtime action ctx)))
+
+(defn run-plan [action ctx]
+  (setv runtime (_runtime ctx))
+  (if (is runtime None)
+      (error-result "background work is not running in this daemon, so the plan was not started")
+      (.plan runtime action ctx)))
+
+(defskill workflow
+  "Starts background work: one worker (:spawn) or a workflow of them (:plan), each governed like the conversation."
+  :priority 92
+  :gate workflow-gate
+  :actuators {"spawn" {"run" run-spawn
+                       "schema" [:objective [:type "string" :required True
+                                             :doc "what the worker is to do and bring back"]
+                                 :depends-on [:type "list" :required False
+                                              :doc "ids of workers whose results it needs first"]
+                                 :not-before [:type "string" :required False
+                                              :doc "ISO 8601 time before which it does not start"]
+                                 :tools [:type "any" :required False
+                                         :doc "a tool profile's name, or a list of the actions it may take"]
+                                 :mode [:type "string" :required False
+                                        :doc "\"objective\" (its objective and its dependencies' results) or \"full\" (the conversation too)"]]
+                       "doc" "Start a worker in the background; its result comes back to this task when it is done."
+                       "effect" True}
+              "plan" {"run" run-plan
+                      "schema" [:title [:type "string" :required True
+                                        :doc "what the workflow is for, in a few words"]
+                                :steps [:type "list" :required True
+                                        :doc "the steps, each (:id \"a\" :objective \"…\" :depends-on (\"…\")), optionally with :tools and :not-before"]]
+                      "doc" "Start a workflow of workers at once; a step starts when the steps it depends on are done, and the results come back to this task."
+                      "effect" True}})

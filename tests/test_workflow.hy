@@ -1,0 +1,120 @@
+;; Tests of passepartout/workflow.hy and skills/workflow.hy: the vocabulary of
+;; background work, its gate, the workflows in the store, workers as sessions.
+
+(import pytest
+        passepartout.proto [kw proto-get proto-put proto-read]
+        passepartout.config [config-defaults]
+        passepartout.context [make-context]
+        passepartout.skills [Registry load-skills]
+        passepartout.reason [verify]
+        passepartout.workflow [plan-graph graph-order MAX-DEPTH]
+        steps [expect])
+
+(defn V [outcome] (. (proto-get outcome ':verdict) name))
+
+(defn [(pytest.fixture :scope "module")] registry []
+  "The built-in skills, as a daemon loads them."
+  (setv reg (Registry))
+  (load-skills reg)
+  reg)
+
+(defn gate-ctx [registry [workers None]]
+  "A gate context of a daemon with the default config, standing as WORKERS."
+  (make-context :workspace "/tmp" :session "test:1" :skills registry
+                :config {"workers" (config-defaults "workers")} :sandbox [:kind :none]
+                :workers workers))
+
+(defn judge [registry text [workers None]]
+  (verify (proto-read text) (gate-ctx registry workers)))
+
+(setv PLAN-OK "(:action :plan :title \"compare\" :explanation \"three options, then a comparison\"
+                :steps ((:id \"a\" :objective \"look at option a\")
+                        (:id \"b\" :objective \"look at option b\")
+                        (:id \"c\" :objective \"compare a and b\" :depends-on (\"a\" \"b\"))))")
+
+;; * The vocabulary and its gate
+
+(defn test-a-plan-whose-steps-can-run-is-allowed [registry]
+  (setv out (judge registry PLAN-OK))
+  (expect (V out) "allow" (str (proto-get out ':reason))))
+
+(defn test-a-cycle-is-refused-naming-the-circle [registry]
+  (setv out (judge registry "(:action :plan :title \"t\" :explanation \"circle\"
+                              :steps ((:id \"a\" :objective \"x\" :depends-on (\"c\"))
+                                      (:id \"b\" :objective \"y\" :depends-on (\"a\"))
+                                      (:id \"c\" :objective \"z\" :depends-on (\"b\"))))"))
+  (expect (V out) "reject" "verdict")
+  (expect (proto-get out ':gate) "workflow" "gate")
+  (setv why (proto-get out ':reason))
+  (assert (in "circle" why) why)
+  (for [id ["'a'" "'b'" "'c'"]]
+    (assert (in id why) f"{id} is not named in {why}")))
+
+(defn test-a-dependency-on-no-step-is-refused [registry]
+  (setv out (judge registry "(:action :plan :title \"t\" :explanation \"x\"
+                              :steps ((:id \"a\" :objective \"x\")
+                                      (:id \"b\" :objective \"y\" :depends-on (\"zz\"))))"))
+  (expect (V out) "reject" "verdict")
+  (expect (proto-get out ':gate) "workflow" "gate")
+  (assert (in "'zz', which is no step of this plan" (proto-get out ':reason)) (proto-get out ':reason)))
+
+(defn test-steps-must-have-ids-of-their-own-and-objectives [registry]
+  (for [[steps words] [["((:id \"a\" :objective \"x\") (:id \"a\" :objective \"y\"))" "two steps"]
+                       ["((:objective \"x\"))" "has no :id"]
+                       ["((:id \"a\"))" "has no :objective"]
+                       ["()" "needs :steps"]]]
+    (setv out (judge registry f"(:action :plan :title \"t\" :explanation \"x\" :steps {steps})"))
+    (expect (V out) "reject" steps)
+    (assert (in words (str (proto-get out ':reason))) f"{steps}: {(proto-get out ':reason)}")))
+
+(defn test-a-spawn-may-depend-only-on-workers-the-conversation-has [registry]
+  (setv spawn "(:action :spawn :objective \"sum up\" :depends-on (\"w1\") :explanation \"fan in\")"
+        out (judge registry spawn))
+  (expect (V out) "reject" "verdict with no workers")
+  (assert (in "'w1', which is no worker" (proto-get out ':reason)) (proto-get out ':reason))
+  (setv out (judge registry spawn [:depth 0 :known ["w1" "w2"]]))
+  (expect (V out) "allow" (str (proto-get out ':reason))))
+
+(defn test-workers-nest-two-levels-deep-and-no-deeper [registry]
+  (setv spawn "(:action :spawn :objective \"dig\" :explanation \"deeper\")")
+  (for [depth (range MAX-DEPTH)]
+    (expect (V (judge registry spawn [:depth depth :known []])) "allow" f"a spawn at depth {depth}"))
+  (setv out (judge registry spawn [:depth MAX-DEPTH :known []]))
+  (expect (V out) "reject" f"a spawn at depth {MAX-DEPTH}")
+  (assert (in "levels deep" (proto-get out ':reason)) (proto-get out ':reason))
+  (expect (V (judge registry PLAN-OK [:depth MAX-DEPTH :known []])) "reject" "a plan at the depth limit"))
+
+(defn test-tools-name-a-profile-or-actions-there-are [registry]
+  (expect (V (judge registry "(:action :spawn :objective \"o\" :tools \"researcher\" :explanation \"look into it\")"))
+          "allow" "a known profile")
+  (expect (V (judge registry "(:action :spawn :objective \"o\" :tools (\"read-file\") :explanation \"look into it\")"))
+          "allow" "a list of actions")
+  (setv out (judge registry "(:action :spawn :objective \"o\" :tools \"hacker\" :explanation \"look into it\")"))
+  (expect (V out) "reject" "an unknown profile")
+  (assert (in "file-worker, researcher" (proto-get out ':reason)) (proto-get out ':reason))
+  (setv out (judge registry "(:action :spawn :objective \"o\" :tools (\"teleport\") :explanation \"look into it\")"))
+  (expect (V out) "reject" "an unknown action")
+  (setv out (judge registry "(:action :spawn :objective \"o\" :not-before \"soon\" :explanation \"look into it\")"))
+  (expect (V out) "reject" "a time that is none")
+  (assert (in "ISO 8601" (proto-get out ':reason)) (proto-get out ':reason)))
+
+(defn test-a-worker-takes-only-the-actions-of-its-profile [registry]
+  (setv worker [:depth 1 :known [] :id "w1" :tools ["read-file" "write-file"]])
+  (setv out (judge registry "(:action :shell :cmd \"ls\" :explanation \"look\")" worker))
+  (expect (V out) "reject" "a shell command from a file worker")
+  (expect (proto-get out ':gate) "workflow" "gate")
+  (assert (in ":read-file, :write-file" (proto-get out ':reason)) (proto-get out ':reason))
+  (expect (V (judge registry "(:action :read-file :path \"notes.txt\")" worker)) "allow" "a read")
+  (expect (V (judge registry "(:action :message :text \"done\")" worker)) "allow" "its answer"))
+
+(defn test-spawn-and-plan-need-an-explanation-like-any-effect [registry]
+  (setv out (judge registry "(:action :spawn :objective \"o\")"))
+  (expect (V out) "reject" "verdict")
+  (expect (proto-get out ':gate) "explanation" "gate"))
+
+(defn test-the-graph-is-ordered-by-graphlib []
+  (setv [graph why] (plan-graph (proto-read "((:id \"c\" :objective \"x\" :depends-on (\"a\" \"b\"))
+                                              (:id \"b\" :objective \"y\" :depends-on (\"a\"))
+                                              (:id \"a\" :objective \"z\"))")))
+  (expect why None "a plan that can run")
+  (expect (get (graph-order graph) 0) ["a" "b" "c"] "the order"))
