@@ -114,7 +114,9 @@
           self.untold (set)
           self.outstanding {}
           self.watchers {}
-          self.sending (set)))
+          self.sending (set))
+    ;; background work: its workers' objectives come in, and their replies go out, here
+    (setv self.workflows (hy.I.passepartout/workflow.Workflows services self)))
 
   (defn :async receive [self gateway key signal]
     "Persist SIGNAL, received by GATEWAY under KEY, then queue it. False when
@@ -368,6 +370,7 @@
       (except [asyncio.TimeoutError] False)))
 
   (defn :async close [self]
+    (.close self.workflows)
     (for [t (list (.values self.watchers))] (.cancel t))
     (await (asyncio.gather #* (.values self.watchers) :return-exceptions True))
     (await (.close self.runner))

@@ -244,8 +244,10 @@
   (when rows (_worker (get rows 0))))
 
 (defn workflow-resume [store id signal]
-  "Keep SIGNAL as what takes the spawner of workflow ID on when it is over."
-  (.write store "UPDATE workflows SET resume = ? WHERE id = ?" #((data-print signal) id)))
+  "Keep SIGNAL as what takes the spawner of workflow ID on when it is over
+   (its payload names the spawner's task)."
+  (.write store "UPDATE workflows SET resume = ?, task = ? WHERE id = ?"
+          #((data-print signal) (str (or (proto-get (proto-get signal ':payload) ':task) "")) id)))
 
 (defn worker-start [store id now]
   "Mark the waiting worker ID running; True when it was waiting."
@@ -352,3 +354,239 @@
   (if me
       [:id id :depth (proto-get me ':depth) :tools (proto-get me ':tools) :known known]
       [:depth 0 :known known]))
+
+;; * The runtime
+
+(import asyncio logging
+        passepartout.proto [proto-put proto-merge proto-print]
+        passepartout.budget [usage-add ZERO])
+
+(setv log (logging.getLogger "passepartout.workflow"))
+
+(defn _objective-text [workflow worker deps]
+  "What the worker's task is started with: its objective, and DEPS (the
+   workers it depends on) with their results."
+  (+ f"You are a worker of the workflow {(proto-get workflow ':title) !r}, started in the background by "
+     f"{(proto-get workflow ':session)}. Your objective:\n{(proto-get worker ':objective)}"
+     (if deps
+         (+ "\n\nResults of the workers this one depends on:\n"
+            (.join "\n" (gfor d deps (+ "- " (proto-get d ':step) " (" (proto-get d ':objective) "): "
+                                        (str (or (proto-get d ':result) ""))))))
+         "")
+     "\n\nWork with your actions; when you are done, answer with (:action :message :text \"…\"): "
+     "your answer is your result, and nobody else reads this conversation."))
+
+(defn _end-state [reply]
+  "The state a worker ends in after REPLY, the one that ends its task."
+  (setv payload (proto-get reply ':payload)
+        kind (proto-get payload ':kind)
+        text (str (or (proto-get payload ':text) "")))
+  (cond (= kind ':answer) "done"
+        (.startswith text "The daemon stopped while this action was running") "cut-off"
+        True "failed"))
+
+(defn _spent [store session]
+  "#(actions tokens cost) of SESSION's thread of the journal."
+  (setv [[calls] [tokens cost]]
+        [(get (.query store "SELECT COUNT(*) FROM events WHERE session = ? AND kind = 'result'" #(session)) 0)
+         (get (.query store "SELECT COALESCE(SUM(tokens), 0), COALESCE(SUM(cost), 0.0) FROM events
+                             WHERE session = ?" #(session)) 0)])
+  #(calls tokens cost))
+
+(defclass Workflows []
+  "The background work of one daemon: SERVICES are its parts, HUB the way
+   signals come in and replies go out."
+
+  (defn __init__ [self services hub]
+    (setv self.services services
+          self.hub hub
+          self.locks {}
+          self.timers {}
+          self.tasks (set)
+          services.workflows self
+          (get hub.gateways "worker") {"name" "worker" "deliver" self.deliver}))
+
+  (defn session-workers [self session]
+    "The :workers plist of SESSION's context."
+    (session-view self.services.store session))
+
+  (defn _later [self coroutine]
+    "Run COROUTINE on its own, kept until it ends."
+    (setv task (asyncio.ensure-future coroutine))
+    (.add self.tasks task)
+    (.add-done-callback task self.tasks.discard)
+    task)
+
+  ;; ** Carrying out :spawn and :plan
+
+  (defn :async _record [self ctx title workers]
+    "Write a workflow of WORKERS for the session of CTX; the :waiting result.
+     Its workers start once the step carrying it out is over."
+    (setv session (proto-get ctx ':session)
+          view (or (proto-get ctx ':workers) (self.session-workers session))
+          id (new-id "f")
+          workflow [:id id :title title :session session :task "" :depth (proto-get view ':depth 0)])
+    (await (.call self.services.writer workflow-add workflow workers (proto-get ctx ':now)))
+    (setv job (.get self.hub.runner.running session))
+    (self._later (self._after-step job id))
+    [:status :waiting :workflow id
+     :workers (lfor w workers [:id (proto-get w ':id) :step (proto-get w ':step)
+                               :objective (proto-get w ':objective)])
+     :note "the workers run in the background; their results come back to this task when they are done"])
+
+  (defn :async _after-step [self job id]
+    (when (and job (not (.done job)))
+      (await (asyncio.wait [job])))
+    (await (self.advance id)))
+
+  (defn _tools [self value]
+    (tools-for value (.get (.get self.services.config "workers" {}) "profiles" {})))
+
+  (defn :async spawn [self action ctx]
+    "Carry out the :spawn ACTION (allowed by the gates) in CTX."
+    (setv id (new-id "w"))
+    (await (self._record ctx (cut (proto-get action ':objective) 80)
+                         [[:id id :step id :objective (proto-get action ':objective)
+                           :depends-on (id-list (proto-get action ':depends-on))
+                           :not-before (parse-time (proto-get action ':not-before))
+                           :tools (self._tools (proto-get action ':tools))
+                           :mode (_name (proto-get action ':mode))]])))
+
+  (defn :async plan [self action ctx]
+    "Carry out the :plan ACTION (allowed by the gates) in CTX."
+    (setv steps (proto-get action ':steps)
+          ids (dfor s steps (_name (proto-get s ':id)) (new-id "w")))
+    (await (self._record ctx (proto-get action ':title)
+                         (lfor s steps
+                               :setv step (_name (proto-get s ':id))
+                               [:id (get ids step) :step step :objective (proto-get s ':objective)
+                                :depends-on (lfor d (id-list (proto-get s ':depends-on)) (get ids d))
+                                :not-before (parse-time (proto-get s ':not-before))
+                                :tools (self._tools (proto-get s ':tools))
+                                :mode (_name (proto-get s ':mode))]))))
+
+  ;; ** Moving a workflow on
+
+  (defn _lock [self id]
+    (or (.get self.locks id) (.setdefault self.locks id (asyncio.Lock))))
+
+  (defn :async advance [self id]
+    "Move the workflow ID on: fail what can no longer run, start what may,
+     and end it when nothing is left to do."
+    (with [:async (self._lock id)]
+      (await (self._advance id))))
+
+  (defn :async _advance [self id]
+    (setv store self.services.store
+          writer self.services.writer
+          workflow (workflow-get store id))
+    (when (or (is workflow None) (!= (proto-get workflow ':state) "running"))
+      (.pop self.locks id None)
+      (return))
+    (when (is (proto-get workflow ':resume) None)
+      ;; the spawner's step ended without keeping its next step: nobody would take the results
+      (await (.call writer self._stop-rows id "the task that started it was stopped" (self.services.clock)))
+      (return))
+    (setv own (workflow-workers store id)
+          mine (sfor w own (proto-get w ':id))
+          outside (lfor d (sfor w own d (proto-get w ':depends-on) :if (not (in d mine)) d)
+                        :setv row (worker-get store d) :if row row)
+          everyone (+ own outside)
+          now (self.services.clock))
+    (for [[wid why] (doomed everyone) :if (in wid mine)]
+      (await (.call writer worker-end wid "failed" f"not run: {why}" now)))
+    (setv own (workflow-workers store id)
+          everyone (+ own outside))
+    (for [wid (ready-ids everyone now) :if (in wid mine)]
+      (await (self._start workflow wid everyone)))
+    (self._time-later id everyone now)
+    (setv own (workflow-workers store id))
+    (when (all (gfor w own (finished-state (proto-get w ':state))))
+      (await (self._conclude workflow own))))
+
+  (defn _time-later [self id workers now]
+    "A timer for the earliest :not-before still ahead among WORKERS' waiting ones."
+    (setv ahead (lfor w workers
+                      :if (and (= (proto-get w ':state) "waiting") (proto-get w ':not-before)
+                               (> (proto-get w ':not-before) now))
+                      (proto-get w ':not-before)))
+    (setv old (.pop self.timers id None))
+    (when old (.cancel old))
+    (when ahead
+      (setv (get self.timers id)
+            (.call-later (asyncio.get-running-loop) (- (min ahead) now)
+                         (fn [] (self._later (self.advance id)))))))
+
+  (defn :async _start [self workflow wid workers]
+    (setv by-id (dfor w workers (proto-get w ':id) w)
+          worker (get by-id wid)
+          deps (lfor d (proto-get worker ':depends-on) :if (in d by-id) (get by-id d)))
+    (when (await (.call self.services.writer worker-start wid (self.services.clock)))
+      (await (.receive self.hub "worker" wid
+                       [:type :event :source [:gateway :worker :chat wid]
+                        :payload [:sensor :worker-objective
+                                  :text (_objective-text workflow worker deps)]]))))
+
+  (defn :async _conclude [self workflow workers]
+    "End WORKFLOW, all of whose WORKERS finished, and take its spawner's task on."
+    (setv id (proto-get workflow ':id)
+          resume (proto-get workflow ':resume)
+          payload (proto-get resume ':payload)
+          result (workflow-result workflow workers)
+          spent [:prompt-tokens (sum (gfor w workers (proto-get w ':tokens)))
+                 :completion-tokens 0
+                 :cost (sum (gfor w workers (proto-get w ':cost)))]
+          state (if (= (proto-get result ':status) ':ok) "done" "failed")
+          signal (proto-put resume ':payload
+                            (proto-merge payload [:result result
+                                                  :usage (usage-add (or (proto-get payload ':usage) ZERO) spent)]))
+          record [:action (proto-get payload ':action) :result result :workflow id
+                  :task (proto-get payload ':task) :step (- (proto-get payload ':step 1) 1)])
+    (defn end [store]
+      (when (workflow-end store id state (self.services.clock))
+        (hy.I.passepartout/journal.journal-event store "result" (proto-get resume ':session) record)))
+    (await (.call self.services.writer end))
+    (.pop self.locks id None)
+    (await (.receive self.hub (or (_gateway-name (proto-get resume ':source)) "repl") f"workflow-{id}" signal)))
+
+  (defn _stop-rows [self store id why now]
+    "Mark the workflow ID stopped, with every worker of it not yet finished."
+    (for [w (workflow-workers store id)]
+      (worker-end store (proto-get w ':id) "stopped" why now))
+    (workflow-end store id "stopped" now))
+
+  ;; ** What the workers say
+
+  (defn :async deliver [self reply]
+    "The gateway =worker=: a worker's REPLY. The one that ends its task
+     finishes the worker, and moves its workflows on."
+    (setv id (session-worker-id (proto-get reply ':session)))
+    (when (or (is id None) (not (proto-get (or (proto-get reply ':payload) []) ':ends-task)))
+      (return True))
+    (setv store self.services.store
+          worker (worker-get store id))
+    (when (or (is worker None) (finished-state (proto-get worker ':state)))
+      (return True))
+    (setv [calls tokens cost] (_spent store (worker-session id))
+          text (str (or (proto-get (proto-get reply ':payload) ':text) "")))
+    (when (await (.call self.services.writer worker-end id (_end-state reply) text (self.services.clock)
+                        calls tokens cost))
+      (setv workflow (workflow-get store (proto-get worker ':workflow)))
+      ;; its own workflow, then the others of its spawner: a spawn may depend on this worker
+      (await (self.advance (proto-get workflow ':id)))
+      (for [other (workflows-of store (proto-get workflow ':session) ["running"])
+            :if (!= (proto-get other ':id) (proto-get workflow ':id))]
+        (await (self.advance (proto-get other ':id)))))
+    True)
+
+  (defn close [self]
+    "Cancel the timers and what runs on its own."
+    (for [t (.values self.timers)] (.cancel t))
+    (.clear self.timers)
+    (for [t (list self.tasks)] (.cancel t))))
+
+(defn _gateway-name [source]
+  (setv g (proto-get (or source []) ':gateway))
+  (cond (is g None) None
+        (isinstance g Keyword) g.name
+        True (str g)))

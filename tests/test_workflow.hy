@@ -203,3 +203,151 @@
   (expect (sorted (proto-get mine ':known)) ["wa" "wb" "wc" "wd"] "the known workers")
   (setv c (session-view store (worker-session "wc")))
   (expect [(proto-get c ':id) (proto-get c ':depth) (proto-get c ':tools)] ["wc" 1 ["read-file"]] "worker c"))
+
+;; * Workers running as sessions, with the scripted model on loopback
+
+(import asyncio
+        passepartout.cascade [make-provider]
+        passepartout.daemon [boot shutdown]
+        passepartout.gateway [Hub]
+        passepartout.task [ends-task]
+        passepartout.store [events]
+        passepartout.workflow [workflows-of]
+        steps [user-says text-of kind-of])
+
+(setv KEY-ENV "PASSEPARTOUT_TEST_SCRIPTED_KEY")
+
+(defn [pytest.fixture] daemon [tmp-path openai-server monkeypatch]
+  "The services of a daemon whose one model is the scripted server's ok script."
+  (.setenv monkeypatch KEY-ENV "sk-scripted-test")
+  (setv config (/ tmp-path "config.toml"))
+  (.write-text config "[sandbox]\nmode = \"off\"\n")
+  (setv services (boot :config-path (str config)
+                       :environ {"PASSEPARTOUT_DATA_DIR" (str (/ tmp-path "data")) "HOME" (str tmp-path)}
+                       :providers [(make-provider "openai/scripted" :api-base (.url openai-server "ok")
+                                                  :api-key-env KEY-ENV)]))
+  (yield services)
+  (shutdown services))
+
+(defn last-said [body]
+  "What the model is asked about: the last message of the request BODY."
+  (str (or (get (get body "messages") -1 "content") "")))
+
+(defn says [text]
+  (+ "(:action :message :text \"" text "\")"))
+
+(defn :async converse [services text [timeout 120]]
+  "Say TEXT in the chat test:1 of a hub of SERVICES and wait for the reply
+   that ends its task; every reply of the chat, in order."
+  (setv replies []
+        done (asyncio.Event))
+  (defn :async deliver [reply]
+    (.append replies reply)
+    (when (ends-task reply) (.set done)))
+  (setv hub (Hub services [{"name" "test" "deliver" deliver}]))
+  (try
+    (await (.receive hub "test" "m1" (user-says text "1")))
+    (await (asyncio.wait-for (.wait done) timeout))
+    (finally (await (.close hub))))
+  replies)
+
+(defn only-workflow [services]
+  (setv found (workflows-of services.store "test:1"))
+  (expect (len found) 1 "workflows of the chat")
+  (get found 0))
+
+(defn test-a-plan-fans-out-and-in-and-its-result-comes-back-to-the-spawner [daemon openai-server]
+  (setv openai-server.responder
+        (fn [body]
+          (setv last (last-said body))
+          (cond (in "Your objective:\nlook at option a" last) (says "option a is cheap")
+                (in "Your objective:\nlook at option b" last) (says "option b is fast")
+                (in "Your objective:\ncompare a and b" last)
+                (says (if (and (in "option a is cheap" last) (in "option b is fast" last))
+                          "b wins on speed, a on price"
+                          "the results of a and b were not given"))
+                (.startswith last "Result of (:action :plan")
+                (says (+ "The workflow is over: "
+                         (if (in "b wins on speed, a on price" last) "b wins on speed, a on price" "nothing")))
+                True PLAN-OK)))
+  (setv replies (asyncio.run (converse daemon "compare option a and option b")))
+  (expect (text-of (get replies -1)) "The workflow is over: b wins on speed, a on price" "the spawner's answer")
+  (setv f (only-workflow daemon)
+        ws (dfor w (workflow-workers daemon.store (proto-get f ':id)) (proto-get w ':step) w))
+  (expect (proto-get f ':state) "done" "the workflow's state")
+  (expect (lfor s "abc" (proto-get (get ws s) ':state)) ["done" "done" "done"] "the workers' states")
+  (expect (proto-get (get ws "c") ':result) "b wins on speed, a on price" "c's result")
+  ;; c started only once a and b had finished: fan-in
+  (assert (>= (proto-get (get ws "c") ':started)
+              (max (proto-get (get ws "a") ':finished) (proto-get (get ws "b") ':finished)))
+          "c started before its dependencies finished")
+  ;; each worker is a session of its own, with its own thread in the journal
+  (for [s "abc"]
+    (setv session (worker-session (proto-get (get ws s) ':id))
+          kinds (lfor e (events daemon.store :session session) (proto-get e ':kind)))
+    (for [k ["input" "outcome" "answer"]]
+      (assert (in k kinds) f"worker {s}'s thread has no {k}: {kinds}")))
+  ;; the spawner's task waited: one trace for the plan, then the answer, and one model call after the results
+  (expect (lfor r replies (kind-of r)) ["trace" "answer"] "the chat's replies"))
+
+(defn test-a-failed-worker-fails-its-dependents-and-the-spawner-is-told [daemon openai-server]
+  (setv openai-server.responder
+        (fn [body]
+          (setv last (last-said body))
+          (cond (in "Your objective:\nread the notes" last)
+                "(:action :shell :cmd \"cat notes.txt\" :explanation \"read the notes\")"
+                (in "Your objective:\nsum the notes up" last) (says "never asked")
+                (in "Your objective:\ncount the files" last) (says "three files")
+                (.startswith last "Result of (:action :plan")
+                (says (if (and (in "b failed: not run: it depends on a, which failed" last)
+                               (in "three files" last))
+                          "a failed, so b did not run; c found three files"
+                          (+ "unexpected: " (cut last 300))))
+                (.startswith last "Your previous proposals were refused") None
+                True
+                "(:action :plan :title \"notes\" :explanation \"read, then sum up; count meanwhile\"
+                  :steps ((:id \"a\" :objective \"read the notes\" :tools (\"read-file\"))
+                          (:id \"b\" :objective \"sum the notes up\" :depends-on (\"a\"))
+                          (:id \"c\" :objective \"count the files\")))")))
+  ;; what the worker proposes after a refusal: the same shell command again
+  (setv openai-server.reply-text "(:action :shell :cmd \"cat notes.txt\" :explanation \"read the notes\")")
+  (setv replies (asyncio.run (converse daemon "read the notes")))
+  (expect (text-of (get replies -1)) "a failed, so b did not run; c found three files" "the spawner's answer")
+  (setv f (only-workflow daemon)
+        ws (dfor w (workflow-workers daemon.store (proto-get f ':id)) (proto-get w ':step) w))
+  (expect (proto-get f ':state) "failed" "the workflow's state")
+  (expect (lfor s "abc" (proto-get (get ws s) ':state)) ["failed" "failed" "done"] "the workers' states")
+  ;; a was refused by the gates, as any proposal is: its profile has no shell
+  (assert (in "may not take :shell" (proto-get (get ws "a") ':result)) (proto-get (get ws "a") ':result))
+  ;; b never ran: no session, no model call
+  (expect (proto-get (get ws "b") ':started) None "b's start")
+  (assert (not (events daemon.store :session (worker-session (proto-get (get ws "b") ':id))))
+          "b's session has turns"))
+
+(defn test-workers-nest-and-the-nested-result-reaches-the-first-spawner [daemon openai-server]
+  (setv openai-server.responder
+        (fn [body]
+          (setv last (last-said body))
+          (cond (in "Your objective:\ndig into it" last)
+                "(:action :spawn :objective \"dig deeper\" :explanation \"a worker of my own\")"
+                (in "Your objective:\ndig deeper" last)
+                "(:action :spawn :objective \"dig even deeper\" :explanation \"one more level\")"
+                (and (.startswith last "Your previous proposals were refused") (in "levels deep" last))
+                (says "deep result")
+                (.startswith last "Result of (:action :spawn")
+                (says (if (in "deep result" last) "a got: deep result" "a got nothing"))
+                (.startswith last "Result of (:action :plan")
+                (says (if (in "a got: deep result" last) "done: a got: deep result" "done: nothing"))
+                True
+                "(:action :plan :title \"dig\" :explanation \"dig in the background\"
+                  :steps ((:id \"a\" :objective \"dig into it\")))")))
+  (setv replies (asyncio.run (converse daemon "dig")))
+  (expect (text-of (get replies -1)) "done: a got: deep result" "the spawner's answer")
+  (setv [outer] (workflows-of daemon.store "test:1")
+        [a] (workflow-workers daemon.store (proto-get outer ':id))
+        [inner] (workflows-of daemon.store (worker-session (proto-get a ':id)))
+        [deep] (workflow-workers daemon.store (proto-get inner ':id)))
+  (expect [(proto-get a ':depth) (proto-get deep ':depth)] [1 2] "the depths")
+  (expect (proto-get deep ':result) "deep result" "the nested worker's result")
+  (expect (proto-get inner ':depth) 1 "the nested workflow's spawner depth")
+  (expect (workflows-of daemon.store (worker-session (proto-get deep ':id))) [] "a third level"))
