@@ -359,6 +359,7 @@
 
 (import asyncio logging
         passepartout.proto [proto-put proto-merge proto-print]
+        passepartout.runner [doing stop-session]
         passepartout.budget [usage-add ZERO])
 
 (setv log (logging.getLogger "passepartout.workflow"))
@@ -402,6 +403,7 @@
           self.hub hub
           self.locks {}
           self.timers {}
+          self.holds {}
           self.tasks (set)
           services.workflows self
           (get hub.gateways "worker") {"name" "worker" "deliver" self.deliver}))
@@ -427,6 +429,7 @@
           id (new-id "f")
           workflow [:id id :title title :session session :task "" :depth (proto-get view ':depth 0)])
     (await (.call self.services.writer workflow-add workflow workers (proto-get ctx ':now)))
+    (self._hold workflow (len workers))
     (setv job (.get self.hub.runner.running session))
     (self._later (self._after-step job id))
     [:status :waiting :workflow id
@@ -485,7 +488,8 @@
       (return))
     (when (is (proto-get workflow ':resume) None)
       ;; the spawner's step ended without keeping its next step: nobody would take the results
-      (await (.call writer self._stop-rows id "the task that started it was stopped" (self.services.clock)))
+      (self._release id)
+      (await (.call writer _stop-rows id "the task that started it was stopped" (self.services.clock)))
       (return))
     (setv own (workflow-workers store id)
           mine (sfor w own (proto-get w ':id))
@@ -546,14 +550,42 @@
       (when (workflow-end store id state (self.services.clock))
         (hy.I.passepartout/journal.journal-event store "result" (proto-get resume ':session) record)))
     (await (.call self.services.writer end))
+    (self._release id)
     (.pop self.locks id None)
     (await (.receive self.hub (or (_gateway-name (proto-get resume ':source)) "repl") f"workflow-{id}" signal)))
 
-  (defn _stop-rows [self store id why now]
-    "Mark the workflow ID stopped, with every worker of it not yet finished."
-    (for [w (workflow-workers store id)]
-      (worker-end store (proto-get w ':id) "stopped" why now))
-    (workflow-end store id "stopped" now))
+  ;; ** Stopping a workflow
+
+  (defn _hold [self workflow count]
+    "Register WORKFLOW (of COUNT workers) as what its spawner's session is
+     doing, so that a stop there stops the workflow too."
+    (setv id (proto-get workflow ':id)
+          held (doing self.services.stops (proto-get workflow ':session)
+                      f"the workflow {(proto-get workflow ':title) !r} ({count} worker{(if (= count 1) "" "s")})"
+                      :kill (fn [] (self.stop-workflow id))))
+    (.__enter__ held)
+    (setv (get self.holds id) held))
+
+  (defn _release [self id]
+    (setv held (.pop self.holds id None))
+    (when held (.__exit__ held None None None)))
+
+  (defn stop-workflow [self id]
+    "Stop the workflow ID now: every worker's step is stopped (their
+     processes killed, their workflows stopped in turn), and the rows say so
+     once the store has taken it. Nothing of it runs after this."
+    (self._release id)
+    (setv timer (.pop self.timers id None))
+    (when timer (.cancel timer))
+    (for [w (workflow-workers self.services.store id)
+          :if (= (proto-get w ':state) "running")]
+      (stop-session self.services.stops (worker-session (proto-get w ':id))))
+    (self._later (self._stopped id)))
+
+  (defn :async _stopped [self id]
+    (with [:async (self._lock id)]
+      (await (.call self.services.writer _stop-rows id "stopped by the person" (self.services.clock))))
+    (.pop self.locks id None))
 
   ;; ** What the workers say
 
@@ -580,13 +612,64 @@
     True)
 
   (defn close [self]
-    "Cancel the timers and what runs on its own."
+    "Cancel the timers and what runs on its own; the workflows stay as they
+     are in the store, for the next start to take up."
+    (for [id (list self.holds)] (self._release id))
     (for [t (.values self.timers)] (.cancel t))
     (.clear self.timers)
     (for [t (list self.tasks)] (.cancel t))))
+
+(defn _stop-rows [store id why now]
+  "Mark the workflow ID stopped, with every worker of it not yet finished."
+  (for [w (workflow-workers store id)]
+    (worker-end store (proto-get w ':id) "stopped" why now))
+  (workflow-end store id "stopped" now))
 
 (defn _gateway-name [source]
   (setv g (proto-get (or source []) ':gateway))
   (cond (is g None) None
         (isinstance g Keyword) g.name
         True (str g)))
+
+;; * What the person sees
+
+(setv SHOWN-WORKFLOWS 5)
+
+(defn _short [text n]
+  (setv text (.join " " (.split (str (or text "")))))
+  (if (> (len text) n) (+ (cut text (- n 1)) "…") text))
+
+(defn _worker-line [store w by-id now indent]
+  (setv state (proto-get w ':state)
+        running (= state "running")
+        [calls tokens cost] (if running
+                                (_spent store (worker-session (proto-get w ':id)))
+                                #((proto-get w ':tool-calls) (proto-get w ':tokens) (proto-get w ':cost)))
+        started (proto-get w ':started)
+        took (when started (- (or (proto-get w ':finished) now) started))
+        waits (lfor d (proto-get w ':depends-on)
+                    :if (!= (proto-get (.get by-id d []) ':state) "done")
+                    (proto-get (.get by-id d [:step d]) ':step)))
+  (+ indent "- " (proto-get w ':step) " [" state "] " (_short (proto-get w ':objective) 60)
+     (if (is took None) "" f" — {(round took 1)} s")
+     f", {calls} action{(if (= calls 1) "" "s")}, {tokens} tokens, ${(round cost 4)}"
+     (if (and waits (= state "waiting")) (+ ", waits for " (.join ", " waits)) "")))
+
+(defn _workflow-lines [store workflow now indent]
+  (setv workers (workflow-workers store (proto-get workflow ':id))
+        by-id (dfor w workers (proto-get w ':id) w)
+        lines [(+ indent f"{(proto-get workflow ':title) !r} ({(proto-get workflow ':id)}): "
+                  (proto-get workflow ':state))])
+  (for [w workers]
+    (.append lines (_worker-line store w by-id now (+ indent "  ")))
+    (for [inner (workflows-of store (worker-session (proto-get w ':id)))]
+      (.extend lines (_workflow-lines store inner now (+ indent "    ")))))
+  lines)
+
+(defn workers-text [store session now]
+  "The live graph of SESSION's workflows, as text."
+  (setv mine (cut (workflows-of store session) (- SHOWN-WORKFLOWS) None))
+  (if mine
+      (.join "\n" (+ ["Workflows of this conversation:"]
+                     (lfor f mine line (_workflow-lines store f now "") line)))
+      "No workflows have run in this conversation."))

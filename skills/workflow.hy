@@ -48,10 +48,29 @@
       (error-result "background work is not running in this daemon, so the plan was not started")
       (.plan runtime action ctx)))
 
+;; * /workers: the live graph
+
+(import passepartout.perceive [reply-signal sensor-of]
+        passepartout.workflow [workers-text])
+
+(defn on-workers [signal ctx]
+  (setv text (proto-get (proto-get signal ':payload) ':text)
+        store (context-runtime ctx "store"))
+  (when (and (= (sensor-of signal) "user-input")
+             (isinstance text str)
+             (= (.strip text) "/workers")
+             (is-not store None))
+    [(reply-signal signal (workers-text store (proto-get signal ':session) (proto-get ctx ':now)) "notice")]))
+
+(setv on-workers.commands [["/workers" "the workflows of this conversation: each worker's state, time, actions and spend"]])
+
+;; * The skill
+
 (defskill workflow
   "Starts background work: one worker (:spawn) or a workflow of them (:plan), each governed like the conversation."
   :priority 92
   :gate workflow-gate
+  :handlers [on-workers]
   :actuators {"spawn" {"run" run-spawn
                        "schema" [:objective [:type "string" :required True
                                              :doc "what the worker is to do and bring back"]

@@ -351,3 +351,70 @@
   (expect (proto-get deep ':result) "deep result" "the nested worker's result")
   (expect (proto-get inner ':depth) 1 "the nested workflow's spawner depth")
   (expect (workflows-of daemon.store (worker-session (proto-get deep ':id))) [] "a third level"))
+
+;; * Stopping a workflow, and seeing it
+
+(import os time
+        pathlib [Path])
+
+(defn :async until [test [timeout 60]]
+  "Wait until (TEST) is true, looking every 20 ms, at most TIMEOUT seconds."
+  (setv deadline (+ (time.monotonic) timeout))
+  (while (not (test))
+    (when (> (time.monotonic) deadline)
+      (raise (TimeoutError f"still not true after {timeout} s: {test}")))
+    (await (asyncio.sleep 0.02))))
+
+(defn processes-with [marker]
+  "The ids of the sleep processes whose command line holds MARKER."
+  (setv out [])
+  (for [p (.glob (Path "/proc") "[0-9]*")]
+    (try (setv line (.read-bytes (/ p "cmdline")))
+         (when (and (.startswith line b"sleep\x00") (in (.encode marker) line))
+           (.append out p.name))
+         (except [OSError] None)))
+  out)
+
+(defn test-stop-ends-the-whole-workflow-and-workers-shows-it [daemon openai-server]
+  (setv marker "31.4159"
+        openai-server.responder
+        (fn [body]
+          (setv last (last-said body))
+          (cond (in "Your objective:\nwait" last)
+                f"(:action :shell :cmd \"sleep {marker}\" :explanation \"wait a while\")"
+                (.startswith last "Result of (:action :plan") (says "the workflow was taken on")
+                True
+                "(:action :plan :title \"wait\" :explanation \"three waits in the background\"
+                  :steps ((:id \"a\" :objective \"wait once\" :tools \"researcher\")
+                          (:id \"b\" :objective \"wait twice\" :tools \"researcher\")
+                          (:id \"c\" :objective \"wait thrice\" :tools \"researcher\")))")))
+  (setv replies [])
+  (defn :async deliver [reply] (.append replies reply))
+  (defn said-here [words]
+    (lfor r replies :if (in words (str (text-of r))) (text-of r)))
+  (defn :async scenario []
+    (setv hub (Hub daemon [{"name" "test" "deliver" deliver}]))
+    (try
+      (await (.receive hub "test" "m1" (user-says "wait three times" "1")))
+      (await (until (fn [] (= (len (processes-with marker)) 3))))
+      (await (.receive hub "test" "m2" (user-says "/workers" "1")))
+      (await (until (fn [] (said-here "Workflows of this conversation"))))
+      (setv shown (get (said-here "Workflows of this conversation") 0)
+            started (time.monotonic)
+            told (await (.stop hub "test:1")))
+      (await (until (fn [] (not (processes-with marker)))))
+      (setv took (- (time.monotonic) started))
+      (await (until (fn [] (= (proto-get (only-workflow daemon) ':state) "stopped"))))
+      #(shown told took)
+      (finally (await (.close hub)))))
+  (setv [shown told took] (asyncio.run (scenario)))
+  (for [s ["a [running] wait once" "b [running] wait twice" "c [running] wait thrice"]]
+    (assert (in s shown) f"{s!r} is not shown: {shown}"))
+  (assert (in "the workflow 'wait' (3 workers) was killed" told) told)
+  (setv f (only-workflow daemon))
+  (expect (lfor w (workflow-workers daemon.store (proto-get f ':id)) (proto-get w ':state))
+          ["stopped" "stopped" "stopped"] "the workers' states")
+  ;; the spawner's task is not taken on: nothing took its next step to the inbox
+  (expect (.query daemon.store "SELECT COUNT(*) FROM inbox WHERE key = ?" #(f"workflow-{(proto-get f ':id)}"))
+          [#(0)] "the spawner's resumption")
+  (print f"every worker's processes were gone {(round (* 1000 took))} ms after /stop"))
