@@ -181,10 +181,24 @@
      for the outbox service, and their sessions' new replies behind them."
     (setv self.held (set (outbox-sessions self.store "pending"))
           self.untold (set (outbox-sessions self.store "expired"))
-          rows (inbox-pending self.store gateway))
+          rows (+ (inbox-pending self.store gateway)
+                  ;; the workers' own rows come back with any gateway's
+                  (if (and gateway (!= gateway "worker")) (inbox-pending self.store "worker") [])))
     (for [row rows]
       (await (self._submit (proto-get row ':id) (proto-get row ':signal))))
+    (await (.resume self.workflows))
     (len rows))
+
+  (defn :async receive-with [self gateway key signal write #* args]
+    "Receive SIGNAL as receive does, with (WRITE store #* ARGS) in the same
+     commit: what its arrival changes besides. True when KEY was new."
+    (setv id (await (.call self.writer (fn [store]
+                                         (write store #* args)
+                                         (inbox-add store gateway key signal)))))
+    (await (.durable self.writer))
+    (when (and self.accepting (is-not id None))
+      (await (self._submit id signal)))
+    (is-not id None))
 
   (defn :async _submit [self id signal]
     (try

@@ -155,7 +155,7 @@
 ;; * The workflows in the store
 
 (import uuid
-        passepartout.store [data-print data-read])
+        passepartout.store [data-print data-read inbox-pending outbox-sessions])
 
 (defn new-id [prefix]
   "A fresh id such as \"w3f9a0c2b1d\"."
@@ -525,11 +525,11 @@
     (setv by-id (dfor w workers (proto-get w ':id) w)
           worker (get by-id wid)
           deps (lfor d (proto-get worker ':depends-on) :if (in d by-id) (get by-id d)))
-    (when (await (.call self.services.writer worker-start wid (self.services.clock)))
-      (await (.receive self.hub "worker" wid
-                       [:type :event :source [:gateway :worker :chat wid]
-                        :payload [:sensor :worker-objective
-                                  :text (_objective-text workflow worker deps)]]))))
+    (await (.receive-with self.hub "worker" wid
+                          [:type :event :source [:gateway :worker :chat wid]
+                           :payload [:sensor :worker-objective
+                                     :text (_objective-text workflow worker deps)]]
+                          worker-start wid (self.services.clock))))
 
   (defn :async _conclude [self workflow workers]
     "End WORKFLOW, all of whose WORKERS finished, and take its spawner's task on."
@@ -549,10 +549,10 @@
     (defn end [store]
       (when (workflow-end store id state (self.services.clock))
         (hy.I.passepartout/journal.journal-event store "result" (proto-get resume ':session) record)))
-    (await (.call self.services.writer end))
     (self._release id)
     (.pop self.locks id None)
-    (await (.receive self.hub (or (_gateway-name (proto-get resume ':source)) "repl") f"workflow-{id}" signal)))
+    (await (.receive-with self.hub (or (_gateway-name (proto-get resume ':source)) "repl") f"workflow-{id}"
+                          signal end)))
 
   ;; ** Stopping a workflow
 
@@ -610,6 +610,30 @@
             :if (!= (proto-get other ':id) (proto-get workflow ':id))]
         (await (self.advance (proto-get other ':id)))))
     True)
+
+  ;; ** Taking up where the last run stopped
+
+  (defn :async resume [self]
+    "Take up the workflows the last run left running (the hub's resume, after
+     it queued again the inbox's pending rows, calls this)."
+    (setv store self.services.store
+          queued (sfor row (inbox-pending store "worker")
+                       (str (proto-get (proto-get (proto-get row ':signal) ':source) ':chat)))
+          unsent (set (outbox-sessions store "pending"))
+          now (self.services.clock))
+    (for [workflow (workflows-in store ["running"])]
+      (setv id (proto-get workflow ':id)
+            workers (workflow-workers store id))
+      (when (not (in id self.holds))
+        (self._hold workflow (len workers)))
+      (for [w workers
+            :if (and (= (proto-get w ':state) "running")
+                     (not (in (proto-get w ':id) queued))
+                     (not (in (worker-session (proto-get w ':id)) unsent)))]
+        ;; nothing of its task is left to take up, and no answer of it waits to be sent
+        (await (.call self.services.writer worker-end (proto-get w ':id) "cut-off"
+                      "the daemon stopped while this worker ran, and nothing of its task was left to take up" now)))
+      (await (self.advance id))))
 
   (defn close [self]
     "Cancel the timers and what runs on its own; the workflows stay as they

@@ -217,15 +217,19 @@
 
 (setv KEY-ENV "PASSEPARTOUT_TEST_SCRIPTED_KEY")
 
-(defn [pytest.fixture] daemon [tmp-path openai-server monkeypatch]
-  "The services of a daemon whose one model is the scripted server's ok script."
-  (.setenv monkeypatch KEY-ENV "sk-scripted-test")
+(defn boot-daemon [tmp-path openai-server]
+  "The services of a daemon on the data dir under TMP-PATH whose one model is
+   the scripted server's ok script."
   (setv config (/ tmp-path "config.toml"))
   (.write-text config "[sandbox]\nmode = \"off\"\n")
-  (setv services (boot :config-path (str config)
-                       :environ {"PASSEPARTOUT_DATA_DIR" (str (/ tmp-path "data")) "HOME" (str tmp-path)}
-                       :providers [(make-provider "openai/scripted" :api-base (.url openai-server "ok")
-                                                  :api-key-env KEY-ENV)]))
+  (boot :config-path (str config)
+        :environ {"PASSEPARTOUT_DATA_DIR" (str (/ tmp-path "data")) "HOME" (str tmp-path)}
+        :providers [(make-provider "openai/scripted" :api-base (.url openai-server "ok")
+                                   :api-key-env KEY-ENV)]))
+
+(defn [pytest.fixture] daemon [tmp-path openai-server monkeypatch]
+  (.setenv monkeypatch KEY-ENV "sk-scripted-test")
+  (setv services (boot-daemon tmp-path openai-server))
   (yield services)
   (shutdown services))
 
@@ -418,3 +422,70 @@
   (expect (.query daemon.store "SELECT COUNT(*) FROM inbox WHERE key = ?" #(f"workflow-{(proto-get f ':id)}"))
           [#(0)] "the spawner's resumption")
   (print f"every worker's processes were gone {(round (* 1000 took))} ms after /stop"))
+
+;; * Taking up a workflow after a restart
+
+(defn test-a-restart-takes-a-workflow-up-where-it-was [tmp-path openai-server monkeypatch]
+  (.setenv monkeypatch KEY-ENV "sk-scripted-test")
+  (setv marker "27.1828"
+        openai-server.responder
+        (fn [body]
+          (setv last (last-said body))
+          (cond (in "Your objective:\nfirst" last) (says "first done")
+                (in "Your objective:\nslow" last)
+                f"(:action :shell :cmd \"sleep {marker}\" :explanation \"take a long time\")"
+                (in "Your objective:\nquick" last) (says "quick done")
+                (in "Your objective:\nlast" last) (says "never asked")
+                (.startswith last "Result of (:action :plan")
+                (says (if (and (in "b cut-off" last) (in "c failed: not run: it depends on b, which cut-off" last)
+                               (in "quick done" last))
+                          "b was cut off by a restart, so c did not run"
+                          (+ "unexpected: " (cut last 400))))
+                True
+                "(:action :plan :title \"restart\" :explanation \"four workers across a restart\"
+                  :steps ((:id \"a\" :objective \"first\")
+                          (:id \"b\" :objective \"slow\" :depends-on (\"a\") :tools \"researcher\")
+                          (:id \"d\" :objective \"quick\" :depends-on (\"a\"))
+                          (:id \"c\" :objective \"last\" :depends-on (\"b\"))))")))
+  (setv replies [])
+  (defn :async deliver [reply] (.append replies reply))
+  (defn step-states [services]
+    (setv [f] (workflows-of services.store "test:1"))
+    (dfor w (workflow-workers services.store (proto-get f ':id)) (proto-get w ':step) w))
+  ;; the first run: stopped while b's command runs, d done
+  (setv first (boot-daemon tmp-path openai-server))
+  (defn :async before []
+    (setv hub (Hub first [{"name" "test" "deliver" deliver}]))
+    (try
+      (await (.receive hub "test" "m1" (user-says "four workers" "1")))
+      (await (until (fn [] (and (processes-with marker)
+                                (= (proto-get (get (step-states first) "d") ':state) "done")))))
+      (finally (await (.close hub))))
+    (proto-get (get (step-states first) "b") ':state))
+  (try (setv b-state (asyncio.run (before)))
+       (finally (shutdown first)))
+  (assert (not (processes-with marker)) "b's command outlived the daemon")
+  (expect b-state "running" "b's state when the daemon stopped")
+  ;; the next start takes it up
+  (setv again (boot-daemon tmp-path openai-server))
+  (defn :async after []
+    (setv hub (Hub again [{"name" "test" "deliver" deliver}]))
+    (try
+      (await (.resume hub))
+      (await (until (fn [] (any (gfor r replies (ends-task r))))))
+      (finally (await (.close hub)))))
+  (try
+    (asyncio.run (after))
+    (setv ws (step-states again))
+    (expect (text-of (get (lfor r replies :if (ends-task r) r) 0)) "b was cut off by a restart, so c did not run"
+            "the spawner's answer")
+    (expect (lfor s "abdc" (proto-get (get ws s) ':state)) ["done" "cut-off" "done" "failed"] "the states")
+    ;; nothing ran twice: one objective each, b's command started once and never again
+    (for [s "abd"]
+      (expect (len (events again.store :kind "input" :session (worker-session (proto-get (get ws s) ':id))))
+              1 f"{s}'s inputs"))
+    (setv b-session (worker-session (proto-get (get ws "b") ':id)))
+    (expect (len (events again.store :kind "intent" :session b-session)) 1 "b's actions begun")
+    (expect (len (events again.store :kind "result" :session b-session)) 0 "b's actions finished")
+    (expect (proto-get (only-workflow again) ':state) "failed" "the workflow's state")
+    (finally (shutdown again))))
