@@ -51,6 +51,10 @@
         env (if (is env None) os.environ env)
         limits (| _limit-defaults (.get config "limits" {}))
         protected (protected-paths config))
+  (when (proto-get (or workers []) ':id)
+    ;; a worker's task has the step budget of workers
+    (setv limits (| limits {"step_budget" (.get (.get config "workers" {}) "step_budget"
+                                                (get limits "step_budget"))})))
   ;; the runtime handles first: every stage reads them, and a read scans from the front
   [:runtime {"store" store "config" config "cascade" cascade "notify" notify
              "skills" skills "stops" stops "services" services}

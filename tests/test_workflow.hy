@@ -112,6 +112,17 @@
   (expect (V out) "reject" "verdict")
   (expect (proto-get out ':gate) "explanation" "gate"))
 
+(defn test-a-worker-has-the-step-budget-of-workers []
+  (import passepartout.context [context-limit])
+  (setv config {"limits" {"step_budget" 8} "workers" {"step_budget" 3}})
+  (expect (context-limit (make-context :config config :sandbox [:kind :none]
+                                       :workers [:id "w1" :depth 1 :known []])
+                         "step-budget")
+          3 "a worker's step budget")
+  (expect (context-limit (make-context :config config :sandbox [:kind :none] :workers [:depth 0 :known []])
+                         "step-budget")
+          8 "the conversation's step budget"))
+
 (defn test-the-graph-is-ordered-by-graphlib []
   (setv [graph why] (plan-graph (proto-read "((:id \"c\" :objective \"x\" :depends-on (\"a\" \"b\"))
                                               (:id \"b\" :objective \"y\" :depends-on (\"a\"))
