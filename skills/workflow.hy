@@ -36,17 +36,24 @@
 (defn _runtime [ctx]
   (getattr (context-runtime ctx "services") "workflows" None))
 
+(defn _unfit [check action ctx]
+  (check action (session-workers ctx) (_profiles ctx) (_actions ctx)))
+
 (defn run-spawn [action ctx]
-  (setv runtime (_runtime ctx))
-  (if (is runtime None)
-      (error-result "background work is not running in this daemon, so no worker was started")
-      (.spawn runtime action ctx)))
+  (setv runtime (_runtime ctx)
+        why (_unfit spawn-problem action ctx))
+  (cond why (error-result (+ "spawn refused: " why))
+        (is runtime None)
+        (error-result "background work is not running in this daemon, so no worker was started")
+        True (.spawn runtime action ctx)))
 
 (defn run-plan [action ctx]
-  (setv runtime (_runtime ctx))
-  (if (is runtime None)
-      (error-result "background work is not running in this daemon, so the plan was not started")
-      (.plan runtime action ctx)))
+  (setv runtime (_runtime ctx)
+        why (_unfit plan-problem action ctx))
+  (cond why (error-result (+ "plan refused: " why))
+        (is runtime None)
+        (error-result "background work is not running in this daemon, so the plan was not started")
+        True (.plan runtime action ctx)))
 
 ;; * /workers: the live graph
 

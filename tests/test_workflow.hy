@@ -500,3 +500,58 @@
     (expect (len (events again.store :kind "result" :session b-session)) 0 "b's actions finished")
     (expect (proto-get (only-workflow again) ':state) "failed" "the workflow's state")
     (finally (shutdown again))))
+
+;; * A gate that revises a plan
+
+(import passepartout.skills [make-skill register-skill]
+        passepartout_skills.workflow [run-plan])
+
+(defn tests-first [action ctx]
+  "A gate that puts a step running the tests before any step that tags a release."
+  (setv steps (proto-get action ':steps))
+  (if (and (= (proto-get action ':action) (kw "plan"))
+           (any (gfor s steps (.startswith (proto-get s ':objective) "tag"))))
+      [:verdict :modify
+       :reason "the tests run before a release is tagged"
+       :action (proto-put action ':steps
+                          (+ [[:id "t" :objective "run the tests"]]
+                             (lfor s steps
+                                   (if (.startswith (proto-get s ':objective) "tag")
+                                       (proto-put s ':depends-on (+ (list (proto-get s ':depends-on [])) ["t"]))
+                                       s))))]
+      [:verdict :allow]))
+
+(defn test-a-gate-may-revise-a-plan-and-the-revised-plan-runs [daemon openai-server]
+  (register-skill daemon.skills (make-skill "tests-first" :priority 50 :gate tests-first))
+  (setv openai-server.responder
+        (fn [body]
+          (setv last (last-said body))
+          (cond (in "Your objective:\nrun the tests" last) (says "the tests pass")
+                (in "Your objective:\ncheck the build" last) (says "the build is fine")
+                (in "Your objective:\ntag the release" last)
+                (says (if (in "the tests pass" last) "tagged v1 after the tests" "tagged v1 without tests"))
+                (.startswith last "Result of (:action :plan")
+                (says (if (in "tagged v1 after the tests" last) "released after the tests" "released untested"))
+                True
+                "(:action :plan :title \"release\" :explanation \"check the build, then tag a release\"
+                  :steps ((:id \"b\" :objective \"check the build\")
+                          (:id \"r\" :objective \"tag the release\" :depends-on (\"b\"))))")))
+  (setv replies (asyncio.run (converse daemon "check the build, then if it passes tag a release")))
+  (expect (text-of (get replies -1)) "released after the tests" "the spawner's answer")
+  (setv ws (dfor w (workflow-workers daemon.store (proto-get (only-workflow daemon) ':id)) (proto-get w ':step) w))
+  (expect (sorted ws) ["b" "r" "t"] "the steps that ran")
+  (assert (>= (proto-get (get ws "r") ':started) (proto-get (get ws "t") ':finished)) "the tag ran before the tests")
+  ;; the plan as revised is in the journal's outcome, with the gate that revised it
+  (setv [outcome] (lfor e (events daemon.store :kind "outcome" :session "test:1")
+                        :if (= (proto-get (proto-get e ':data) ':verdict) (kw "modify"))
+                        (proto-get e ':data)))
+  (expect (proto-get outcome ':gate) "tests-first" "the gate that revised it"))
+
+(defn test-the-actuator-checks-a-plan-again [registry]
+  ;; a plan a gate after the workflow gate turned into a circle is not started
+  (setv out (run-plan (proto-read "(:action :plan :title \"t\" :explanation \"x\"
+                                    :steps ((:id \"a\" :objective \"x\" :depends-on (\"b\"))
+                                            (:id \"b\" :objective \"y\" :depends-on (\"a\"))))")
+                      (gate-ctx registry)))
+  (expect (proto-get out ':status) (kw "error") "status")
+  (assert (in "circle" (proto-get out ':error)) (proto-get out ':error)))
