@@ -343,6 +343,30 @@
 
 (setv KNOWN-KEPT 50)
 
+(defn conversation-of [store session]
+  "The session that started the outermost workflow SESSION works for: SESSION
+   itself when it is no worker's."
+  (setv seen (set))
+  (while (and (session-worker-id session) (not (in session seen)))
+    (.add seen session)
+    (setv w (worker-get store (session-worker-id session))
+          f (when w (workflow-get store (proto-get w ':workflow))))
+    (if f
+        (setv session (proto-get f ':session))
+        (break)))
+  session)
+
+(defn root-source [store session]
+  "The source replies to the conversation of SESSION (see conversation-of)
+   go out with: that of the signal its workflow takes it on with, without the
+   inbox row it names; None when there is none."
+  (setv root (conversation-of store session)
+        rows (.query store "SELECT resume FROM workflows WHERE session = ? AND resume IS NOT NULL
+                            ORDER BY created DESC, rowid DESC LIMIT 1" #(root)))
+  (when rows
+    (setv source (proto-get (data-read (get rows 0 0)) ':source))
+    (lfor [k v] (zip (cut source None None 2) (cut source 1 None 2)) :if (!= k ':inbox) x [k v] x)))
+
 (defn session-view [store session]
   "The :workers plist of SESSION's context."
   (setv known (lfor [id] (.query store "SELECT w.id FROM workers w JOIN workflows f ON w.workflow = f.id
@@ -411,6 +435,10 @@
   (defn session-workers [self session]
     "The :workers plist of SESSION's context."
     (session-view self.services.store session))
+
+  (defn conversation-of [self session]
+    "The conversation that started what SESSION works for (see above)."
+    (conversation-of self.services.store session))
 
   (defn _later [self coroutine]
     "Run COROUTINE on its own, kept until it ends."
@@ -592,8 +620,11 @@
   (defn :async deliver [self reply]
     "The gateway =worker=: a worker's REPLY. The one that ends its task
      finishes the worker, and moves its workflows on."
-    (setv id (session-worker-id (proto-get reply ':session)))
-    (when (or (is id None) (not (proto-get (or (proto-get reply ':payload) []) ':ends-task)))
+    (setv id (session-worker-id (proto-get reply ':session))
+          payload (or (proto-get reply ':payload) []))
+    (when (and id (= (proto-get payload ':kind) ':approval))
+      (return (await (self._ask-for id reply))))
+    (when (or (is id None) (not (proto-get payload ':ends-task)))
       (return True))
     (setv store self.services.store
           worker (worker-get store id))
@@ -634,6 +665,29 @@
         (await (.call self.services.writer worker-end (proto-get w ':id) "cut-off"
                       "the daemon stopped while this worker ran, and nothing of its task was left to take up" now)))
       (await (self.advance id))))
+
+  (defn :async _ask-for [self id reply]
+    "Put the approval question REPLY of the worker ID to the conversation
+     that started its workflow, naming the worker; the worker's task waits
+     for the answer as any task does."
+    (setv store self.services.store
+          session (worker-session id)
+          root (conversation-of store session)
+          source (root-source store session)
+          worker (worker-get store id)
+          workflow (when worker (workflow-get store (proto-get worker ':workflow)))
+          payload (proto-get reply ':payload))
+    (when (or (is source None) (is workflow None))
+      (return True))
+    (await (.deliver self.hub
+                     [:type :reply :session root :source source
+                      :payload (proto-merge (lfor [k v] (zip (cut payload None None 2) (cut payload 1 None 2))
+                                                  :if (!= k ':ends-task) x [k v] x)
+                                            [:text (+ f"The worker {(proto-get worker ':step)} of the workflow "
+                                                      f"{(proto-get workflow ':title) !r} (objective: "
+                                                      f"{(_short (proto-get worker ':objective) 80)}) asks:\n"
+                                                      (str (proto-get payload ':text)))])]))
+    True)
 
   (defn close [self]
     "Cancel the timers and what runs on its own; the workflows stay as they

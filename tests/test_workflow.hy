@@ -555,3 +555,48 @@
                       (gate-ctx registry)))
   (expect (proto-get out ':status) (kw "error") "status")
   (assert (in "circle" (proto-get out ':error)) (proto-get out ':error)))
+
+;; * A worker's escalation, answered in the conversation that started it
+
+(defn test-a-workers-escalation-is-asked-and-answered-in-the-originating-chat [daemon openai-server]
+  (.write-text (/ (Path (get daemon.config "workspace")) ".env") "A=1\n")
+  (setv openai-server.responder
+        (fn [body]
+          (setv last (last-said body))
+          (cond (in "Your objective:\nread the env file" last)
+                "(:action :read-file :path \".env\")"
+                (.startswith last "Result of (:action :read-file")
+                (says (if (in "A=1" last) "the env file sets A" "the env file was not read"))
+                (.startswith last "Result of (:action :plan")
+                (says (if (in "the env file sets A" last) "done: the env file sets A" "done: nothing"))
+                True
+                "(:action :plan :title \"env\" :explanation \"read the env file in the background\"
+                  :steps ((:id \"e\" :objective \"read the env file\" :tools \"file-worker\")))")))
+  (setv replies [])
+  (defn :async deliver [reply] (.append replies reply))
+  (defn approval-asks []
+    (lfor r replies :if (= (kind-of r) "approval") r))
+  (defn :async scenario []
+    (setv hub (Hub daemon [{"name" "test" "deliver" deliver}]))
+    (try
+      (await (.receive hub "test" "m1" (user-says "what does the env file set?" "1")))
+      (await (until approval-asks))
+      (setv ask (get (approval-asks) 0)
+            code (proto-get (proto-get (proto-get ask ':payload) ':approval) ':code))
+      ;; another conversation cannot answer it
+      (await (.receive hub "test" "m2" (user-says f"/approve {code}" "2")))
+      (await (until (fn [] (lfor r replies :if (= (proto-get r ':session) "test:2") r))))
+      (await (.receive hub "test" "m3" (user-says f"/approve {code}" "1")))
+      (await (until (fn [] (lfor r replies :if (and (= (proto-get r ':session) "test:1") (ends-task r)
+                                                    (= (kind-of r) "answer")) r))))
+      ask
+      (finally (await (.close hub)))))
+  (setv ask (asyncio.run (scenario)))
+  (expect (proto-get ask ':session) "test:1" "where the worker's question was asked")
+  (assert (in "The worker e of the workflow 'env' (objective: read the env file) asks:" (text-of ask)) (text-of ask))
+  (setv elsewhere (lfor r replies :if (= (proto-get r ':session) "test:2") (text-of r)))
+  (assert (in "belongs to another conversation" (get elsewhere 0)) elsewhere)
+  (expect (text-of (get (lfor r replies :if (and (= (proto-get r ':session) "test:1") (= (kind-of r) "answer")) r) -1))
+          "done: the env file sets A" "the spawner's answer")
+  (setv [w] (workflow-workers daemon.store (proto-get (only-workflow daemon) ':id)))
+  (expect [(proto-get w ':state) (proto-get w ':result)] ["done" "the env file sets A"] "the worker"))
