@@ -124,12 +124,24 @@
     (+ f":mode {mode !r} is not one of " (.join ", " MODES))
     True None))
 
+(defn continued-times [workers id]
+  "How many times the worker ID (known to a session standing as WORKERS) was
+   itself a continuation: 0 for a first worker."
+  (next (gfor [w n] (proto-get workers ':continuations []) :if (= w id) n) 0))
+
 (defn spawn-problem [action workers profiles actions]
   "Why the :spawn ACTION may not run for a session standing as WORKERS, or None."
   (setv deps (id-list (proto-get action ':depends-on))
-        known (list (proto-get workers ':known [])))
+        known (list (proto-get workers ':known []))
+        continues (proto-get action ':continue))
   (cond
     (_depth-problem workers) (_depth-problem workers)
+    (and (is-not continues None) (not (in continues known)))
+    (+ f":continue {continues !r} is no worker of this conversation ("
+       (if known (+ "its workers: " (.join ", " known)) "it has none") ")")
+    (and (is-not continues None) (>= (continued-times workers continues) MAX-CONTINUATIONS))
+    (+ f"the work of {continues} was continued {MAX-CONTINUATIONS} times already, the most it may be;"
+       " answer with what the workers found, or give the task a new objective")
     (is deps None) ":depends-on must be a list of worker ids"
     (lfor d deps :if (not (in d known)) d)
     (+ "it depends on " (.join ", " (gfor d deps :if (not (in d known)) (repr d)))
@@ -155,7 +167,7 @@
 ;; * The workflows in the store
 
 (import uuid
-        passepartout.store [data-print data-read inbox-pending outbox-sessions])
+        passepartout.store [data-print data-read events inbox-pending outbox-sessions])
 
 (defn new-id [prefix]
   "A fresh id such as \"w3f9a0c2b1d\"."
@@ -178,7 +190,8 @@
 
 (defn workflow-add [store workflow workers now]
   "Record WORKFLOW (:id :title :session :task :depth) and its WORKERS (each
-   :id :step :objective :depends-on :not-before :tools :mode), all waiting."
+   :id :step :objective :depends-on :not-before :tools :mode, and
+   :continuations for one that goes on with another's work), all waiting."
   (with [conn (.transaction store)]
     (.execute conn "INSERT INTO workflows (id, title, session, task, depth, state, created)
                     VALUES (?, ?, ?, ?, ?, 'running', ?)"
@@ -186,14 +199,14 @@
                 (str (proto-get workflow ':task)) (proto-get workflow ':depth) now))
     (for [w workers]
       (.execute conn "INSERT INTO workers (id, workflow, step, objective, depends_on, not_before,
-                                           tools, mode, depth, state, created)
-                      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'waiting', ?)"
+                                           tools, mode, depth, state, continuations, created)
+                      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'waiting', ?, ?)"
                 #((proto-get w ':id) (proto-get workflow ':id) (proto-get w ':step)
                   (proto-get w ':objective) (data-print (list (proto-get w ':depends-on [])))
                   (proto-get w ':not-before)
                   (when (is-not (proto-get w ':tools) None) (data-print (list (proto-get w ':tools))))
                   (or (proto-get w ':mode) "objective")
-                  (+ (proto-get workflow ':depth) 1) now)))))
+                  (+ (proto-get workflow ':depth) 1) (proto-get w ':continuations 0) now)))))
 
 (setv _WORKER-COLUMNS "id, workflow, step, objective, depends_on, not_before, tools, mode, depth,
                        state, result, tool_calls, tokens, cost, continuations, created, started, finished")
@@ -369,15 +382,17 @@
 
 (defn session-view [store session]
   "The :workers plist of SESSION's context."
-  (setv known (lfor [id] (.query store "SELECT w.id FROM workers w JOIN workflows f ON w.workflow = f.id
-                                        WHERE f.session = ? ORDER BY w.rowid DESC LIMIT ?"
-                                 #(session KNOWN-KEPT))
-                    id)
+  (setv rows (.query store "SELECT w.id, w.continuations FROM workers w JOIN workflows f ON w.workflow = f.id
+                            WHERE f.session = ? ORDER BY w.rowid DESC LIMIT ?"
+                     #(session KNOWN-KEPT))
+        known (lfor [id _] rows id)
+        continued (lfor [id n] rows :if n [id n])
         id (session-worker-id session)
         me (when id (worker-get store id)))
-  (if me
-      [:id id :depth (proto-get me ':depth) :tools (proto-get me ':tools) :known known]
-      [:depth 0 :known known]))
+  (+ (if me
+         [:id id :depth (proto-get me ':depth) :tools (proto-get me ':tools) :known known]
+         [:depth 0 :known known])
+     (if continued [:continuations continued] [])))
 
 ;; * The runtime
 
@@ -388,11 +403,23 @@
 
 (setv log (logging.getLogger "passepartout.workflow"))
 
-(defn _objective-text [workflow worker deps]
-  "What the worker's task is started with: its objective, and DEPS (the
-   workers it depends on) with their results."
+(setv FULL-TURNS 10)
+
+(defn _conversation-text [store session]
+  "The last FULL-TURNS things said in SESSION, for a worker of mode \"full\"."
+  (setv turns (events store :session session :kinds ["input" "answer"] :latest True :limit FULL-TURNS))
+  (if turns
+      (+ "\n\nThe conversation that asked for this, most recent last:\n"
+         (.join "\n" (gfor e turns (+ (if (= (proto-get e ':kind) "input") "- said: " "- answered: ")
+                                      (_short (proto-get (proto-get e ':data) ':text) 400)))))
+      ""))
+
+(defn _objective-text [workflow worker deps [conversation ""]]
+  "What the worker's task is started with: its objective, DEPS (the workers
+   it depends on) with their results, and CONVERSATION (for mode \"full\")."
   (+ f"You are a worker of the workflow {(proto-get workflow ':title) !r}, started in the background by "
      f"{(proto-get workflow ':session)}. Your objective:\n{(proto-get worker ':objective)}"
+     conversation
      (if deps
          (+ "\n\nResults of the workers this one depends on:\n"
             (.join "\n" (gfor d deps (+ "- " (proto-get d ':step) " (" (proto-get d ':objective) "): "
@@ -475,13 +502,23 @@
 
   (defn :async spawn [self action ctx]
     "Carry out the :spawn ACTION (allowed by the gates) in CTX."
-    (setv id (new-id "w"))
+    (setv id (new-id "w")
+          before (when (proto-get action ':continue)
+                   (worker-get self.services.store (proto-get action ':continue)))
+          objective (proto-get action ':objective))
+    (when before
+      (setv objective (+ objective "\n\nThis goes on with the work of the worker " (proto-get before ':id)
+                         " (" (proto-get before ':objective) "), which ended "
+                         (proto-get before ':state) ": " (str (or (proto-get before ':result) "")))))
     (await (self._record ctx (cut (proto-get action ':objective) 80)
-                         [[:id id :step id :objective (proto-get action ':objective)
+                         [[:id id :step id :objective objective
                            :depends-on (id-list (proto-get action ':depends-on))
                            :not-before (parse-time (proto-get action ':not-before))
-                           :tools (self._tools (proto-get action ':tools))
-                           :mode (_name (proto-get action ':mode))]])))
+                           :tools (if before
+                                      (proto-get before ':tools)
+                                      (self._tools (proto-get action ':tools)))
+                           :mode (_name (proto-get action ':mode))
+                           :continuations (if before (+ (proto-get before ':continuations) 1) 0)]])))
 
   (defn :async plan [self action ctx]
     "Carry out the :plan ACTION (allowed by the gates) in CTX."
@@ -556,7 +593,12 @@
     (await (.receive-with self.hub "worker" wid
                           [:type :event :source [:gateway :worker :chat wid]
                            :payload [:sensor :worker-objective
-                                     :text (_objective-text workflow worker deps)]]
+                                     :text (_objective-text
+                                             workflow worker deps
+                                             (if (= (proto-get worker ':mode) "full")
+                                                 (_conversation-text self.services.store
+                                                                     (proto-get workflow ':session))
+                                                 ""))]]
                           worker-start wid (self.services.clock))))
 
   (defn :async _conclude [self workflow workers]

@@ -88,7 +88,9 @@
                                  :tools [:type "any" :required False
                                          :doc "a tool profile's name, or a list of the actions it may take"]
                                  :mode [:type "string" :required False
-                                        :doc "\"objective\" (its objective and its dependencies' results) or \"full\" (the conversation too)"]]
+                                        :doc "\"objective\" (its objective and its dependencies' results) or \"full\" (the conversation too)"]
+                                 :continue [:type "string" :required False
+                                            :doc "the id of a worker that stopped before it was done (out of steps or time), to go on with its work; at most 3 times in a row"]]
                        "doc" "Start a worker in the background; its result comes back to this task when it is done."
                        "effect" True}
               "plan" {"run" run-plan

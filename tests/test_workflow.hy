@@ -228,11 +228,11 @@
 
 (setv KEY-ENV "PASSEPARTOUT_TEST_SCRIPTED_KEY")
 
-(defn boot-daemon [tmp-path openai-server]
+(defn boot-daemon [tmp-path openai-server [more ""]]
   "The services of a daemon on the data dir under TMP-PATH whose one model is
-   the scripted server's ok script."
+   the scripted server's ok script; MORE is added to its config."
   (setv config (/ tmp-path "config.toml"))
-  (.write-text config "[sandbox]\nmode = \"off\"\n")
+  (.write-text config (+ "[sandbox]\nmode = \"off\"\n" more))
   (boot :config-path (str config)
         :environ {"PASSEPARTOUT_DATA_DIR" (str (/ tmp-path "data")) "HOME" (str tmp-path)}
         :providers [(make-provider "openai/scripted" :api-base (.url openai-server "ok")
@@ -600,3 +600,56 @@
           "done: the env file sets A" "the spawner's answer")
   (setv [w] (workflow-workers daemon.store (proto-get (only-workflow daemon) ':id)))
   (expect [(proto-get w ':state) (proto-get w ':result)] ["done" "the env file sets A"] "the worker"))
+
+;; * Continuing a worker's work
+
+(defn test-a-worker-may-be-continued-three-times-and-no-more [registry]
+  (setv spawn "(:action :spawn :objective \"go on\" :continue \"w1\" :explanation \"it ran out of steps\")")
+  (expect (V (judge registry spawn [:depth 0 :known ["w1"]])) "allow" "a first continuation")
+  (expect (V (judge registry spawn [:depth 0 :known ["w1"] :continuations [["w1" 2]]])) "allow" "a third")
+  (setv out (judge registry spawn [:depth 0 :known ["w1"] :continuations [["w1" 3]]]))
+  (expect (V out) "reject" "a fourth")
+  (assert (in "continued 3 times already" (proto-get out ':reason)) (proto-get out ':reason))
+  (setv out (judge registry spawn [:depth 0 :known ["w2"]]))
+  (expect (V out) "reject" "a worker of another conversation")
+  (assert (in ":continue 'w1' is no worker of this conversation" (proto-get out ':reason)) (proto-get out ':reason)))
+
+(defn test-a-session-knows-how-often-its-workers-were-continued [store]
+  (workflow-add store [:id "f1" :title "t" :session "test:1" :task "t1" :depth 0]
+                [[:id "w1" :step "w1" :objective "first"]] 100.0)
+  (workflow-add store [:id "f2" :title "t" :session "test:1" :task "t2" :depth 0]
+                [[:id "w2" :step "w2" :objective "again" :continuations 1]] 101.0)
+  (expect (proto-get (session-view store "test:1") ':continuations) [["w2" 1]] "the continuations"))
+
+(defn test-a-spawner-continues-a-worker-that-ran-out-of-steps [tmp-path openai-server monkeypatch]
+  (import re)
+  (.setenv monkeypatch KEY-ENV "sk-scripted-test")
+  (setv openai-server.responder
+        (fn [body]
+          (setv said (lfor m (get body "messages") (str (or (get m "content") "")))
+                last (get said -1)
+                mine (.join "\n" said))
+          (cond (.startswith last "Result of (:action :plan")
+                (do (setv found (re.search r":id \"(w[0-9a-f]+)\" :step \"c\"" last))
+                    (+ f"(:action :spawn :objective \"count the rest\" :continue \"{(.group found 1)}\""
+                       " :explanation \"it ran out of steps\")"))
+                (.startswith last "Result of (:action :spawn")
+                (says (if (in "counted the rest" last) "counted, after one continuation" "not counted"))
+                (in "This goes on with the work of the worker" mine) (says "counted the rest")
+                (in "Your objective:\ncount" mine)
+                f"(:action :shell :cmd \"echo {(len said)}\" :explanation \"count one more\")"
+                True
+                "(:action :plan :title \"count\" :explanation \"count in the background\"
+                  :steps ((:id \"c\" :objective \"count\" :tools (\"shell\"))))")))
+  (setv services (boot-daemon tmp-path openai-server "[workers]\nstep_budget = 2\n"))
+  (try
+    (setv replies (asyncio.run (converse services "count")))
+    (expect (text-of (get replies -1)) "counted, after one continuation" "the spawner's answer")
+    (setv [first second] (workflows-of services.store "test:1")
+          [c] (workflow-workers services.store (proto-get first ':id))
+          [again] (workflow-workers services.store (proto-get second ':id)))
+    (expect (proto-get c ':state) "failed" "the first worker")
+    (assert (in "Stopped after 2 actions" (proto-get c ':result)) (proto-get c ':result))
+    (expect [(proto-get again ':state) (proto-get again ':continuations) (proto-get again ':tools)]
+            ["done" 1 ["shell"]] "the continuation")
+    (finally (shutdown services))))
