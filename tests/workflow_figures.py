@@ -119,11 +119,13 @@ def thirty(server):
         overhead = [1000 * (proto_get(w, K("finished")) - proto_get(w, K("started"))
                             - model_time.get("worker:" + proto_get(w, K("id")), 0.0))
                     for w in workers]
-        states = {proto_get(w, K("state")) for w in workers}
-        print(f"30-node workflow: {len(workers)} workers, states {sorted(states)}, "
-              f"in dependency order: {in_order}, wall {wall:.2f} s")
-        print(f"  runner overhead per worker (ms, beyond its model calls): "
-              f"p50 {statistics.median(overhead):.1f}, max {max(overhead):.1f}")
+        done = sum(1 for w in workers if proto_get(w, K("state")) == "done")
+        return [("workflow of 30 workers (fan-out, fan-in): done, in dependency order",
+                 done if in_order else 0, f"of {len(workers)}", "30"),
+                ("workflow of 30 workers: wall time", wall, "s", ""),
+                ("workflow: runner overhead per worker beyond its model calls, p50",
+                 statistics.median(overhead), "ms", ""),
+                ("workflow: runner overhead per worker beyond its model calls, max", max(overhead), "ms", "")]
     finally:
         shutdown(services)
 
@@ -181,17 +183,26 @@ def stop_run(server, marker):
         shutdown(services)
 
 
-def main():
-    runs = int(sys.argv[1]) if len(sys.argv) > 1 else 5
+def workflow_rows(runs=5):
+    """The figures, as bench rows (what, value, unit, target)."""
     os.environ.setdefault(KEY_ENV, "figures-key")
     server = ScriptedOpenAIServer()
     try:
-        thirty(server)
+        rows = thirty(server)
         took = [1000 * stop_run(server, f"29.{i}71") for i in range(runs)]
-        print(f"/stop of a running 10-worker workflow, until every worker's processes are gone "
-              f"({runs} runs): p50 {statistics.median(took):.1f} ms, max {max(took):.1f} ms")
+        return rows + [
+            (f"/stop of a running 10-worker workflow until every worker's processes are gone, p50 ({runs} runs)",
+             statistics.median(took), "ms", ""),
+            (f"/stop of a running 10-worker workflow until every worker's processes are gone, max ({runs} runs)",
+             max(took), "ms", "")]
     finally:
         server.stop()
+
+
+def main():
+    runs = int(sys.argv[1]) if len(sys.argv) > 1 else 5
+    for what, value, unit, _ in workflow_rows(runs):
+        print(f"{what}: {value:.1f} {unit}" if isinstance(value, float) else f"{what}: {value} {unit}")
 
 
 if __name__ == "__main__":
