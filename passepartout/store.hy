@@ -257,6 +257,7 @@
        tokens INTEGER NOT NULL DEFAULT 0,
        cost REAL NOT NULL DEFAULT 0,
        continuations INTEGER NOT NULL DEFAULT 0,
+       checks TEXT,
        created REAL NOT NULL,
        started REAL,
        finished REAL)"

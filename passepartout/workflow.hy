@@ -209,15 +209,16 @@
                   (+ (proto-get workflow ':depth) 1) (proto-get w ':continuations 0) now)))))
 
 (setv _WORKER-COLUMNS "id, workflow, step, objective, depends_on, not_before, tools, mode, depth,
-                       state, result, tool_calls, tokens, cost, continuations, created, started, finished")
+                       state, result, tool_calls, tokens, cost, continuations, checks, created, started, finished")
 
 (defn _worker [row]
   (setv [id workflow step objective deps not-before tools mode depth state result
-         calls tokens cost continuations created started finished] row)
+         calls tokens cost continuations checks created started finished] row)
   [:id id :workflow workflow :step step :objective objective :depends-on (data-read deps)
    :not-before not-before :tools (when tools (data-read tools)) :mode mode :depth depth
    :state state :result result :tool-calls calls :tokens tokens :cost cost
-   :continuations continuations :created created :started started :finished finished])
+   :continuations continuations :checks (if checks (data-read checks) [])
+   :created created :started started :finished finished])
 
 (setv _WORKFLOW-COLUMNS "id, title, session, task, depth, state, resume, created, finished")
 
@@ -269,14 +270,15 @@
                             WHERE id = ? AND state = 'waiting'" #(now id))
             rowcount))))
 
-(defn worker-end [store id state result now [calls 0] [tokens 0] [cost 0.0]]
+(defn worker-end [store id state result now [calls 0] [tokens 0] [cost 0.0] [checks None]]
   "Mark the worker ID finished in STATE with RESULT (text); True when it had
-   not finished before."
+   not finished before. CHECKS are the reply validators' verdicts on its
+   answers, in order."
   (with [conn (.transaction store)]
     (= 1 (. (.execute conn "UPDATE workers SET state = ?, result = ?, finished = ?,
-                                               tool_calls = tool_calls + ?, tokens = ?, cost = ?
+                                               tool_calls = tool_calls + ?, tokens = ?, cost = ?, checks = ?
                             WHERE id = ? AND state IN ('waiting', 'running')"
-                      #(state result now calls tokens cost id))
+                      #(state result now calls tokens cost (when checks (data-print checks)) id))
             rowcount))))
 
 (defn workflow-end [store id state now]
@@ -436,6 +438,12 @@
   (cond (= kind ':answer) "done"
         (.startswith text "The daemon stopped while this action was running") "cut-off"
         True "failed"))
+
+(defn _checks [store session]
+  "The reply validators' verdicts on SESSION's answers, in order (\"deliver\", \"hold\", …)."
+  (lfor e (events store :kind "validation" :session session :limit None)
+        :setv v (proto-get (proto-get e ':data) ':verdict)
+        (if (isinstance v Keyword) v.name (str v))))
 
 (defn _spent [store session]
   "#(actions tokens cost) of SESSION's thread of the journal."
@@ -675,7 +683,7 @@
     (setv [calls tokens cost] (_spent store (worker-session id))
           text (str (or (proto-get (proto-get reply ':payload) ':text) "")))
     (when (await (.call self.services.writer worker-end id (_end-state reply) text (self.services.clock)
-                        calls tokens cost))
+                        calls tokens cost (_checks store (worker-session id))))
       (setv workflow (workflow-get store (proto-get worker ':workflow)))
       ;; its own workflow, then the others of its spawner: a spawn may depend on this worker
       (await (self.advance (proto-get workflow ':id)))
@@ -793,3 +801,27 @@
       (.join "\n" (+ ["Workflows of this conversation:"]
                      (lfor f mine line (_workflow-lines store f now "") line)))
       "No workflows have run in this conversation."))
+
+;; * What later spawns are told
+
+(setv OUTCOMES-SHOWN 5)
+
+(defn workers-outcomes [store session]
+  "The outcomes of SESSION's newest finished workers, as prompt text, or None."
+  (setv rows (.query store f"SELECT {_WORKER-COLUMNS} FROM workers
+                            WHERE workflow IN (SELECT id FROM workflows WHERE session = ?)
+                              AND finished IS NOT NULL
+                            ORDER BY finished DESC LIMIT ?"
+                     #(session OUTCOMES-SHOWN)))
+  (when rows
+    (+ "Workers of this conversation that finished (newest first; :continue one that stopped early):\n"
+       (.join "\n" (gfor row rows
+                         :setv w (_worker row)
+                         :setv held (lfor c (proto-get w ':checks) :if (!= c "deliver") c)
+                         (+ f"- {(proto-get w ':id)} ({(_short (proto-get w ':objective) 60)}): "
+                            (proto-get w ':state)
+                            (if (proto-get w ':started)
+                                f" in {(round (- (proto-get w ':finished) (proto-get w ':started)) 1)} s"
+                                "")
+                            f", {(proto-get w ':tool-calls)} actions"
+                            (if held f", validators: {(.join ", " held)}" "")))))))

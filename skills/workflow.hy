@@ -58,7 +58,7 @@
 ;; * /workers: the live graph
 
 (import passepartout.perceive [reply-signal sensor-of]
-        passepartout.workflow [workers-text])
+        passepartout.workflow [workers-text workers-outcomes])
 
 (defn on-workers [signal ctx]
   (setv text (proto-get (proto-get signal ':payload) ':text)
@@ -69,6 +69,12 @@
              (is-not store None))
     [(reply-signal signal (workers-text store (proto-get signal ':session) (proto-get ctx ':now)) "notice")]))
 
+(defn workers-augment [ctx]
+  "How this conversation's finished workers fared, for the prompt (see =workflow.org=)."
+  (setv store (context-runtime ctx "store"))
+  (when (and store (proto-get (session-workers ctx) ':known))
+    (workers-outcomes store (proto-get ctx ':session))))
+
 (setv on-workers.commands [["/workers" "the workflows of this conversation: each worker's state, time, actions and spend"]])
 
 ;; * The skill
@@ -78,6 +84,7 @@
   :priority 92
   :gate workflow-gate
   :handlers [on-workers]
+  :augment workers-augment
   :actuators {"spawn" {"run" run-spawn
                        "schema" [:objective [:type "string" :required True
                                              :doc "what the worker is to do and bring back"]

@@ -303,7 +303,15 @@
     (for [k ["input" "outcome" "answer"]]
       (assert (in k kinds) f"worker {s}'s thread has no {k}: {kinds}")))
   ;; the spawner's task waited: one trace for the plan, then the answer, and one model call after the results
-  (expect (lfor r replies (kind-of r)) ["trace" "answer"] "the chat's replies"))
+  (expect (lfor r replies (kind-of r)) ["trace" "answer"] "the chat's replies")
+  ;; each worker's outcome row: what the validators said, and the spawner's last call was told of them
+  (expect (proto-get (get ws "c") ':checks) ["deliver"] "c's checks")
+  (setv [last-call] (lfor r openai-server.requests
+                          :if (.startswith (last-said (get r "body")) "Result of (:action :plan")
+                          (get r "body")))
+  (setv system (get (get last-call "messages") 0 "content"))
+  (assert (in "Workers of this conversation that finished" system) system)
+  (assert (in f"- {(proto-get (get ws "c") ':id)} (compare a and b): done in" system) system))
 
 (defn test-a-failed-worker-fails-its-dependents-and-the-spawner-is-told [daemon openai-server]
   (setv openai-server.responder
