@@ -75,6 +75,16 @@
   (when (and store (proto-get (session-workers ctx) ':known))
     (workers-outcomes store (proto-get ctx ':session))))
 
+(defn worker-answer-check [text ctx]
+  "What is wrong with TEXT as a worker's answer, or None (a worker's own session only)."
+  (when (proto-get (session-workers ctx) ':id)
+    (setv t (.strip (or text "")))
+    (cond (not t)
+          "a worker's answer is its result, and this one is empty: answer with what you found or did"
+          (.endswith t "?")
+          (+ "nobody reads a worker's conversation, so a question gets no answer: do what you can with"
+             " your actions, then answer with the result, saying what is missing if anything is"))))
+
 (setv on-workers.commands [["/workers" "the workflows of this conversation: each worker's state, time, actions and spend"]])
 
 ;; * The skill
@@ -85,6 +95,7 @@
   :gate workflow-gate
   :handlers [on-workers]
   :augment workers-augment
+  :validators {"worker-answer" {"check" worker-answer-check "kill" False}}
   :actuators {"spawn" {"run" run-spawn
                        "schema" [:objective [:type "string" :required True
                                              :doc "what the worker is to do and bring back"]

@@ -661,3 +661,20 @@
     (expect [(proto-get again ':state) (proto-get again ':continuations) (proto-get again ':tools)]
             ["done" 1 ["shell"]] "the continuation")
     (finally (shutdown services))))
+
+(defn test-a-workers-answer-is-checked-before-it-counts-as-done [daemon openai-server]
+  (setv openai-server.responder
+        (fn [body]
+          (setv last (last-said body))
+          (cond (in "nobody reads a worker's conversation" last) (says "the answer is 42")
+                (in "Your objective:\nfind the answer" last) (says "Shall I look for the answer?")
+                (.startswith last "Result of (:action :plan")
+                (says (if (in "the answer is 42" last) "found: 42" "found nothing"))
+                True
+                "(:action :plan :title \"answer\" :explanation \"look for the answer in the background\"
+                  :steps ((:id \"q\" :objective \"find the answer\")))")))
+  (setv replies (asyncio.run (converse daemon "what is the answer?")))
+  (expect (text-of (get replies -1)) "found: 42" "the spawner's answer")
+  (setv [w] (workflow-workers daemon.store (proto-get (only-workflow daemon) ':id)))
+  (expect [(proto-get w ':result) (proto-get w ':checks)] ["the answer is 42" ["hold" "deliver"]]
+          "the worker's result and checks"))
