@@ -191,10 +191,12 @@
 
   (defn :async receive-with [self gateway key signal write #* args]
     "Receive SIGNAL as receive does, with (WRITE store #* ARGS) in the same
-     commit: what its arrival changes besides. True when KEY was new."
+     commit: what its arrival changes besides. When WRITE returns False (what
+     it would change was changed already), nothing is received. True when
+     SIGNAL was received and KEY was new."
     (setv id (await (.call self.writer (fn [store]
-                                         (write store #* args)
-                                         (inbox-add store gateway key signal)))))
+                                         (when (is-not (write store #* args) False)
+                                           (inbox-add store gateway key signal))))))
     (await (.durable self.writer))
     (when (and self.accepting (is-not id None))
       (await (self._submit id signal)))

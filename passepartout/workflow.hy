@@ -625,8 +625,11 @@
           record [:action (proto-get payload ':action) :result result :workflow id
                   :task (proto-get payload ':task) :step (- (proto-get payload ':step 1) 1)])
     (defn end [store]
-      (when (workflow-end store id state (self.services.clock))
-        (hy.I.passepartout/journal.journal-event store "result" (proto-get resume ':session) record)))
+      ;; False when it was over already (stopped meanwhile): then nobody is taken on
+      (setv ended (workflow-end store id state (self.services.clock)))
+      (when ended
+        (hy.I.passepartout/journal.journal-event store "result" (proto-get resume ':session) record))
+      ended)
     (self._release id)
     (.pop self.locks id None)
     (await (.receive-with self.hub (or (_gateway-name (proto-get resume ':source)) "repl") f"workflow-{id}"
@@ -655,15 +658,14 @@
     (self._release id)
     (setv timer (.pop self.timers id None))
     (when timer (.cancel timer))
-    (for [w (workflow-workers self.services.store id)
-          :if (= (proto-get w ':state) "running")]
-      (stop-session self.services.stops (worker-session (proto-get w ':id))))
-    (self._later (self._stopped id)))
-
-  (defn :async _stopped [self id]
-    (with [:async (self._lock id)]
-      (await (.call self.services.writer _stop-rows id "stopped by the person" (self.services.clock))))
-    (.pop self.locks id None))
+    (setv store self.services.store
+          running (lfor w (workflow-workers store id) :if (= (proto-get w ':state) "running") w))
+    ;; written at once, not queued: a worker about to start, or the workflow about
+    ;; to take its spawner on, finds it stopped in the same commit and does nothing
+    (with [_ (.transaction store)]
+      (_stop-rows store id "stopped by the person" (self.services.clock)))
+    (for [w running]
+      (stop-session self.services.stops (worker-session (proto-get w ':id)))))
 
   ;; ** What the workers say
 
