@@ -546,13 +546,14 @@
   (defn _lock [self id]
     (or (.get self.locks id) (.setdefault self.locks id (asyncio.Lock))))
 
-  (defn :async advance [self id]
+  (defn :async advance [self id [finishing False]]
     "Move the workflow ID on: fail what can no longer run, start what may,
-     and end it when nothing is left to do."
+     and end it when nothing is left to do. FINISHING: a worker of it just
+     finished (the person is told how far it is)."
     (with [:async (self._lock id)]
-      (await (self._advance id))))
+      (await (self._advance id finishing))))
 
-  (defn :async _advance [self id]
+  (defn :async _advance [self id [finishing False]]
     (setv store self.services.store
           writer self.services.writer
           workflow (workflow-get store id))
@@ -574,12 +575,32 @@
       (await (.call writer worker-end wid "failed" f"not run: {why}" now)))
     (setv own (workflow-workers store id)
           everyone (+ own outside))
-    (for [wid (ready-ids everyone now) :if (in wid mine)]
+    (setv started (lfor wid (ready-ids everyone now) :if (in wid mine) wid))
+    (for [wid started]
       (await (self._start workflow wid everyone)))
     (self._time-later id everyone now)
     (setv own (workflow-workers store id))
+    (when (or started finishing)
+      (await (self._progress workflow own)))
     (when (all (gfor w own (finished-state (proto-get w ':state))))
       (await (self._conclude workflow own))))
+
+  (defn :async _progress [self workflow workers]
+    "Tell the conversation that started WORKFLOW how far it is: one reply of
+     kind progress, keyed by the workflow, which a gateway that can edit a
+     message shows in one message."
+    (setv source (root-source self.services.store (proto-get workflow ':session)))
+    (when (is source None) (return))
+    (setv count (fn [state] (len (lfor w workers :if (= (proto-get w ':state) state) w)))
+          parts (lfor state ["done" "running" "waiting" "failed" "stopped" "cut-off"]
+                      :if (count state) f"{(count state)} {state}"))
+    (await (.deliver self.hub
+                     [:type :reply :session (conversation-of self.services.store (proto-get workflow ':session))
+                      :source source
+                      :payload [:kind :progress
+                                :text (+ f"Workflow {(proto-get workflow ':title) !r}, {(len workers)} workers: "
+                                         (.join ", " parts))
+                                :progress-key f"workflow-{(proto-get workflow ':id)}"]])))
 
   (defn _time-later [self id workers now]
     "A timer for the earliest :not-before still ahead among WORKERS' waiting ones."
@@ -688,7 +709,7 @@
                         calls tokens cost (_checks store (worker-session id))))
       (setv workflow (workflow-get store (proto-get worker ':workflow)))
       ;; its own workflow, then the others of its spawner: a spawn may depend on this worker
-      (await (self.advance (proto-get workflow ':id)))
+      (await (self.advance (proto-get workflow ':id) :finishing True))
       (for [other (workflows-of store (proto-get workflow ':session) ["running"])
             :if (!= (proto-get other ':id) (proto-get workflow ':id))]
         (await (self.advance (proto-get other ':id)))))

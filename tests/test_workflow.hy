@@ -303,7 +303,14 @@
     (for [k ["input" "outcome" "answer"]]
       (assert (in k kinds) f"worker {s}'s thread has no {k}: {kinds}")))
   ;; the spawner's task waited: one trace for the plan, then the answer, and one model call after the results
-  (expect (lfor r replies (kind-of r)) ["trace" "answer"] "the chat's replies")
+  (setv kinds (lfor r replies (kind-of r))
+        progress (lfor r replies :if (= (kind-of r) "progress") r))
+  (expect [(get kinds 0) (get kinds -1) (sorted (set (cut kinds 1 -1)))] ["trace" "answer" ["progress"]]
+          "the chat's replies")
+  ;; how far the workflow is, told under one key (one message, edited, on Telegram)
+  (expect (set (gfor r progress (proto-get (proto-get r ':payload) ':progress-key)))
+          #{f"workflow-{(proto-get f ':id)}"} "the progress keys")
+  (expect (text-of (get progress -1)) "Workflow 'compare', 3 workers: 3 done" "the last progress")
   ;; each worker's outcome row: what the validators said, and the spawner's last call was told of them
   (expect (proto-get (get ws "c") ':checks) ["deliver"] "c's checks")
   (setv [last-call] (lfor r openai-server.requests
