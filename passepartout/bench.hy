@@ -835,6 +835,7 @@
                (fn [] (bench-message-cpu (if quick 200 600) (if quick 3 5)))
                (fn [] (_tests-rows "model-calls" quick "model calls"))
                (fn [] (_tests-rows "litellm-message" quick "a message through LiteLLM"))
+               (fn [] (_tests-rows "workflows" quick "background work"))
                (fn [] (bench-harm quick))
                (fn [] (bench-hung-provider (if quick 3 5)))
                (fn [] (bench-journal (if quick 300 2000)))

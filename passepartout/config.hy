@@ -174,6 +174,15 @@
             "task_cost" (_key "number" 1.0 "dollars one task may spend")
             "day_tokens" (_key "number" 2000000 "tokens a day may use")
             "day_cost" (_key "number" 10.0 "dollars a day may spend")}}
+   {"name" "workers" "shape" "table" "fill" True
+    "doc" (+ "Background work (`:spawn`, `:plan`; see `workflow.org`). A tool profile names the "
+             "actions a worker may take; a worker always may answer.")
+    "keys" {"step_budget" (_key "number" 8 "steps one worker may take before it stops")
+            "profiles" (_key "table of arrays of strings"
+                             {"researcher" ["shell" "read-file" "memory-search"]
+                              "file-worker" ["read-file" "write-file"]}
+                             "tool profiles: a name and the actions it allows"
+                             :shown "`researcher` (shell, read-file, memory-search), `file-worker` (read-file, write-file)")}}
    {"name" "cascade" "shape" "table" "fill" True
     "doc" "The circuit breaker in front of each provider."
     "keys" {"cooldown" (_key "number" 60 "seconds a provider that keeps failing is skipped")
@@ -332,7 +341,12 @@
               "size" #((fn [v] (is-not (parse-size v) None))
                        "a size (a whole number of bytes, or text such as \"4 GiB\")")
               "size or share" #((fn [v] (is-not (parse-size v 1) None))
-                                "a size (a whole number of bytes, or text such as \"4 GiB\") or a share such as \"50%\"")})
+                                "a size (a whole number of bytes, or text such as \"4 GiB\") or a share such as \"50%\"")
+              "table of arrays of strings" #((fn [v] (and (isinstance v dict)
+                                                          (all (gfor x (.values v)
+                                                                     (and (isinstance x list)
+                                                                          (all (gfor y x (isinstance y str))))))))
+                                             "a table of arrays of strings")})
 
 (defn _shown [v]
   "V for an error message: its kind for a table, else its value, cut short."

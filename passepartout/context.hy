@@ -45,13 +45,17 @@
 
 (defn make-context [[workspace "."] [session "local"] [config None] [store None]
                     [secrets None] [now None] [env None] [sandbox None] [cascade None]
-                    [notify None] [skills None] [stops None] [services None] [written None]]
+                    [notify None] [skills None] [stops None] [services None] [written None] [workers None]]
   "The context plist for one signal. SANDBOX is the protection in force (the
    daemon finds it at boot); by default it is found from CONFIG, once."
   (setv config (or config {})
         env (if (is env None) os.environ env)
         limits (| _limit-defaults (.get config "limits" {}))
         protected (protected-paths config))
+  (when (proto-get (or workers []) ':id)
+    ;; a worker's task has the step budget of workers
+    (setv limits (| limits {"step_budget" (.get (.get config "workers" {}) "step_budget"
+                                                (get limits "step_budget"))})))
   ;; the runtime handles first: every stage reads them, and a read scans from the front
   [:runtime {"store" store "config" config "cascade" cascade "notify" notify
              "skills" skills "stops" stops "services" services}
@@ -65,7 +69,9 @@
    :limits (lfor [k v] (.items limits) x [(kw (.replace k "_" "-")) v] x)
    :secrets (list (or secrets []))
    :sandbox (if (is sandbox None) (sandbox-status config) sandbox)
-   :written (tuple (or written #()))])
+   :written (tuple (or written #()))
+   ;; where the session stands in background work (=workflow.org=)
+   #* (if workers [:workers workers] [])])
 
 (defn context-for [services session [notify None] [now None]]
   "The context of a step of SESSION in the daemon whose parts are SERVICES
@@ -84,7 +90,9 @@
                 :services services
                 :written (written-files services.store)
                 :notify notify
-                :now (if (is now None) (services.clock) now)))
+                :now (if (is now None) (services.clock) now)
+                :workers (when (getattr services "workflows" None)
+                           (.session-workers services.workflows session))))
 
 (defn context-limit [ctx name [default None]]
   "The limit NAME (a string like \"shell-timeout\") from CTX."

@@ -115,7 +115,9 @@
           self.untold (set)
           self.outstanding {}
           self.watchers {}
-          self.sending (set)))
+          self.sending (set))
+    ;; background work: its workers' objectives come in, and their replies go out, here
+    (setv self.workflows (hy.I.passepartout/workflow.Workflows services self)))
 
   (defn :async receive [self gateway key signal]
     "Persist SIGNAL, received by GATEWAY under KEY, then queue it. False when
@@ -180,10 +182,26 @@
      for the outbox service, and their sessions' new replies behind them."
     (setv self.held (set (outbox-sessions self.store "pending"))
           self.untold (set (outbox-sessions self.store "expired"))
-          rows (inbox-pending self.store gateway))
+          rows (+ (inbox-pending self.store gateway)
+                  ;; the workers' own rows come back with any gateway's
+                  (if (and gateway (!= gateway "worker")) (inbox-pending self.store "worker") [])))
     (for [row rows]
       (await (self._submit (proto-get row ':id) (proto-get row ':signal))))
+    (await (.resume self.workflows))
     (len rows))
+
+  (defn :async receive-with [self gateway key signal write #* args]
+    "Receive SIGNAL as receive does, with (WRITE store #* ARGS) in the same
+     commit: what its arrival changes besides. When WRITE returns False (what
+     it would change was changed already), nothing is received. True when
+     SIGNAL was received and KEY was new."
+    (setv id (await (.call self.writer (fn [store]
+                                         (when (is-not (write store #* args) False)
+                                           (inbox-add store gateway key signal))))))
+    (await (.durable self.writer))
+    (when (and self.accepting (is-not id None))
+      (await (self._submit id signal)))
+    (is-not id None))
 
   (defn :async _submit [self id signal]
     (try
@@ -378,6 +396,7 @@
       (except [asyncio.TimeoutError] False)))
 
   (defn :async close [self]
+    (.close self.workflows)
     (for [t (list (.values self.watchers))] (.cancel t))
     (await (asyncio.gather #* (.values self.watchers) :return-exceptions True))
     (await (.close self.runner))

@@ -63,6 +63,15 @@
 
 ;; * Answering
 
+(defn _answering-as [env approval session]
+  "SESSION as the approval's own when it is the conversation that started the
+   workflow of the worker that asked (see =workflow.org=); else SESSION."
+  (setv workflows (getattr env "workflows" None))
+  (if (and workflows session
+           (= session (.conversation-of workflows (proto-get approval ':session))))
+      (proto-get approval ':session)
+      session))
+
 (defn _result [ok text [emit None]]
   [:ok ok :text text :emit (or emit [])])
 
@@ -91,7 +100,7 @@
   (when (is approval None)
     (return (_result False f"No approval has the code {(.upper (.strip (str key)))}." emitted)))
   (setv code (proto-get approval ':code)
-        refusal (_not-yours cfg approval who session host choice))
+        refusal (_not-yours cfg approval who (_answering-as env approval session) host choice))
   (when refusal
     (_event store "answer-refused" approval who now [:answer choice :why refusal])
     (return (_result False refusal emitted)))

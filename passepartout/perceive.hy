@@ -18,7 +18,7 @@
 
 ;; * Normalising
 
-(setv REASONED-SENSORS #{"user-input" "chat-message" "tool-result"})
+(setv REASONED-SENSORS #{"user-input" "chat-message" "tool-result" "worker-objective"})
 
 (defn normalize-signal [signal]
   "SIGNAL in the one shape the loop handles, or a ProtoError."

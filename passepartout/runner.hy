@@ -202,8 +202,10 @@
           (setv emitted (await job))
           (except [asyncio.CancelledError]
             ;; the step was stopped, or the worker itself is being closed
+            ;; (which cancels the step it awaits too, even one already stopped)
             (when (not (.cancelled job)) (raise))
-            (when (not (stopped-since self.stops session mark))
+            (when (or (not (stopped-since self.stops session mark))
+                      (.cancelling (asyncio.current-task)))
               (raise))
             (setv emitted [])))
         (for [e emitted]

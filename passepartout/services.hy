@@ -40,5 +40,6 @@
           self.environ (if (is environ None) os.environ environ)
           self.repl None
           self.checkpoints None
+          self.workflows None
           self.stops (Stops)
           self.histories (SessionHistories))))

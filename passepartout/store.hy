@@ -229,7 +229,42 @@
        SELECT RAISE (ABORT, 'a context is kept as it was judged in: it is never deleted');
      END"]
    ;; 8: the hosts an answer asked to grant (see =grants.org=)
-   ["ALTER TABLE answers ADD COLUMN hosts TEXT"]])
+   ["ALTER TABLE answers ADD COLUMN hosts TEXT"]
+   ;; 9: background work: workflows and their workers (see =workflow.org=)
+   ["CREATE TABLE IF NOT EXISTS workflows (
+       id TEXT PRIMARY KEY,
+       title TEXT NOT NULL,
+       session TEXT NOT NULL,
+       task TEXT NOT NULL,
+       depth INTEGER NOT NULL,
+       state TEXT NOT NULL CHECK (state IN ('running', 'done', 'failed', 'stopped')),
+       resume TEXT,
+       created REAL NOT NULL,
+       finished REAL)"
+    "CREATE INDEX IF NOT EXISTS workflows_session ON workflows (session, state)"
+    "CREATE INDEX IF NOT EXISTS workflows_state ON workflows (state)"
+    "CREATE TABLE IF NOT EXISTS workers (
+       id TEXT PRIMARY KEY,
+       workflow TEXT NOT NULL REFERENCES workflows (id),
+       step TEXT NOT NULL,
+       objective TEXT NOT NULL,
+       depends_on TEXT NOT NULL,
+       not_before REAL,
+       tools TEXT,
+       mode TEXT NOT NULL,
+       depth INTEGER NOT NULL,
+       state TEXT NOT NULL CHECK (state IN ('waiting', 'running', 'done', 'failed', 'stopped', 'cut-off')),
+       result TEXT,
+       tool_calls INTEGER NOT NULL DEFAULT 0,
+       tokens INTEGER NOT NULL DEFAULT 0,
+       cost REAL NOT NULL DEFAULT 0,
+       continuations INTEGER NOT NULL DEFAULT 0,
+       checks TEXT,
+       created REAL NOT NULL,
+       started REAL,
+       finished REAL)"
+    "CREATE INDEX IF NOT EXISTS workers_workflow ON workers (workflow, id)"
+    "CREATE INDEX IF NOT EXISTS workers_state ON workers (state)"]])
 
 (setv SCHEMA-VERSION (len _schema))
 

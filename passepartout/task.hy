@@ -51,6 +51,9 @@
           (journal-append store r :ts (or (proto-get r ':ts) ts))
           (is-not (proto-get r ':context) None)
           (journal-context store (proto-get r ':context) (proto-get r ':text))
+          (is-not (proto-get r ':workflow) None)
+          ;; reached at run time: the workflow module stands on the runner, which stands on this one
+          (hy.I.passepartout/workflow.workflow-resume store (proto-get r ':workflow) (proto-get r ':resume))
           True
           (inbox-continue store (proto-get r ':inbox) (proto-get r ':signal)))))
 
@@ -198,7 +201,15 @@
   (defn ended [text]
     (setv [signals more] (finish signal state text "notice"))
     #((+ [trace] signals) (+ records more)))
+  (setv next-state [:step (+ n 1)
+                    :states (cut (+ states [after]) (- STATE-WINDOW) None)
+                    :ran (+ (list (proto-get state ':ran [])) [(_ran action result)])]
+        tool-result (+ [:sensor :tool-result :action action :result result]
+                       (if call [:call call] [])))
   (cond
+    (= (proto-get result ':status) ':waiting)
+    (do (setv [next _] (_next-step signal tool-result state next-state))
+        #([trace] (+ records [[:workflow (proto-get result ':workflow) :resume next]])))
     (and states (= after (get states -1)))
     (ended (+ "Stopped at a fixed point: this action left the task where the one before it had, so going on would change nothing. Last result: "
               (proto-print result)))
@@ -209,14 +220,7 @@
     (ended (+ f"Stopped after {budget} actions (the step budget of one task). Last result: "
               (proto-print result)))
     True
-    (do (setv [next kept] (_next-step signal
-                                      (+ [:sensor :tool-result :action action :result result]
-                                         (if call [:call call] [])
-                                         (or extra []))
-                                      state
-                                      [:step (+ n 1)
-                                       :states (cut (+ states [after]) (- STATE-WINDOW) None)
-                                       :ran (+ (list (proto-get state ':ran [])) [(_ran action result)])]))
+    (do (setv [next kept] (_next-step signal (+ tool-result (or extra [])) state next-state))
         #([trace next] (+ records kept)))))
 
 (defn _next-step [signal fields state changes]

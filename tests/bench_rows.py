@@ -189,8 +189,13 @@ def litellm_message(quick):
             ("the gate process's CPU per message", 1000 * gate, "ms", "")]
 
 
+def workflows(quick):
+    import workflow_figures as m
+    return m.workflow_rows(3 if quick else 10)
+
+
 BENCHES = {"telegram": telegram, "one-message": one_message, "harm": harm,
-           "model-calls": model_calls, "litellm-message": litellm_message}
+           "model-calls": model_calls, "litellm-message": litellm_message, "workflows": workflows}
 
 
 def main(argv):

@@ -165,6 +165,9 @@ class ScriptedOpenAIServer:
 
     reply_text      the text the `ok` (and `slow`) script answers
     replies         a deque of texts; when not empty, `ok` answers the next one
+    responder       a function of the request's JSON body returning the text `ok`
+                    answers, or None to answer from `replies` (a script that answers
+                    each conversation by what it was told, whatever order they come in)
     usage           the usage figures every answer carries
     tool_calls      the (name, arguments-json) pairs the `toolcall` script answers
     slow_seconds    how long `slow` waits before answering (at most MAX_SLOW)
@@ -189,6 +192,7 @@ class ScriptedOpenAIServer:
     def __init__(self):
         self.reply_text = "scripted answer"
         self.replies = deque()
+        self.responder = None
         self.usage = {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
         self.tool_calls = [("shell", json.dumps({"cmd": "ls -la", "explanation": "list the files"}))]
         self.slow_seconds = 3.0
@@ -261,7 +265,12 @@ class ScriptedOpenAIServer:
         except Exception as e:  # what llama-cpp-python's server answers with a 500
             return None, str(e)
 
-    def _next_text(self):
+    def _next_text(self, body=None):
+        responder = self.responder
+        if responder is not None and body is not None:
+            text = responder(body)
+            if text is not None:
+                return text
         with self._lock:
             return self.replies.popleft() if self.replies else self.reply_text
 
@@ -329,7 +338,7 @@ class ScriptedOpenAIServer:
         if script in ("ok", "slow"):
             if script == "slow":
                 self._stopping.wait(min(self.slow_seconds, self.MAX_SLOW))
-            message = {"role": "assistant", "content": self._next_text()}
+            message = {"role": "assistant", "content": self._next_text(body)}
             return 200, "application/json", _json(self._completion(body, n, message))
         if script == "toolcall":
             calls = [{"id": f"call_{n}_{i}", "type": "function",

@@ -204,6 +204,21 @@ def test_a_message_that_is_not_valid_text_is_refused_saying_why(tg):
     assert answered == "echo: next", answered
 
 
+def test_progress_under_one_key_is_one_message_edited(tg):
+    handler_skill(tg.env, "progress", {"/progress": lambda s: [
+        reply(s, "Workflow 'w', 3 workers: 1 running, 2 waiting", "progress", **{"progress-key": "workflow-f1"}),
+        reply(s, "Workflow 'w', 3 workers: 1 done, 2 running", "progress", **{"progress-key": "workflow-f1"}),
+        reply(s, "Workflow 'w', 3 workers: 3 done", "progress", **{"progress-key": "workflow-f1"}),
+        reply(s, "the answer")]})
+    tg.server.message(ALICE, ALICE, "/progress")
+    with tg.daemon():
+        assert tg.server.wait_for(lambda: len(tg.server.texts(ALICE)) == 2)
+        store = tg.env.store
+        assert tg.server.wait_for(lambda: store.query("SELECT 1 FROM outbox WHERE state = 'pending'") == [])
+    assert tg.server.texts(ALICE) == ["Workflow 'w', 3 workers: 3 done", "the answer"]
+    assert tg.server.sent[ALICE][0].get("edited"), tg.server.sent[ALICE][0]
+
+
 # * Buttons
 
 def test_approval_buttons_become_approve_commands_and_the_message_shows_the_outcome(tg):

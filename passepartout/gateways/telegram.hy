@@ -13,7 +13,7 @@
         passepartout.proto [literal-keywords :as hy kw proto-get]
         passepartout.display [display-text]
         passepartout.store [StoreError kv-get kv-put]
-        passepartout.gateway [send-pieces Undeliverable]
+        passepartout.gateway [send-pieces Undeliverable MAX-PIECES-KEPT]
         passepartout.backoff [growing-pause])
 
 (setv log (logging.getLogger "passepartout.gateways.telegram"))
@@ -205,7 +205,8 @@
           self.started False
           self.state "starting"
           self.refused None
-          self.sent-pieces {})
+          self.sent-pieces {}
+          self.progress {})
     (when (not self.allowed)
       (.warning log "gateways.telegram.allowed_users is empty: every message will be refused")))
 
@@ -466,6 +467,8 @@
     True
     (do (when (not gw.started)
           (await (_call gw "getMe" (partial _start gw))))
+        (when (proto-get payload ':progress-key)
+          (return (await (_progress gw chat (proto-get payload ':progress-key) text))))
         (when (and (proto-get source ':callback) (proto-get source ':message)
                    (await (_show-outcome gw chat (proto-get source ':message)
                                          (proto-get source ':shown) text)))
@@ -476,6 +479,22 @@
           (except [e #(BadRequest Forbidden)]
             ;; malformed for Telegram, or the person blocked the bot: no retry helps
             (raise (Undeliverable f"{(. (type e) __name__)}: {e}") :from e))))))
+
+(defn :async _progress [gw chat key text]
+  "Show TEXT as the one message of KEY in CHAT: sent the first time, edited after."
+  (setv at #(chat key)
+        message (.get gw.progress at))
+  (when (and (is-not message None) (await (_show-outcome gw chat message None text)))
+    (return True))
+  (setv sent (await (_call gw "sendMessage"
+                           (fn [] (gw.bot.do-api-request "send_message"
+                                                         :api-kwargs {"chat_id" chat
+                                                                      "text" (cut text MESSAGE-LIMIT)})))))
+  (when (>= (len gw.progress) MAX-PIECES-KEPT)
+    (.clear gw.progress))
+  (when (isinstance sent dict)
+    (setv (get gw.progress at) (.get sent "message_id")))
+  True)
 
 (defn :async _show-outcome [gw chat message shown text]
   "Edit MESSAGE, which showed SHOWN, to show TEXT below it; False when it cannot be edited."
