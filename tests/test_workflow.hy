@@ -235,8 +235,10 @@
   (.write-text config (+ "[sandbox]\nmode = \"off\"\n" more))
   (boot :config-path (str config)
         :environ {"PASSEPARTOUT_DATA_DIR" (str (/ tmp-path "data")) "HOME" (str tmp-path)}
+        ;; results as tool messages, so that what the model is asked last is a
+        ;; message of its own (the text form joins turns of one role in a row)
         :providers [(make-provider "openai/scripted" :api-base (.url openai-server "ok")
-                                   :api-key-env KEY-ENV)]))
+                                   :api-key-env KEY-ENV :tool-results "native")]))
 
 (defn [pytest.fixture] daemon [tmp-path openai-server monkeypatch]
   (.setenv monkeypatch KEY-ENV "sk-scripted-test")
