@@ -209,20 +209,29 @@
 (defn _web-port [port]
   (if (in port #(80 443)) None port))
 
-(defn _url-hosts [text]
-  "The hosts of the network URLs inside TEXT, as texts, in order."
+(defn _url-hosts [text [whole True]]
+  "The hosts of the network URLs inside TEXT, as texts, in order. TEXT not
+   WHOLE is the start of a word whose rest is known only when the command
+   runs: a URL counts there when its host and port end before that rest does."
   (setv out [])
   (for [m (.finditer _url-re text)]
     (setv scheme (get (.split (.lower (.group m 1)) "+") -1)
           found (split-host (.strip (.group m 2) "[]"))
           port (.group m 3))
-    (when (and found (in scheme SCHEME-PORTS) (or (not port) (< 0 (int port) 65536)))
+    (when (and found (in scheme SCHEME-PORTS) (or (not port) (< 0 (int port) 65536))
+               (or whole (and (< (.end m) (len text)) (in (get text (.end m)) "/?#"))))
       (.append out (host-text (get found 0)
                               (_web-port (if port (int port) (get SCHEME-PORTS scheme)))))))
   out)
 
 (defn _words-hosts [words]
-  (lfor w words :if (_static w) h (_url-hosts w) h))
+  "The hosts of the URLs in WORDS. A word with a part known only when it runs
+   (=http://h/$(whoami)=) still names the host its known start spells out in
+   full: what the substitution adds to the path is data sent to that host."
+  (lfor w words
+        :if (isinstance w str)
+        h (if (_static w) (_url-hosts w) (_url-hosts (get (.split w "\x00" 1) 0) False))
+        h))
 
 (defn _bare-host [word]
   "The host of WORD read as a downloader reads an operand without a scheme
