@@ -196,6 +196,10 @@
       (when (not finished)
         (kill))
       (await ended)
+      ;; ended: what it left running in the background ends with it, as all
+      ;; of a sandboxed command does (its shell, not reaped yet, keeps the
+      ;; group's id from being reused)
+      (kill)
       (.wait proc)
       (if pipe (.close pipe) (.close proc.stdout))))
   (setv hit (await (_limit-hit limits proc head group watch keeper)))

@@ -881,6 +881,18 @@ def test_a_background_job_holding_the_output_ends_with_the_command(tmp_path, mod
     wait_gone(tag)
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_a_background_job_ends_with_its_command(tmp_path, mode):
+    """A job sent to the background with its output elsewhere does not outlive the
+    action that started it, with the sandbox or without."""
+    ctx, stops = actuator_context(tmp_path, mode, shell_timeout=30)
+    tag = unique_sleep()
+    r = asyncio.run(act(shell_action(f"nohup sleep {tag} > /dev/null 2>&1 & echo started"), ctx))
+    assert proto_get(r, kw("status")) == kw("ok") and proto_get(r, kw("output")) == "started\n", r
+    assert proto_get(r, kw("timed-out")) is False, r
+    wait_gone(tag)
+
+
 def test_cancelling_leaves_no_background_job_of_a_shell_that_ended(tmp_path):
     ctx, stops = actuator_context(tmp_path, "off")
     tag = unique_sleep()
