@@ -912,6 +912,9 @@ model = "openai/echo-model"
 api_base = "{model.url('echo')}"
 api_key_env = "PASSEPARTOUT_TEST_ECHO_KEY"
 timeout = 30
+# turns of one role in a row are kept apart, so that the echo model, which
+# echoes the last message, echoes the person's text alone
+tool_results = "native"
 '''
 
 
