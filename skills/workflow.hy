@@ -39,21 +39,21 @@
 (defn _unfit [check action ctx]
   (check action (session-workers ctx) (_profiles ctx) (_actions ctx)))
 
-(defn run-spawn [action ctx]
+(defn _start [kind check not-started action ctx]
+  "Start the background work of ACTION (a :spawn or a :plan, KIND) once CHECK
+   finds nothing wrong with it; NOT-STARTED says what did not start without a runtime."
   (setv runtime (_runtime ctx)
-        why (_unfit spawn-problem action ctx))
-  (cond why (error-result (+ "spawn refused: " why))
+        why (_unfit check action ctx))
+  (cond why (error-result f"{kind} refused: {why}")
         (is runtime None)
-        (error-result "background work is not running in this daemon, so no worker was started")
-        True (.spawn runtime action ctx)))
+        (error-result f"background work is not running in this daemon, so {not-started}")
+        True ((getattr runtime kind) action ctx)))
+
+(defn run-spawn [action ctx]
+  (_start "spawn" spawn-problem "no worker was started" action ctx))
 
 (defn run-plan [action ctx]
-  (setv runtime (_runtime ctx)
-        why (_unfit plan-problem action ctx))
-  (cond why (error-result (+ "plan refused: " why))
-        (is runtime None)
-        (error-result "background work is not running in this daemon, so the plan was not started")
-        True (.plan runtime action ctx)))
+  (_start "plan" plan-problem "the plan was not started" action ctx))
 
 ;; * /workers: the live graph
 
