@@ -112,3 +112,13 @@ def wait_until(predicate, seconds=60.0):
             return True
         time.sleep(0.02)
     return predicate()
+
+
+@pytest.fixture(params=["bubblewrap", "off"])
+def box(request):
+    """The [sandbox] mode line a test's commands run under: bubblewrap (skipped
+    where it does not work) or none, on purpose."""
+    if request.param == "bubblewrap":
+        need_bwrap()
+        return 'mode = "auto"'
+    return 'mode = "off"'

@@ -85,14 +85,6 @@ def differences(a, b):
     return sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
 
 
-@pytest.fixture(params=["bubblewrap", "off"])
-def box(request):
-    if request.param == "bubblewrap":
-        need_bwrap()
-        return 'mode = "auto"'
-    return 'mode = "off"'
-
-
 @pytest.fixture
 def daemon(booted, box):
     def make(undo=""):

@@ -50,16 +50,6 @@ def has_cgroup(*controllers):
     return all(c in dirs for c in controllers)
 
 
-@pytest.fixture(params=["bubblewrap", "off"])
-def box(request):
-    """The sandbox a test's commands run in: bubblewrap (skipped where it does
-    not work) or none, on purpose."""
-    if request.param == "bubblewrap":
-        need_bwrap()
-        return 'mode = "auto"'
-    return 'mode = "off"'
-
-
 @pytest.fixture
 def daemon(booted, box):
     """A function booting a daemon whose [limits] table gets LIMITS (TOML lines)."""
