@@ -179,10 +179,10 @@
              "actions a worker may take; a worker always may answer.")
     "keys" {"step_budget" (_key "number" 8 "steps one worker may take before it stops")
             "profiles" (_key "table of arrays of strings"
-                             {"researcher" ["shell" "read-file" "memory-search"]
+                             {"researcher" ["shell:read-only" "read-file" "memory-search"]
                               "file-worker" ["read-file" "write-file"]}
                              "tool profiles: a name and the actions it allows"
-                             :shown "`researcher` (shell, read-file, memory-search), `file-worker` (read-file, write-file)")}}
+                             :shown "`researcher` (shell:read-only, read-file, memory-search), `file-worker` (read-file, write-file)")}}
    {"name" "cascade" "shape" "table" "fill" True
     "doc" "The circuit breaker in front of each provider."
     "keys" {"cooldown" (_key "number" 60 "seconds a provider that keeps failing is skipped")

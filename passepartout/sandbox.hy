@@ -112,6 +112,14 @@
 
 ;; * The command line
 
+(setv READ-ONLY-SHELL "shell:read-only")
+
+(defn workspace-read-only [ctx]
+  "True when the task of CTX may run shell commands only on a read-only workspace:
+   a worker whose tools name =shell:read-only= and not =shell=."
+  (setv tools (proto-get (or (proto-get ctx ':workers) []) ':tools))
+  (and (is-not tools None) (in READ-ONLY-SHELL tools) (not (in "shell" tools))))
+
 (defn _under [path root]
   (or (= path root) (.startswith path (+ (.rstrip root "/") "/"))))
 
@@ -190,7 +198,7 @@
   (.extend out ["--proc" "/proc" "--dev" "/dev"])
   (for [t (list (dict.fromkeys temps))] (.extend out (_tmpfs t size)))
   (when (not home-inside) (.extend out home-mounts))
-  (.extend out ["--bind" workspace workspace])
+  (.extend out [(if (workspace-read-only ctx) "--ro-bind" "--bind") workspace workspace])
   (when home-inside (.extend out home-mounts))
   (.extend out (_run-later-binds workspace))
   (.extend out (_masks ctx workspace bound size))

@@ -2,7 +2,8 @@
 
 (import datetime graphlib
         hy.models [Keyword]
-        passepartout.proto [literal-keywords :as hy proto-get is-plist])
+        passepartout.proto [literal-keywords :as hy proto-get is-plist]
+        passepartout.sandbox [READ-ONLY-SHELL])
 
 ;; * Limits
 
@@ -94,6 +95,10 @@
       (.timestamp t)
       (except [ValueError] None))))
 
+(defn tool-action [tool]
+  "The action a tool name allows: =shell= for =shell:read-only=, the name itself otherwise."
+  (if (= tool READ-ONLY-SHELL) "shell" tool))
+
 (defn tools-for [tools profiles]
   "The action names TOOLS allows: those of the profile it names in PROFILES,
    the list it is, or None (every action) when it is nil. A string naming no
@@ -117,9 +122,9 @@
     (and (is-not tools None) (not (isinstance tools str)) (is (id-list tools) None))
     ":tools must name a profile or list actions, e.g. (\"read-file\" \"memory-search\")"
     (and (is-not tools None) (not (isinstance tools str))
-         (lfor a (id-list tools) :if (not (in a actions)) a))
+         (lfor a (id-list tools) :if (not (in (tool-action a) actions)) a))
     (+ ":tools lists actions there are not: "
-       (.join ", " (lfor a (id-list tools) :if (not (in a actions)) a)))
+       (.join ", " (lfor a (id-list tools) :if (not (in (tool-action a) actions)) a)))
     (and (is-not mode None) (not (in (_name mode) MODES)))
     (+ f":mode {mode !r} is not one of " (.join ", " MODES))
     True None))

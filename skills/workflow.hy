@@ -5,7 +5,9 @@
         passepartout.context [context-runtime]
         passepartout.skills [actuator-table]
         passepartout.proto [literal-keywords :as hy proto-get]
-        passepartout.workflow [session-workers spawn-problem plan-problem])
+        passepartout.sandbox [READ-ONLY-SHELL workspace-read-only]
+        passepartout.shell [sandbox-in-force]
+        passepartout.workflow [session-workers spawn-problem plan-problem tool-action])
 
 (defn _profiles [ctx]
   (.get (.get (or (context-runtime ctx "config") {}) "workers" {}) "profiles" {}))
@@ -19,10 +21,14 @@
         workers (session-workers ctx)
         tools (proto-get workers ':tools))
   (cond
-    (and (is-not tools None) (!= name "message") (not (in name tools)))
+    (and (is-not tools None) (!= name "message") (not (in name (lfor t tools (tool-action t)))))
     [:verdict :reject
      :reason (+ f"this worker may not take :{name} actions; its tools are "
                 (.join ", " (gfor t tools (+ ":" t))) " and :message to answer")]
+    (and (= name "shell") (workspace-read-only ctx) (not (sandbox-in-force ctx)))
+    [:verdict :reject
+     :reason (+ f"this worker's shell is read-only ({READ-ONLY-SHELL}), and without the sandbox"
+                " nothing holds a command to that: read files with :read-file instead")]
     (= name "spawn")
     (do (setv why (spawn-problem action workers (_profiles ctx) (_actions ctx)))
         (if why [:verdict :reject :reason (+ "spawn refused: " why)] [:verdict :allow]))

@@ -173,6 +173,23 @@ def test_the_workspace_and_a_private_temp_are_writable(daemon):
     assert not os.path.exists("/usr/x")
 
 
+def test_a_read_only_worker_sees_the_workspace_and_changes_nothing(daemon):
+    need_bwrap()
+    ws = daemon["ws"]
+    (ws / "notes.txt").write_text("kept\n")
+    worker = K("depth", 1, "known", [], "id", "w1", "tools", ["shell:read-only", "read-file"])
+    ctx = proto_put(daemon["ctx"], kw("workers"), worker)
+    r = shell(ctx, "cat notes.txt; (echo more >> notes.txt) 2>/dev/null && echo CHANGED || echo HELD;"
+                   " (rm notes.txt) 2>/dev/null || echo KEPT; touch /tmp/scratch && echo TEMP-OK")
+    out = output(r)
+    assert "kept" in out and "HELD" in out and "KEPT" in out and "TEMP-OK" in out, r
+    assert "CHANGED" not in out, out
+    assert (ws / "notes.txt").read_text() == "kept\n", "a read-only worker changed the workspace"
+    # the same command from the conversation itself may write
+    r = shell(daemon["ctx"], "(echo more >> notes.txt) && echo CHANGED")
+    assert "CHANGED" in output(r), r
+
+
 def test_what_the_persons_tools_run_later_is_read_only_in_the_box(daemon):
     need_bwrap()
     ws = daemon["ws"]

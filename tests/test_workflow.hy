@@ -107,6 +107,20 @@
   (expect (V (judge registry "(:action :read-file :path \"notes.txt\")" worker)) "allow" "a read")
   (expect (V (judge registry "(:action :message :text \"done\")" worker)) "allow" "its answer"))
 
+(defn test-a-read-only-shell-runs-only-where-the-sandbox-holds-it [registry]
+  (setv worker [:depth 1 :known [] :id "w1" :tools ["shell:read-only" "read-file"]]
+        ls "(:action :shell :cmd \"ls\" :explanation \"look\")"
+        out (judge registry ls worker))
+  (expect (V out) "reject" "a read-only shell without the sandbox")
+  (expect (proto-get out ':gate) "workflow" "gate")
+  (assert (in ":read-file" (proto-get out ':reason)) (proto-get out ':reason))
+  (setv boxed (verify (proto-read ls)
+                      (proto-put (gate-ctx registry worker) ':sandbox [:kind "bubblewrap" :network "off"])))
+  (assert (!= (proto-get boxed ':gate) "workflow")
+          f"the workflow gate refused a read-only shell in the sandbox: {(proto-get boxed ':reason)}")
+  (expect (V (judge registry "(:action :spawn :objective \"o\" :tools (\"shell:read-only\") :explanation \"look\")"))
+          "allow" "a spawn whose tools name the read-only shell"))
+
 (defn test-spawn-and-plan-need-an-explanation-like-any-effect [registry]
   (setv out (judge registry "(:action :spawn :objective \"o\")"))
   (expect (V out) "reject" "verdict")
@@ -417,9 +431,9 @@
                 (.startswith last "Result of (:action :plan") (says "the workflow was taken on")
                 True
                 "(:action :plan :title \"wait\" :explanation \"three waits in the background\"
-                  :steps ((:id \"a\" :objective \"wait once\" :tools \"researcher\")
-                          (:id \"b\" :objective \"wait twice\" :tools \"researcher\")
-                          (:id \"c\" :objective \"wait thrice\" :tools \"researcher\")))")))
+                  :steps ((:id \"a\" :objective \"wait once\" :tools (\"shell\"))
+                          (:id \"b\" :objective \"wait twice\" :tools (\"shell\"))
+                          (:id \"c\" :objective \"wait thrice\" :tools (\"shell\"))))")))
   (setv replies [])
   (defn :async deliver [reply] (.append replies reply))
   (defn said-here [words]
@@ -472,7 +486,7 @@
                 True
                 "(:action :plan :title \"restart\" :explanation \"four workers across a restart\"
                   :steps ((:id \"a\" :objective \"first\")
-                          (:id \"b\" :objective \"slow\" :depends-on (\"a\") :tools \"researcher\")
+                          (:id \"b\" :objective \"slow\" :depends-on (\"a\") :tools (\"shell\"))
                           (:id \"d\" :objective \"quick\" :depends-on (\"a\"))
                           (:id \"c\" :objective \"last\" :depends-on (\"b\"))))")))
   (setv replies [])

@@ -144,7 +144,7 @@ def processes_with(marker):
 
 def stop_run(server, marker):
     folder = Path(tempfile.mkdtemp(prefix="passepartout-figures-"))
-    steps = " ".join(f'(:id "s{i}" :objective "wait {i}" :tools "researcher")' for i in range(10))
+    steps = " ".join(f'(:id "s{i}" :objective "wait {i}" :tools ("shell"))' for i in range(10))
 
     def respond(body):
         last = last_said(body)
