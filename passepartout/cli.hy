@@ -147,9 +147,14 @@
           passepartout.repl [serve-repl]
           passepartout.reload [watch-skills]
           passepartout.hitl [approvals-service]
-          passepartout.gateways.terminal [chat-terminal chat-lines format-reply])
+          passepartout.gateways.terminal [chat-terminal chat-lines format-reply progress-kept])
+  (setv progress {})
   (defn :async show [r] (print (format-reply r) :flush True))
-  (setv hub (Hub env [{"name" "terminal" "deliver" show}] :fallback show
+  (defn :async deliver [r]
+    ;; a running workflow's progress goes to the status line of the full terminal
+    (when (not (and interactive (progress-kept progress r)))
+      (await (show r))))
+  (setv hub (Hub env [{"name" "terminal" "deliver" deliver}] :fallback show
                  :concurrency (get env.config "limits" "model_concurrency"))
         background [(asyncio.create-task (serve-repl env hub))
                     (asyncio.create-task (watch-skills env))
@@ -161,7 +166,8 @@
     (when (await (.resume hub "terminal"))
       (for [s (.sessions hub)] (await (.idle hub s))))
     (if interactive
-        (await (chat-terminal hub :history-path (/ (Path (get env.config "data_dir")) "chat_history")))
+        (await (chat-terminal hub :history-path (/ (Path (get env.config "data_dir")) "chat_history")
+                              :progress progress))
         (await (chat-lines hub)))
     ;; what is still held back in the outbox (behind a reply a chat killed
     ;; before it was marked shown) is shown before the chat goes

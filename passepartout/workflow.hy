@@ -605,7 +605,8 @@
                       :payload [:kind :progress
                                 :text (+ f"Workflow {(proto-get workflow ':title) !r}, {(len workers)} workers: "
                                          (.join ", " parts))
-                                :progress-key f"workflow-{(proto-get workflow ':id)}"]])))
+                                :progress-key f"workflow-{(proto-get workflow ':id)}"
+                                :finished (not (or (count "running") (count "waiting")))]])))
 
   (defn _time-later [self id workers now]
     "A timer for the earliest :not-before still ahead among WORKERS' waiting ones."

@@ -14,7 +14,8 @@ from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 from hy.models import Keyword as hy_kw
 
-from passepartout.gateways.terminal import chat_lines, chat_terminal, format_reply
+from passepartout.gateways.terminal import (chat_lines, chat_terminal, format_reply, progress_kept,
+                                           status_line)
 from passepartout.runner import Runner
 from passepartout.proto import proto_get
 
@@ -520,3 +521,29 @@ def test_pending_approvals_show_what_a_proposal_holds_and_never_obey_it(tmp_path
         assert "Pending approvals:" in shown, shown
         assert "\\u202e; rm -rf ~" in shown and "\\x9b2J\\x1b[2J reason" in shown, shown
         assert not re.search("[\x1b\x9b\u202a-\u202e\u2066-\u2069]", shown), repr(shown)
+
+
+def test_a_running_workflow_is_one_status_line_and_only_its_end_is_printed():
+    kw = hy_kw
+    def progress(text, finished=False, key="workflow-f1"):
+        return [kw("type"), kw("reply"), kw("session"), "terminal:local:local",
+                kw("payload"), [kw("kind"), kw("progress"), kw("text"), text,
+                                kw("progress-key"), key, kw("finished"), finished]]
+    kept = {}
+    for text in ["Workflow 'w', 3 workers: 1 running, 2 waiting",
+                 "Workflow 'w', 3 workers: 1 done, 2 running"]:
+        assert progress_kept(kept, progress(text)), text
+    assert progress_kept(kept, progress("Workflow 'v', 1 workers: 1 running", key="workflow-f2"))
+    line = status_line(None, kept)
+    assert line.splitlines() == ["Workflow 'w', 3 workers: 1 done, 2 running",
+                                 "Workflow 'v', 1 workers: 1 running", line.splitlines()[-1]], line
+    assert "/help" in line.splitlines()[-1], line
+    assert "thinking… 2.5 s" in status_line(2.5, kept), status_line(2.5, kept)
+    # the finished workflow leaves the status line and is printed
+    assert not progress_kept(kept, progress("Workflow 'w', 3 workers: 3 done", finished=True))
+    assert list(kept) == ["workflow-f2"], kept
+    answer = [kw("type"), kw("reply"), kw("payload"), [kw("text"), "hello"]]
+    assert not progress_kept(kept, answer), "an answer went to the status line"
+    # what a workflow's title holds is shown, not obeyed
+    progress_kept(kept, progress("Workflow '\x1b[2Jx', 1 workers: 1 running", key="workflow-f3"))
+    assert "\x1b" not in status_line(None, kept), status_line(None, kept)

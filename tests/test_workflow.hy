@@ -327,6 +327,8 @@
   (expect (set (gfor r progress (proto-get (proto-get r ':payload) ':progress-key)))
           #{f"workflow-{(proto-get f ':id)}"} "the progress keys")
   (expect (text-of (get progress -1)) "Workflow 'compare', 3 workers: 3 done" "the last progress")
+  (expect (lfor r progress (bool (proto-get (proto-get r ':payload) ':finished)))
+          (+ (* [False] (- (len progress) 1)) [True]) "only the last progress says the workflow finished")
   ;; each worker's outcome row: what the validators said, and the spawner's last call was told of them
   (expect (proto-get (get ws "c") ':checks) ["deliver"] "c's checks")
   (setv [last-call] (lfor r openai-server.requests

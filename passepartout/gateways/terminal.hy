@@ -121,6 +121,25 @@
 
 ;; * The full terminal
 
+(defn progress-kept [progress signal]
+  "True when the reply SIGNAL is a running workflow's progress, now kept in
+   PROGRESS for the status line rather than printed; a finished workflow's
+   progress leaves PROGRESS and is printed."
+  (setv payload (proto-get signal ':payload [])
+        key (proto-get payload ':progress-key))
+  (cond (is key None) False
+        (proto-get payload ':finished) (do (.pop progress key None) False)
+        True (do (setv (get progress key) (display-text (str (or (proto-get payload ':text) ""))))
+                 True)))
+
+(defn status-line [busy-for progress]
+  "The toolbar's text: how long the task has been thinking (BUSY-FOR seconds,
+   or None when idle) and the progress of each running workflow."
+  (setv head (if (is busy-for None)
+                 "Enter sends · Esc Enter: new line · /help · Ctrl-C stops a task · Ctrl-D or /quit leaves"
+                 f"thinking… {busy-for :.1f} s   (Ctrl-C stops it)"))
+  (.join "\n" [#* (.values progress) head]))
+
 (defn _busy [hub]
   (or (in SESSION hub.busy)
       (and (in SESSION hub.queues) (not (.empty (get hub.queues SESSION))))))
@@ -132,18 +151,20 @@
     (.insert-text event.current-buffer "\n"))
   kb)
 
-(defn :async chat-terminal [hub [history-path None] [input None] [output None] [show print]]
-  "Chat in a prompt_toolkit terminal until Ctrl-D or /quit."
+(defn :async chat-terminal [hub [history-path None] [input None] [output None] [show print]
+                            [progress None]]
+  "Chat in a prompt_toolkit terminal until Ctrl-D or /quit. PROGRESS is the
+   table of running workflows' progress lines (see =progress-kept=)."
   (import prompt_toolkit [PromptSession]
           prompt_toolkit.history [FileHistory InMemoryHistory]
           prompt_toolkit.patch_stdout [patch-stdout])
-  (setv started [None])
+  (setv started [None]
+        progress (if (is progress None) {} progress))
   (defn toolbar []
     (if (_busy hub)
-        (do (when (is (get started 0) None) (setv (get started 0) (time.monotonic)))
-            f"thinking… {(- (time.monotonic) (get started 0)) :.1f} s   (Ctrl-C stops it)")
-        (do (setv (get started 0) None)
-            "Enter sends · Esc Enter: new line · /help · Ctrl-C stops a task · Ctrl-D or /quit leaves")))
+        (when (is (get started 0) None) (setv (get started 0) (time.monotonic)))
+        (setv (get started 0) None))
+    (status-line (when (get started 0) (- (time.monotonic) (get started 0))) progress))
   (setv session (PromptSession :history (if history-path (FileHistory (str history-path)) (InMemoryHistory))
                                :key-bindings (_key-bindings)
                                :bottom-toolbar toolbar
