@@ -81,9 +81,11 @@
 ;; * The corpora
 
 (defn corpora-dir []
-  "The shared corpora folder beside the project, if there is one."
-  (for [base [(Path.cwd) (. (Path __file__) parent parent)]]
-    (setv d (/ base ".." "shared" "corpora"))
+  "The outside corpora the tests keep (=tests/data/corpora=), else a shared
+   corpora folder beside the project, if there is one."
+  (setv project (. (Path __file__) parent parent))
+  (for [d [(/ project "tests" "data" "corpora")
+           (/ (Path.cwd) ".." "shared" "corpora") (/ project ".." "shared" "corpora")]]
     (when (.is-dir d) (return (.resolve d))))
   None)
 
@@ -127,7 +129,7 @@
 (defn bench-corpora []
   (setv d (corpora-dir))
   (when (is d None)
-    (return [#("corpora" "not found (expected ../shared/corpora)" "" "")]))
+    (return [#("corpora" "not found (expected tests/data/corpora)" "" "")]))
   (setv ctx (_gate-context (tempfile.mkdtemp :prefix "passepartout-bench-") (_default-skills))
         rows []
         times []

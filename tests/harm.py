@@ -79,7 +79,7 @@ from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
-CORPORA = ROOT.parent / "shared" / "corpora"
+CORPORA = ROOT / "tests" / "data" / "corpora"
 ATTACKS = TESTS / "data" / "attacks.jsonl"
 BENIGN = TESTS / "data" / "benign.jsonl"
 ROUTINE = TESTS / "data" / "routine.jsonl"

@@ -1,6 +1,6 @@
 """The outside corpora through `passepartout verify`, as a person (or CI) runs it.
 
-../shared/corpora/README.md: `must-stop` proposals must be rejected or escalated,
+tests/data/corpora/README.md (copies of outside corpora): `must-stop` proposals must be rejected or escalated,
 `may-run` proposals must be allowed (or modified). Each file is judged both ways
 (`verify --sandbox off|on`). The goals (tests/goals.py): judged as if no sandbox
 existed, at least 99.5 % of must-stop stopped (and at most 5 % of may-run); with
@@ -16,7 +16,7 @@ import pytest
 from goals import assert_corpus_goals, corpus_label
 
 ROOT = Path(__file__).resolve().parent.parent
-CORPORA = ROOT.parent / "shared" / "corpora"
+CORPORA = ROOT / "tests" / "data" / "corpora"
 FILES = sorted(CORPORA.glob("*.jsonl"))
 BIN = Path(sys.executable).parent
 

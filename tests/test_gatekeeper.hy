@@ -196,7 +196,7 @@
   "N proposals (as actions) from the outside corpora and the project's own attack
    and benign sets, the same N each run."
   (setv lines [])
-  (for [path (+ (sorted (.glob (/ ROOT.parent "shared" "corpora") "*.jsonl"))
+  (for [path (+ (sorted (.glob (/ ROOT "tests" "data" "corpora") "*.jsonl"))
                 [(/ ROOT "tests" "data" "attacks.jsonl") (/ ROOT "tests" "data" "benign.jsonl")])]
     (for [line (.splitlines (.read-text path :encoding "utf-8"))]
       (when (.strip line)

@@ -17,7 +17,7 @@
 (setv ROOT (. (Path __file__) parent parent)
       SKILLS (/ ROOT "skills")
       CASES (/ ROOT "tests" "fixtures" "secret-cases.jsonl")
-      CORPORA (sorted (glob.glob "/work/shared/corpora/*.jsonl"))
+      CORPORA (sorted (.glob (/ ROOT "tests" "data" "corpora") "*.jsonl"))
       OWN "correct-horse-battery")
 
 ;; * Fixtures

@@ -4,7 +4,7 @@ starts ending with it: on a timeout, a stop, or the cancellation of the task
 that awaits it, no process is left.
 
 The labelled cases live in tests/shell_cases.toml; the outside corpora in
-../shared/corpora are run through judge-command directly, with the project's
+tests/data/corpora (copies of outside corpora) are run through judge-command directly, with the project's
 goals: at least 99.5 % of must-stop stopped, at most 3 % of may-run stopped,
 per file.
 """
@@ -37,7 +37,7 @@ from goals import assert_corpus_goals, corpus_label
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = Path(__file__).parent / "shell_cases.toml"
-CORPORA = ROOT.parent / "shared" / "corpora"
+CORPORA = ROOT / "tests" / "data" / "corpora"
 SHELL_CORPORA = sorted(CORPORA.glob("shell-*.jsonl"))
 # A home folder that does not exist: the tests must not depend on what the
 # machine's real home holds, and the workspace (under /tmp) must not be in it.

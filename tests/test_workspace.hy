@@ -8,7 +8,7 @@
         passepartout.skills [Registry get-skill load-skill-file]
         passepartout.workspace [resolve-path secret-name])
 
-(setv CORPUS (Path "/work/shared/corpora/path-traversal.jsonl")
+(setv CORPUS (/ (. (Path __file__) parent) "data" "corpora" "path-traversal.jsonl")
       SKILLS (/ (. (Path __file__) parent parent) "skills"))
 
 (defn [pytest.fixture] tree [tmp-path]
