@@ -187,7 +187,7 @@
   (when (not text)
     (return (+ "completing an item needs :reason, the evidence that it is done: " HOW)))
   (setv words (_words text)
-        said (lfor w words :if (and (>= (len w) 3) (.isalpha w) (not (in w _DONE-WORDS))) w))
+        said (lfor w words :if (and (>= (len w) 3) (not (in w _DONE-WORDS))) w))
   (when (< (len said) 3)
     (return (+ f"{text !r} is no evidence that the item is done: " HOW)))
   (when (is ran None)
