@@ -320,7 +320,7 @@
 ;; * The periodic review
 
 (import passepartout.store [kv-get kv-put events]
-        passepartout.proto [kw])
+        passepartout.proto [kw proto-merge proto-without])
 
 (setv MIN-REVIEW 600
       REVIEW-POLL 60
@@ -421,19 +421,20 @@
       (.discard self.running session))
     session)
 
-  (defn _targets [self changes]
+  (defn _targets [self items]
+    "Where to tell of ITEMS (plists with :id): report_to, else the
+     conversations they were added in."
     (if self.report-to
         [self.report-to]
-        (list (dfor c changes
+        (list (dfor c items
                     :setv item (agenda-get self.services.store (proto-get c ':id))
                     :setv s (when item (proto-get item ':session))
                     :if (and s (not (.startswith s "agenda:")) (not (.startswith s "worker:")))
                     s True))))
 
-  (defn :async _tell [self sessions text [kind ':notice]]
+  (defn :async _tell [self sessions payload]
     (for [s sessions]
-      (await (.deliver self.hub [:type :reply :session s :source (session-source s)
-                                 :payload [:kind kind :text text]]))))
+      (await (.deliver self.hub [:type :reply :session s :source (session-source s) :payload payload]))))
 
   (defn :async deliver [self reply]
     "The gateway agenda: a review's REPLY. An approval question goes to the
@@ -442,13 +443,15 @@
           payload (or (proto-get reply ':payload) []))
     (cond
       (= (proto-get payload ':kind) ':approval)
-      (await (self._tell (self._targets (review-changes self.services.store session))
-                         (+ "The agenda review asks:\n" (str (proto-get payload ':text))) ':approval))
+      ;; nothing has changed yet, maybe: asked where the items under review came from
+      (await (self._tell (self._targets (agenda-items self.services.store))
+                         (proto-merge (proto-without payload [':ends-task])
+                                      [:text (+ "The agenda review asks:\n" (str (proto-get payload ':text)))])))
       (proto-get payload ':ends-task)
       (do (.discard self.running session)
           (setv changes (review-changes self.services.store session))
           (when changes
-            (await (self._tell (self._targets changes) (changes-text changes))))))
+            (await (self._tell (self._targets changes) [:kind :notice :text (changes-text changes)])))))
     True))
 
 (defn :async agenda-review-service [env hub]
