@@ -111,6 +111,21 @@
   (setv out (judge registry done (facts [1] [(shell-ran "backup check --last")])))
   (expect (V out) "allow" (str (proto-get out ':reason))))
 
+(defn test-a-native-tool-call-is-judged-alike [registry]
+  (import passepartout.reason [parse-answer])
+  (defn called [args]
+    (setv [action _] (parse-answer "" [[:id "c1" :name "agenda" :arguments (json.dumps args)]] registry))
+    (verify action (make-context :workspace "/tmp" :session "test:1" :skills registry
+                                 :sandbox [:kind :none] :agenda (facts [2] [(shell-ran "pytest -q")]))))
+  (setv base {"op" "complete" "id" "2" "explanation" "the tests are what the item asked for"})
+  (setv out (called (| base {"reason" "done"})))
+  (expect (V out) "reject" "a bare done")
+  (assert (in "is no evidence" (proto-get out ':reason)) (proto-get out ':reason))
+  (setv out (called (| base {"reason" "ran pytest -q: 42 passed, none failed"})))
+  (expect (V out) "allow" (str (proto-get out ':reason)))
+  (setv out (called (| base {"op" "close"})))
+  (assert (in "got 'close'" (proto-get out ':reason)) (proto-get out ':reason)))
+
 (defn test-the-action-is-in-the-tool-belt-with-its-fields [registry]
   (import passepartout.reason [tool-definitions])
   (setv [tool] (lfor t (tool-definitions registry) :if (= (get t "function" "name") "agenda") t)
