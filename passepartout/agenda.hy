@@ -197,8 +197,12 @@
     (return (+ "nothing has run in this task yet, so nothing shows the item is done: first run "
                "what shows it (a test, a check, a look at the file), then complete the item "
                "citing that result")))
-  (when (not (any (gfor f ran (_cites words (.lower text) f))))
+  (setv cited (lfor f ran :if (_cites words (.lower text) f) f))
+  (when (not cited)
     (return (+ "the reason cites nothing this task ran: " HOW ". This task ran: " (ran-text ran))))
+  (when (not (any (gfor f cited (= (proto-get f ':status) "ok"))))
+    (return (+ "what the reason cites failed (" (ran-text cited) "), which shows the item is not done "
+               "yet: run what shows it is done and cite that, or update or drop the item")))
   None)
 
 (defn _shown [v]

@@ -75,6 +75,11 @@
   (setv why (completion-problem "agenda item added, message sent, all good"
                                 [(ran-fact [:action :agenda :op :add :text "x"] [:status :ok])]))
   (assert (in "nothing has run in this task yet" why) why)
+  ;; a failed result shows the item is not done
+  (setv failed [(shell-ran "pytest -q" ':error) (shell-ran "ls reports" ':ok)])
+  (setv why (completion-problem "ran pytest: 42 passed, none failed" failed))
+  (assert (in "what the reason cites failed (:shell 'pytest -q' → error)" why) why)
+  (expect (completion-problem "ran pytest, and ls reports shows the report" failed) None "one cited result worked")
   ;; with nothing known of the task (a context without a store), the words alone are judged
   (expect (completion-problem "ran pytest: 42 passed" None) None "without facts"))
 
