@@ -183,6 +183,12 @@
                               "file-worker" ["read-file" "write-file"]}
                              "tool profiles: a name and the actions it allows"
                              :shown "`researcher` (shell:read-only, read-file, memory-search), `file-worker` (read-file, write-file)")}}
+   {"name" "agenda" "shape" "table" "fill" True
+    "doc" "The agenda of open goals (`:agenda`, `/agenda`; see `agenda.org`)."
+    "keys" {"review" (_key "string" "" (+ "how often a background task reviews the open items (`\"6h\"`, "
+                                          "`\"every 2 days\"`, at least 10 minutes apart); empty or `off`: never"))
+            "report_to" (_key "string" "" (+ "the session a review's changes are told to (`\"telegram:42\"`); "
+                                             "empty: the conversations the changed items were added in"))}}
    {"name" "cascade" "shape" "table" "fill" True
     "doc" "The circuit breaker in front of each provider."
     "keys" {"cooldown" (_key "number" 60 "seconds a provider that keeps failing is skipped")

@@ -7,7 +7,8 @@
         passepartout.config [config-defaults]
         passepartout.sandbox [sandbox-status]
         passepartout.workspace [path-inside]
-        passepartout.written [written-files])
+        passepartout.written [written-files]
+        passepartout.agenda [agenda-facts])
 
 ;; * Building one
 
@@ -45,7 +46,8 @@
 
 (defn make-context [[workspace "."] [session "local"] [config None] [store None]
                     [secrets None] [now None] [env None] [sandbox None] [cascade None]
-                    [notify None] [skills None] [stops None] [services None] [written None] [workers None]]
+                    [notify None] [skills None] [stops None] [services None] [written None] [workers None]
+                    [agenda None]]
   "The context plist for one signal. SANDBOX is the protection in force (the
    daemon finds it at boot); by default it is found from CONFIG, once."
   (setv config (or config {})
@@ -71,11 +73,14 @@
    :sandbox (if (is sandbox None) (sandbox-status config) sandbox)
    :written (tuple (or written #()))
    ;; where the session stands in background work (=workflow.org=)
-   #* (if workers [:workers workers] [])])
+   #* (if workers [:workers workers] [])
+   ;; the open agenda items and what the task ran, for the evidence check (=agenda.org=)
+   #* (if agenda [:agenda agenda] [])])
 
-(defn context-for [services session [notify None] [now None]]
+(defn context-for [services session [notify None] [now None] [task None]]
   "The context of a step of SESSION in the daemon whose parts are SERVICES
-   (=services.org=); NOTIFY tells the person something at once. The one way a
+   (=services.org=); NOTIFY tells the person something at once; TASK is the
+   task the step continues, if any. The one way a
    step, an approval carried out or a REPL form gets its context."
   (setv config services.config)
   (make-context :workspace (.get config "workspace" ".")
@@ -92,7 +97,8 @@
                 :notify notify
                 :now (if (is now None) (services.clock) now)
                 :workers (when (getattr services "workflows" None)
-                           (.session-workers services.workflows session))))
+                           (.session-workers services.workflows session))
+                :agenda (agenda-facts services.store task)))
 
 (defn context-limit [ctx name [default None]]
   "The limit NAME (a string like \"shell-timeout\") from CTX."

@@ -369,10 +369,12 @@
 
 (defn daemon-services []
   "The services every daemon runs: the REPL socket, hot reload of skill files,
-   and the approvals (expiry, answers given on the host, stored notices)."
+   the approvals (expiry, answers given on the host, stored notices), and the
+   agenda's periodic review (=agenda.org=; nothing unless [agenda] review asks)."
   (import passepartout.repl [serve-repl]
-          passepartout.hitl [approvals-service])
-  [serve-repl _watch-skills approvals-service])
+          passepartout.hitl [approvals-service]
+          passepartout.agenda [agenda-review-service])
+  [serve-repl _watch-skills approvals-service agenda-review-service])
 
 (defn start-banner [env]
   "What a person starting the daemon is told: what runs, where to reach it, where it logs."

@@ -107,7 +107,8 @@
         session (proto-get signal ':session)
         mark (if (is mark None) (stop-mark services.stops session) mark)
         ctx (proto-put (context-for services session
-                                    :notify (_notifier signal notify services.stops mark))
+                                    :notify (_notifier signal notify services.stops mark)
+                                    :task (proto-get (proto-get signal ':payload) ':task))
                        ':stop-mark mark)
         seen (await (perceive signal ctx)))
   #((cond (proto-get seen ':handled-by) (proto-get seen ':emit)

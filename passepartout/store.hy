@@ -264,7 +264,21 @@
        started REAL,
        finished REAL)"
     "CREATE INDEX IF NOT EXISTS workers_workflow ON workers (workflow, id)"
-    "CREATE INDEX IF NOT EXISTS workers_state ON workers (state)"]])
+    "CREATE INDEX IF NOT EXISTS workers_state ON workers (state)"]
+   ;; 11: the agenda: goals the person or the model keeps (see =agenda.org=)
+   ["CREATE TABLE IF NOT EXISTS agenda (
+       id INTEGER PRIMARY KEY AUTOINCREMENT,
+       text TEXT NOT NULL,
+       state TEXT NOT NULL CHECK (state IN ('open', 'done', 'dropped')),
+       created REAL NOT NULL,
+       updated REAL NOT NULL,
+       added_by TEXT NOT NULL CHECK (added_by IN ('person', 'model')),
+       who TEXT,
+       session TEXT,
+       task TEXT,
+       reason TEXT,
+       closed_by TEXT)"
+    "CREATE INDEX IF NOT EXISTS agenda_state ON agenda (state, id)"]])
 
 (setv SCHEMA-VERSION (len _schema))
 
