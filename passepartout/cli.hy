@@ -506,6 +506,28 @@
                 "")))
   (if changes 1 0))
 
+;; * prompt
+
+(defn cmd-prompt [args]
+  (import passepartout.prompt [prompt-report report-text configured-model]
+          passepartout.history [task-history]
+          passepartout.proto [proto-get proto-put])
+  (setv ctx (_gate-context args)
+        runtime (proto-get ctx ':runtime)
+        config (get runtime "config")
+        store (_journal-store args)
+        session args.session
+        signal [:type :event :session session :source [:gateway :terminal]
+                :payload [:sensor :user-input :text (.join " " args.text)]])
+  (setv (get runtime "store") store
+        ctx (proto-put ctx ':session session))
+  (try
+    (setv history (if store (get (task-history store session None) 0) []))
+    (print (report-text (prompt-report signal ctx history :model (configured-model config))
+                        :full (not args.brief)))
+    (finally (when store (.close store))))
+  0)
+
 ;; * The parser
 
 (defn make-parser []
@@ -575,6 +597,12 @@
   (.add-argument je "--session" :help "only this session's turns")
   (.add-argument je "--format" :choices ["jsonl" "org"] :default "jsonl")
   (.set-defaults je :func cmd-journal)
+
+  (setv pr (.add-parser sub "prompt" :help "the prompt a message would get, section by section with token counts"))
+  (.add-argument pr "text" :nargs "*" :metavar "TEXT" :help "the message (its words find the memories)")
+  (.add-argument pr "--session" :default "terminal:local" :help "the conversation (default terminal:local)")
+  (.add-argument pr "--brief" :action "store_true" :help "the sections and their counts, not their text")
+  (.set-defaults pr :func cmd-prompt)
 
   (setv rp (.add-parser sub "replay" :help "today's gates over the journal's proposals: what would change (exit 1 if any)"))
   (.add-argument rp "--since" :help "from this time (2026-11-01, 2026-11-01T09:30) or this long ago (12h, 7d)")

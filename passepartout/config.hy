@@ -183,6 +183,15 @@
                               "file-worker" ["read-file" "write-file"]}
                              "tool profiles: a name and the actions it allows"
                              :shown "`researcher` (shell, read-file, memory-search), `file-worker` (read-file, write-file)")}}
+   {"name" "memory" "shape" "table" "fill" True
+    "doc" (+ "What the model is given of its memory and its past (see `prompt.org` and `history.org`). "
+             "The editable base prompt and persona are `DATA_DIR/prompt/base.md` and `persona.md`.")
+    "keys" {"prompt_memories" (_key "whole number" 5 "notes of long-term memory put into each prompt, those that best match the message")
+            "file_cap" (_key "whole number" 4000 "characters of the base prompt and of the persona used; the rest is cut, with a line saying so")
+            "history_share" (_key "number" 0.5 "the share of the model's context a conversation's history may fill before its older turns are summarised")
+            "context_tokens" (_key "whole number" 0 "the model's context in tokens; `0`: from LiteLLM's model list, else 8192")
+            "keep_turns" (_key "whole number" 6 "the most recent turns never summarised")
+            "compaction_model" (_key "string" "" "the LiteLLM model that summarises older turns (the `compaction` role); empty: the configured models in order")}}
    {"name" "cascade" "shape" "table" "fill" True
     "doc" "The circuit breaker in front of each provider."
     "keys" {"cooldown" (_key "number" 60 "seconds a provider that keeps failing is skipped")

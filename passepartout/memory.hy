@@ -62,3 +62,9 @@
   (cond (or (not terms) (<= limit 0)) []
         store.fts (_fts-search store terms limit)
         True (_like-search store terms limit)))
+
+;; * Recall
+
+(defn memory-recall [store text [limit 5]]
+  "The notes that bear on TEXT, best first, as memory-search gives them."
+  (memory-search store text :limit limit))
