@@ -761,7 +761,7 @@
         (journal-append store [:event kind :session session :data data])))
     (defn call [session task own]
       (setv [cone _] (task-history store session task)
-            flat (cut (lfor [_ _ m] (get (turns-since store session 0) 2) m) (- HISTORY-TURNS) None)
+            flat (cut (lfor [_ _ m _] (get (turns-since store session 0) 2) m) (- HISTORY-TURNS) None)
             shown (sfor m cone (get m "content")))
       (nonlocal missing)
       (+= missing (sum (gfor c own :if (not (in c shown)) 1)))
