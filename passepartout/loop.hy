@@ -7,6 +7,8 @@
         passepartout.reason [reason refusal-text]
         passepartout.validators [review-reply]
         passepartout.history [step-history cone-figures]
+        passepartout.memory [prepare-recall]
+        passepartout.prompt [signal-text]
         passepartout.journal [context-record]
         passepartout.task [task-state after-outcome after-act is-answer refused-again refusal-lines
                            not-approvable finish stop intent cut-off cut-off-text event-record
@@ -128,6 +130,7 @@
         tool-result (= (sensor-of signal) "tool-result")
         state (task-state signal)
         [history size] (await (step-history services session (proto-get state ':task)))
+        _ (await (prepare-recall services.store services.config (signal-text signal)))
         figures (cone-figures history size)
         interrupted (cut-off services.store signal state))
   (when interrupted

@@ -63,8 +63,151 @@
         store.fts (_fts-search store terms limit)
         True (_like-search store terms limit)))
 
-;; * Recall
+;; * Meaning: vectors beside the words
 
-(defn memory-recall [store text [limit 5]]
-  "The notes that bear on TEXT, best first, as memory-search gives them."
-  (memory-search store text :limit limit))
+(import array asyncio hashlib logging math operator
+        passepartout.proto [proto-get])
+
+(setv log (logging.getLogger "passepartout.memory")
+      RRF-K 60
+      CANDIDATES 20
+      EMBED-BATCH 32
+      QUERY-WAIT 2.0)
+
+(defn embedding-settings [config]
+  "#(model api-base key-env) of the embedding model CONFIG names, or None."
+  (setv m (| (hy.I.passepartout/config.config-defaults "memory") (.get (or config {}) "memory" {}))
+        model (.strip (or (.get m "embedding_model") "")))
+  (when model
+    #(model (or (.get m "embedding_api_base") None) (or (.get m "embedding_api_key_env") None))))
+
+(defn content-hash [text]
+  (.hexdigest (hashlib.sha256 (.encode text "utf-8" "surrogatepass"))))
+
+(defn pack [vector]
+  "VECTOR (numbers) as the bytes of a normalised float32 array."
+  (setv norm (math.sqrt (sum (gfor x vector (* x x))))
+        norm (if (> norm 0) norm 1.0))
+  (.tobytes (array.array "f" (gfor x vector (/ x norm)))))
+
+(defn unpack [blob]
+  (setv a (array.array "f"))
+  (.frombytes a blob)
+  a)
+
+(defn cached-vector [store model text]
+  "The cached vector of TEXT by MODEL, or None."
+  (setv rows (.query store "SELECT vector FROM embeddings WHERE hash = ? AND model = ?"
+                     #((content-hash text) model)))
+  (when rows (unpack (get rows 0 0))))
+
+(defn _meaning-search [store model query limit]
+  "The notes whose vectors by MODEL are nearest to the vector QUERY, best first."
+  (setv scored (lfor [i text ts blob]
+                     (.query store "SELECT m.id, m.text, m.ts, v.vector FROM memory_vectors AS v
+                                    JOIN memory AS m ON m.id = v.memory WHERE v.model = ?"
+                             #(model))
+                     :setv v (unpack blob)
+                     :if (= (len v) (len query))
+                     #((sum (map operator.mul v query)) i text ts)))
+  (.sort scored :key (fn [s] #((- (get s 0)) (- (get s 1)))))
+  (lfor [score i text ts] (cut scored limit) [:id i :text text :ts ts :score score]))
+
+(defn rrf [rankings limit]
+  "RANKINGS (lists of hits, best first) fused by Reciprocal Rank Fusion: the
+   LIMIT best hits, each with its fused :score."
+  (setv score {} hit {})
+  (for [ranking rankings]
+    (for [[rank h] (enumerate ranking 1)]
+      (setv i (proto-get h ':id)
+            (get score i) (+ (.get score i 0.0) (/ 1.0 (+ RRF-K rank))))
+      (when (not (in i hit)) (setv (get hit i) h))))
+  (lfor i (cut (sorted score :key (fn [i] #((- (get score i)) (- i)))) limit)
+        [:id i :text (proto-get (get hit i) ':text) :ts (proto-get (get hit i) ':ts)
+         :score (round (get score i) 6)]))
+
+(defn memory-recall [store text [limit 5] [model None]]
+  "The notes that bear on TEXT, best first: by words, fused with the ranking by
+   meaning when MODEL (an embedding model) has embedded TEXT already."
+  (setv words (memory-search store text :limit (max limit CANDIDATES))
+        query (when (and model (.strip text)) (cached-vector store model text)))
+  (if (is query None)
+      (cut words limit)
+      (rrf [words (_meaning-search store model query CANDIDATES)] limit)))
+
+;; ** Embedding
+
+(defn :async embed [settings texts]
+  "The vectors of TEXTS by the embedding model of SETTINGS, through LiteLLM."
+  (import os litellm)
+  (setv [model base key-env] settings
+        response (await (litellm.aembedding :model model :input (list texts)
+                                            :api-base base
+                                            :api-key (when key-env (.get os.environ key-env))))
+        data (sorted (. response data) :key (fn [d] (if (isinstance d dict) (get d "index") d.index))))
+  (lfor d data (if (isinstance d dict) (get d "embedding") d.embedding)))
+
+(defn :async embed-cached [store settings texts]
+  "Embed those of TEXTS whose vectors are not cached yet, in one call, and cache them."
+  (setv model (get settings 0)
+        missing (list (dict.fromkeys (gfor t texts :if (is (cached-vector store model t) None) t))))
+  (when missing
+    (setv vectors (await (embed settings missing)))
+    (with [conn (.transaction store)]
+      (for [[t v] (zip missing vectors)]
+        (.execute conn "INSERT OR REPLACE INTO embeddings (hash, model, vector) VALUES (?, ?, ?)"
+                  #((content-hash t) model (pack v))))))
+  (len missing))
+
+(defn pending-memories [store model [limit EMBED-BATCH]]
+  "#(id text) of the notes with no vector by MODEL yet, oldest first."
+  (lfor r (.query store "SELECT id, text FROM memory WHERE id NOT IN
+                          (SELECT memory FROM memory_vectors WHERE model = ?) ORDER BY id LIMIT ?"
+                  #(model limit))
+        #(#* r)))
+
+(defn :async embed-pending [store settings]
+  "Embed every note that has no vector yet, a batch at a time; how many were."
+  (setv model (get settings 0)
+        done 0)
+  (while True
+    (setv batch (pending-memories store model))
+    (when (not batch) (return done))
+    (await (embed-cached store settings (lfor [_ t] batch t)))
+    (with [conn (.transaction store)]
+      (for [[i t] batch]
+        (setv v (cached-vector store model t))
+        (when v
+          (.execute conn "INSERT OR REPLACE INTO memory_vectors (memory, model, vector) VALUES (?, ?, ?)"
+                    #(i model (.tobytes v))))))
+    (+= done (len batch))))
+
+(defn :async prepare-recall [store config text]
+  "Before a step's prompt: start embedding the notes not embedded yet (in the
+   background, one run at a time) and wait at most QUERY-WAIT seconds for the
+   vector of TEXT. Nothing when no embedding model is configured."
+  (setv settings (embedding-settings config))
+  (when (is settings None) (return None))
+  (setv running (.get store.memo "embedding"))
+  (when (or (is running None) (.done running))
+    (setv (get store.memo "embedding") (asyncio.ensure-future (_quietly (embed-pending store settings)))))
+  (when (.strip text)
+    (try (await (asyncio.wait-for (embed-cached store settings [text]) QUERY-WAIT))
+         (except [e Exception]
+           (.warning log "could not embed the message: %s" e)))))
+
+(defn :async _quietly [coroutine]
+  (try (await coroutine)
+       (except [e Exception]
+         (.warning log "could not embed the notes: %s" e))))
+
+(defn recall-summary [store config]
+  "How memory is recalled here, in one line."
+  (setv words (if store.fts "words (FTS5)" "words (LIKE: this SQLite has no FTS5)")
+        settings (embedding-settings config))
+  (if (is settings None)
+      (+ "by " words "; no embedding model is configured")
+      (do (setv model (get settings 0)
+                total (get (.query store "SELECT count(*) FROM memory") 0 0)
+                done (get (.query store "SELECT count(*) FROM memory_vectors WHERE model = ?" #(model)) 0 0))
+          f"by {words} and meaning ({model}, {done} of {total} notes embedded), fused by reciprocal rank")))

@@ -86,18 +86,21 @@
         (proto-get payload ':action) (proto-print (proto-get payload ':action))
         True ""))
 
-(defn relevant-memories [store text secrets k]
-  "The K notes best matching TEXT, each (:id N :text T) with secrets redacted."
+(defn relevant-memories [store text secrets k [model None]]
+  "The K notes best matching TEXT (by words, and by meaning when the embedding
+   MODEL has embedded it), each (:id N :text T) with secrets redacted."
   (when (or (is store None) (not (.strip text)) (<= k 0))
     (return []))
-  (lfor hit (hy.I.passepartout/memory.memory-recall store text :limit k)
+  (lfor hit (hy.I.passepartout/memory.memory-recall store text :limit k :model model)
         [:id (proto-get hit ':id)
          :text (get (redact-text (proto-get hit ':text) secrets) 0)]))
 
 (defn _memories [signal ctx]
   (setv k (int (get (memory-settings (_config ctx)) "prompt_memories"))
+        settings (hy.I.passepartout/memory.embedding-settings (_config ctx))
         hits (relevant-memories (context-runtime ctx "store") (signal-text signal)
-                                (secret-tuple (proto-get ctx ':secrets)) k))
+                                (secret-tuple (proto-get ctx ':secrets)) k
+                                (when settings (get settings 0))))
   (when hits
     (+ "Long-term memory that may bear on this (search it for more):\n"
        (.join "\n" (gfor h hits f"- [{(proto-get h ':id)}] {(proto-get h ':text)}")))))

@@ -264,7 +264,25 @@
        started REAL,
        finished REAL)"
     "CREATE INDEX IF NOT EXISTS workers_workflow ON workers (workflow, id)"
-    "CREATE INDEX IF NOT EXISTS workers_state ON workers (state)"]])
+    "CREATE INDEX IF NOT EXISTS workers_state ON workers (state)"]
+   ;; 12: memory by meaning: each note's vector, the vectors of texts by their
+   ;; hash, and the mark dreaming puts on a stale note (see =memory.org=)
+   ["CREATE TABLE IF NOT EXISTS memory_vectors (
+       memory INTEGER PRIMARY KEY,
+       model TEXT NOT NULL,
+       vector BLOB NOT NULL)"
+    "CREATE TABLE IF NOT EXISTS embeddings (
+       hash TEXT NOT NULL,
+       model TEXT NOT NULL,
+       vector BLOB NOT NULL,
+       PRIMARY KEY (hash, model))"
+    "CREATE TRIGGER IF NOT EXISTS memory_vectors_delete AFTER DELETE ON memory BEGIN
+       DELETE FROM memory_vectors WHERE memory = old.id;
+     END"
+    "CREATE TRIGGER IF NOT EXISTS memory_vectors_update AFTER UPDATE OF text ON memory BEGIN
+       DELETE FROM memory_vectors WHERE memory = old.id;
+     END"
+    "ALTER TABLE memory ADD COLUMN stale REAL"]])
 
 (setv SCHEMA-VERSION (len _schema))
 
