@@ -211,3 +211,174 @@
                 total (get (.query store "SELECT count(*) FROM memory") 0 0)
                 done (get (.query store "SELECT count(*) FROM memory_vectors WHERE model = ?" #(model)) 0 0))
           f"by {words} and meaning ({model}, {done} of {total} notes embedded), fused by reciprocal rank")))
+
+;; * Changes, and dreaming
+
+(import passepartout.proto [proto-get proto-print])
+
+(setv DUPLICATE-OVERLAP 0.8
+      CONTAINED-WORDS 4
+      RARE 50
+      MEMORY-SESSION "memory")
+
+(defn _note [store i]
+  "Note I as (:id :ts :session :text), or None."
+  (setv rows (.query store "SELECT id, ts, session, text FROM memory WHERE id = ?" #(i)))
+  (when rows
+    (setv [i ts session text] (get rows 0))
+    [:id i :ts ts :session session :text text]))
+
+(defn _change [store data [session None]]
+  "Journal the memory change DATA; its turn's id."
+  (hy.I.passepartout/journal.journal-event store "memory" (or session MEMORY-SESSION) data))
+
+(defn _drop [store notes]
+  (with [conn (.transaction store)]
+    (for [n notes]
+      (.execute conn "DELETE FROM memory WHERE id = ?" #((proto-get n ':id))))))
+
+(defn memory-forget-id [store i [session None]]
+  "Forget note I; the change's turn id, or None when there is no such note."
+  (setv note (_note store i))
+  (when note
+    (_drop store [note])
+    (_change store [:change "forget" :removed [note]] session)))
+
+(defn _words [text] (set (memory-terms text)))
+
+(defn memory-forget [store words [session None]]
+  "Forget the notes holding every word of WORDS, and keep the request for
+   dreaming; #(turn-id notes-dropped)."
+  (setv wanted (_words words))
+  (when (not wanted)
+    (raise (ValueError "nothing to forget: name a note's number or some of its words")))
+  (setv notes (lfor [i ts s text] (.query store "SELECT id, ts, session, text FROM memory ORDER BY id")
+                    :if (<= wanted (_words text))
+                    [:id i :ts ts :session s :text text]))
+  (_drop store notes)
+  #((_change store [:change "forget" :forget words :removed notes] session) (len notes)))
+
+(defn forget-requests [store]
+  "The word sets of every standing forget request (one reverted stands no more)."
+  (setv changes (hy.I.passepartout/store.events store :kind "memory" :limit None)
+        reverted (sfor e changes :setv r (proto-get (proto-get e ':data) ':reverts) :if r r))
+  (lfor e changes
+        :setv w (proto-get (proto-get e ':data) ':forget)
+        :if (and w (not (in (proto-get e ':id) reverted)))
+        (_words w)))
+
+(defn same-note [a b]
+  "True when the notes of word sets A and B say the same: they overlap by
+   DUPLICATE-OVERLAP, or every word of the shorter (of at least
+   CONTAINED-WORDS) is in the longer, which then says all it says."
+  (setv common (len (& a b))
+        union (len (| a b))
+        shorter (min (len a) (len b)))
+  (and union
+       (or (>= (/ common union) DUPLICATE-OVERLAP)
+           (and (>= shorter CONTAINED-WORDS) (= common shorter)))))
+
+(defn near-duplicates [notes]
+  "Pairs #(kept dropped) of NOTES (#(id ts text)) that say the same."
+  (setv words (dfor [i ts text] notes i (_words text))
+        by-word {})
+  (for [[i ts text] notes]
+    (for [w (get words i)]
+      (.append (.setdefault by-word w []) i)))
+  (setv when-of (dfor [i ts text] notes i ts)
+        gone (set)
+        pairs [])
+  (for [[i ts text] notes]
+    (when (in i gone) (continue))
+    (setv mine (get words i)
+          seen (set))
+    (for [w mine]
+      (when (in i gone) (break))
+      (setv holders (get by-word w))
+      (when (> (len holders) RARE) (continue))
+      (for [j holders]
+        (when (or (<= j i) (in j gone) (in j seen)) (continue))
+        (.add seen j)
+        (setv theirs (get words j))
+        (when (same-note mine theirs)
+          (setv better (cond (> (len theirs) (len mine)) j
+                             (< (len theirs) (len mine)) i
+                             (> (get when-of j) (get when-of i)) j
+                             True i))
+          (setv worse (if (= better i) j i))
+          (.add gone worse)
+          (.append pairs #(better worse))
+          (when (= worse i) (break))))))
+  pairs)
+
+(defn dream [store [now None] [stale-days 365] [session None]]
+  "Consolidate memory: drop what was asked to be forgotten, merge near-duplicates,
+   mark stale notes. (:forgotten N :merged N :stale N :turns (ids) :before N :after N)."
+  (setv now (if (is now None) (time.time) now)
+        turns []
+        before (get (.query store "SELECT count(*) FROM memory") 0 0)
+        requests (forget-requests store)
+        rows (.query store "SELECT id, ts, session, text FROM memory ORDER BY id")
+        forgotten 0)
+  (for [[i ts s text] rows]
+    (setv mine (_words text))
+    (when (any (gfor r requests (<= r mine)))
+      (setv note [:id i :ts ts :session s :text text])
+      (_drop store [note])
+      (+= forgotten 1)
+      (.append turns (_change store [:change "forget" :removed [note] :by "dream"] session))))
+  (setv rows (.query store "SELECT id, ts, text FROM memory ORDER BY id")
+        pairs (near-duplicates (lfor r rows #(#* r))))
+  (for [[kept worse] pairs]
+    (setv note (_note store worse))
+    (_drop store [note])
+    (.append turns (_change store [:change "merge" :into kept :removed [note] :by "dream"] session)))
+  (setv old (lfor [i] (.query store "SELECT id FROM memory WHERE stale IS NULL AND ts < ? ORDER BY id"
+                              #((- now (* stale-days 86400))))
+                  i))
+  (when old
+    (with [conn (.transaction store)]
+      (for [i old] (.execute conn "UPDATE memory SET stale = ? WHERE id = ?" #(now i))))
+    (.append turns (_change store [:change "stale" :marked old :by "dream"] session)))
+  [:forgotten forgotten :merged (len pairs) :stale (len old) :turns turns
+   :before before :after (get (.query store "SELECT count(*) FROM memory") 0 0)])
+
+(defn memory-history [store [limit 50]]
+  "The last LIMIT memory changes, oldest first, as (:turn ID :ts T :change C :data D)."
+  (lfor e (hy.I.passepartout/store.events store :kind "memory" :limit limit :latest True)
+        [:turn (proto-get e ':id) :ts (proto-get e ':ts)
+         :change (proto-get (proto-get e ':data) ':change) :data (proto-get e ':data)]))
+
+(defn change-line [c]
+  "One line about the memory change C."
+  (setv d (proto-get c ':data)
+        removed (proto-get d ':removed [])
+        what (cond (proto-get d ':forget) f"forget {(proto-get d ':forget) !r}"
+                   (= (proto-get c ':change) "merge") f"merged into note {(proto-get d ':into)}"
+                   (= (proto-get c ':change) "stale") f"marked {(len (proto-get d ':marked []))} notes stale"
+                   (= (proto-get c ':change) "revert") f"reverted turn {(proto-get d ':reverts)}"
+                   True (str (proto-get c ':change))))
+  (+ f"#{(proto-get c ':turn)} {what}"
+     (if removed
+         (+ ": removed " (.join "; " (gfor n removed f"[{(proto-get n ':id)}] {(proto-get n ':text)}")))
+         "")))
+
+(defn memory-revert [store turn [session None]]
+  "Undo the memory change of journal turn TURN: its removed notes come back
+   (with their ids), its stale marks go. The revert's own turn id."
+  (setv found (.query store "SELECT data FROM events WHERE id = ? AND kind = 'memory'" #(turn)))
+  (when (not found)
+    (raise (ValueError f"turn {turn} is no memory change")))
+  (setv d (hy.I.passepartout/store.data-read (get found 0 0))
+        removed (proto-get d ':removed [])
+        marked (proto-get d ':marked []))
+  (with [conn (.transaction store)]
+    (for [n removed]
+      (.execute conn "INSERT OR IGNORE INTO memory (id, ts, session, text) VALUES (?, ?, ?, ?)"
+                #((proto-get n ':id) (proto-get n ':ts) (proto-get n ':session) (proto-get n ':text))))
+    (for [i marked]
+      (.execute conn "UPDATE memory SET stale = NULL WHERE id = ?" #(i))))
+  (hy.I.passepartout/journal.journal-append
+    store [:event "memory" :session (or session MEMORY-SESSION) :parents [turn]
+           :data [:change "revert" :reverts turn :restored (lfor n removed (proto-get n ':id))
+                  :unmarked marked]]))
