@@ -13,7 +13,8 @@
       HISTORY-KEEP 120
       HISTORY-KINDS ["input" "answer" "result"]
       SAID-KINDS ["input" "answer"]
-      DEFAULT-CONTEXT 8192)
+      DEFAULT-CONTEXT 8192
+      LOW-WATER 0.5)
 
 (defn _turn [e]
   "#(kind task message id) for the event E."
@@ -92,7 +93,14 @@
   "#(messages due): of TURNS (#(kind task message id), oldest first), the chat
    messages TASK is given after SUMMARY (a summary event's data, or None)
    within BUDGET tokens, and the id of the newest conversation turn left for
-   a summary (None when none is)."
+   a summary (None when none is). Once over BUDGET, the turns kept are those
+   that fit in LOW-WATER of it."
+  (setv [messages due] (_plan-cone turns task summary budget keep))
+  (if (and (is-not due None) (is-not budget None))
+      (_plan-cone turns task summary (int (* LOW-WATER budget)) keep)
+      #(messages due)))
+
+(defn _plan-cone [turns task summary budget keep]
   (setv through (if summary (proto-get summary ':through 0) 0)
         kept []
         used (if summary (message-tokens (summary-message summary)) 0)

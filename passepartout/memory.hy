@@ -216,9 +216,9 @@
 
 (import passepartout.proto [proto-get proto-print])
 
-(setv DUPLICATE-OVERLAP 0.8
-      CONTAINED-WORDS 4
-      RARE 50
+(setv CONTAINED-WORDS 4
+      SMALL-WORD 3
+      NEGATIONS #{"no" "not" "nor" "non" "never"}
       MEMORY-SESSION "memory")
 
 (defn _note [store i]
@@ -267,48 +267,50 @@
         :if (and w (not (in (proto-get e ':id) reverted)))
         (_words w)))
 
+(defn _small [w]
+  "True for a word too small to change what a note says: a few letters, no
+   digit, no negation."
+  (and (<= (len w) SMALL-WORD) (not (in w NEGATIONS)) (not (any (gfor c w (.isdigit c))))))
+
 (defn same-note [a b]
-  "True when the notes of word sets A and B say the same: they overlap by
-   DUPLICATE-OVERLAP, or every word of the shorter (of at least
-   CONTAINED-WORDS) is in the longer, which then says all it says."
-  (setv common (len (& a b))
-        union (len (| a b))
-        shorter (min (len a) (len b)))
-  (and union
-       (or (>= (/ common union) DUPLICATE-OVERLAP)
-           (and (>= shorter CONTAINED-WORDS) (= common shorter)))))
+  "True when the notes of word sets A and B (the shorter of at least
+   CONTAINED-WORDS words) say the same: every word of the shorter is in the
+   longer, or they differ only in small words."
+  (setv shorter (min (len a) (len b)))
+  (and (>= shorter CONTAINED-WORDS)
+       (or (= (len (& a b)) shorter)
+           (all (gfor w (^ a b) (_small w))))))
 
 (defn near-duplicates [notes]
   "Pairs #(kept dropped) of NOTES (#(id ts text)) that say the same."
   (setv words (dfor [i ts text] notes i (_words text))
+        when-of (dfor [i ts text] notes i ts)
         by-word {})
   (for [[i ts text] notes]
     (for [w (get words i)]
       (.append (.setdefault by-word w []) i)))
-  (setv when-of (dfor [i ts text] notes i ts)
-        gone (set)
+  (setv gone (set)
         pairs [])
   (for [[i ts text] notes]
-    (when (in i gone) (continue))
     (setv mine (get words i)
-          seen (set))
-    (for [w mine]
-      (when (in i gone) (break))
-      (setv holders (get by-word w))
-      (when (> (len holders) RARE) (continue))
-      (for [j holders]
-        (when (or (<= j i) (in j gone) (in j seen)) (continue))
-        (.add seen j)
-        (setv theirs (get words j))
-        (when (same-note mine theirs)
-          (setv better (cond (> (len theirs) (len mine)) j
-                             (< (len theirs) (len mine)) i
-                             (> (get when-of j) (get when-of i)) j
-                             True i))
-          (setv worse (if (= better i) j i))
-          (.add gone worse)
-          (.append pairs #(better worse))
-          (when (= worse i) (break))))))
+          telling (or (lfor w mine :if (not (_small w)) w) (list mine)))
+    (when (or (in i gone) (not telling)) (continue))
+    ;; a note that says the same as this one holds its rarest telling word
+    (setv rarest (min telling :key (fn [w] #((len (get by-word w)) w))))
+    (for [j (get by-word rarest)]
+      (when (or (= j i) (in j gone)) (continue))
+      (setv theirs (get words j))
+      (when (same-note mine theirs)
+        (setv better (cond (> (len theirs) (len mine)) j
+                           (< (len theirs) (len mine)) i
+                           (> (get when-of j) (get when-of i)) j
+                           (< (get when-of j) (get when-of i)) i
+                           (> j i) j
+                           True i)
+              worse (if (= better i) j i))
+        (.add gone worse)
+        (.append pairs #(better worse))
+        (when (= worse i) (break)))))
   pairs)
 
 (defn dream [store [now None] [stale-days 365] [session None]]

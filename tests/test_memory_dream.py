@@ -78,6 +78,11 @@ def test_near_duplicates_keep_the_fuller_note():
     assert near_duplicates(rows) == [(2, 1)], "the same words: the newer is kept"
     rows[1] = (2, 2.0, "backups run every sunday night to the nas")
     assert near_duplicates(rows) == [(2, 1)], "the shorter says nothing the longer does not"
+    two = [(1, 1.0, "Anna Schmidt's birthday is on the 3rd of March"),
+           (2, 2.0, "Anna Okafor's birthday is on the 3rd of March"),
+           (3, 3.0, "Anna Schmidt's birthday is not on the 3rd of March"),
+           (4, 4.0, "The door code is 4711"), (5, 5.0, "The door code is 4712")]
+    assert near_duplicates(two) == [(3, 1)], near_duplicates(two)
 
 
 def test_forgetting_a_note_by_number(store):
