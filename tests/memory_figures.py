@@ -250,3 +250,28 @@ def main():
 
 if __name__ == "__main__":
     main()
+
+
+def memory_rows(quick=False):
+    """The rows of `passepartout bench`: [name, value, unit, goal]."""
+    r = recall_figures()
+    c = compaction_figures(200 if quick else 500)
+    d = dreaming_figures(300 if quick else 1000)
+    n = c["turns"]
+    rows = [(f"memory recall@5, FTS5 alone ({r['queries']} queries, {r['notes']} notes)",
+             r["recall_at_5_fts"]["all"], "share", ""),
+            ("memory recall@5, hybrid with the scripted vectors (plumbing, not quality)",
+             r["recall_at_5_hybrid"]["all"], "share", ""),
+            (f"history tokens per model call, {n}-turn conversation, no compaction",
+             c["no_compaction"]["median_tokens_per_call"], "tokens (median, estimated)", ""),
+            (f"history tokens per model call, {n}-turn conversation, compaction",
+             c["compaction_scripted_summariser"]["median_tokens_per_call"], "tokens (median, estimated)", ""),
+            (f"person's facts given at turn {n}, compaction (scripted summariser)",
+             100 * c["compaction_scripted_summariser"]["facts_given_at_500"], "%", "100 %"),
+            (f"person's facts given at turn {n}, no model to summarise",
+             100 * c["compaction_no_model"]["facts_given_at_500"], "%", ""),
+            (f"dreaming: {d['notes']} notes, {d['near_duplicates']} near-duplicates, notes after",
+             d["after"], "notes", str(d["labelled_facts"])),
+            ("dreaming: facts lost", d["facts_lost"], f"of {d['labelled_facts']}", "0"),
+            ("dreaming: time taken", d["seconds"], "s", "")]
+    return rows
