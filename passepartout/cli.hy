@@ -524,7 +524,7 @@
 
 (defn cmd-prompt [args]
   (import passepartout.prompt [prompt-report report-text configured-model]
-          passepartout.history [task-history]
+          passepartout.history [task-history history-budget]
           passepartout.proto [proto-get proto-put])
   (setv ctx (_gate-context args)
         runtime (proto-get ctx ':runtime)
@@ -536,7 +536,7 @@
   (setv (get runtime "store") store
         ctx (proto-put ctx ':session session))
   (try
-    (setv history (if store (get (task-history store session None) 0) []))
+    (setv history (if store (get (task-history store session None :budget (history-budget config)) 0) []))
     (print (report-text (prompt-report signal ctx history :model (configured-model config))
                         :full (not args.brief)))
     (finally (when store (.close store))))

@@ -8,7 +8,7 @@
         passepartout.perceive [reply-signal sensor-of]
         passepartout.proto [literal-keywords :as hy proto-get proto-put]
         passepartout.prompt [prompt-report report-text configured-model]
-        passepartout.history [task-history])
+        passepartout.history [task-history history-budget])
 
 (setv _command-re (re.compile r"\s*/prompt(?:\s+(.*))?\Z" re.S))
 
@@ -22,11 +22,14 @@
           services (context-runtime ctx "services")
           words (or (.group m 1) "")
           asked (proto-put signal ':payload (proto-put (proto-get signal ':payload) ':text words))
+          config (or (context-runtime ctx "config") {})
           history (if store
-                      (get (task-history store session None (getattr services "histories" None)) 0)
+                      (get (task-history store session None (getattr services "histories" None)
+                                         :budget (history-budget config (getattr services "cascade" None)))
+                           0)
                       [])
           report (prompt-report asked ctx history
-                                :model (configured-model (or (context-runtime ctx "config") {}))))
+                                :model (configured-model config)))
     [(reply-signal signal (report-text report :full False))]))
 
 (setv on-prompt.commands [["/prompt [TEXT]" "the prompt TEXT would get here: each section with its token count, the history, the total"]])

@@ -132,3 +132,14 @@ def test_passepartout_prompt_shows_the_sections(tmp_path):
     out = subprocess.run([str(BIN / "passepartout"), "prompt", "hi"],
                          capture_output=True, text=True, env=env, timeout=120)
     assert "You are Passepartout" in out.stdout, out.stdout
+
+
+def test_slash_prompt_answers_with_the_sections_and_no_model_is_asked(booted):
+    from passepartout.store import events
+    from steps import run_task, user_says, text_of
+    env = booted()
+    run_task(env, user_says("/remember the plumber is Hamid"))
+    reply = text_of(run_task(env, user_says("/prompt who is the plumber?"))[-1])
+    assert "── base (" in reply and "── memories (" in reply, reply
+    assert "counted by an estimate" in reply, reply
+    assert not events(env.store, kind="outcome", limit=None), "no model was asked"
