@@ -143,3 +143,21 @@ def test_slash_prompt_answers_with_the_sections_and_no_model_is_asked(booted):
     assert "── base (" in reply and "── memories (" in reply, reply
     assert "counted by an estimate" in reply, reply
     assert not events(env.store, kind="outcome", limit=None), "no model was asked"
+
+
+def test_the_agenda_section_comes_from_the_agenda_module_when_there_is_one(booted, monkeypatch):
+    import types
+    env = booted()
+    ctx = context_for(env, "terminal:local")
+    if "passepartout.agenda" not in sys.modules:
+        try:
+            import passepartout.agenda  # noqa: F401
+        except ImportError:
+            assert "agenda" not in names(prompt_sections(said("hello"), ctx)), "no agenda module, no section"
+    agenda = types.ModuleType("passepartout.agenda")
+    agenda.agenda_brief = lambda store: "- call the plumber (due Friday)"
+    monkeypatch.setitem(sys.modules, "passepartout.agenda", agenda)
+    sections = prompt_sections(said("hello"), ctx)
+    assert text_of(sections, "agenda") == "Open agenda items:\n- call the plumber (due Friday)", sections
+    agenda.agenda_brief = lambda store: 1 / 0
+    assert "agenda" not in names(prompt_sections(said("hello"), ctx)), "a failing agenda is left out"
