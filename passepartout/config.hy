@@ -191,7 +191,7 @@
             "history_share" (_key "number" 0.5 "the share of the model's context a conversation's history may fill before its older turns are summarised")
             "context_tokens" (_key "whole number" 0 "the model's context in tokens; `0`: from LiteLLM's model list, else 8192")
             "keep_turns" (_key "whole number" 6 "the most recent turns never summarised")
-            "compaction_model" (_key "string" "" "the LiteLLM model that summarises older turns (the `compaction` role); empty: the configured models in order")
+            "compaction_model" (_key "string" "" "the model that summarises older turns (the `compaction` role): the name of a `[[providers]]` table, or a LiteLLM model string; empty, or when it fails: the configured models in order")
             "embedding_model" (_key "string" "" "the LiteLLM embedding model that lets memory be found by meaning (`openai/text-embedding-3-small`, `ollama/nomic-embed-text`); empty: by words alone")
             "embedding_api_base" (_key "string" "" "the embedding server's address, for local and compatible servers")
             "embedding_api_key_env" (_key "string" "" "the environment variable that holds the embedding server's key")}}

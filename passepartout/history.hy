@@ -236,7 +236,10 @@
   (setv answers [])
   (when model
     (import passepartout.cascade [make-cascade make-provider cascade-complete])
-    (.append answers (await (cascade-complete (make-cascade [(make-provider model)]) request))))
+    (setv named (lfor p (get (or services.cascade {"providers" []}) "providers")
+                      :if (= (get p "name") model) p))
+    (.append answers (await (cascade-complete (make-cascade [(if named (get named 0) (make-provider model))])
+                                              request))))
   (when (not (and answers (= (proto-get (get answers 0) ':status) ':ok)))
     (.append answers (await (_ask services.complete request))))
   (for [a answers]

@@ -106,3 +106,30 @@ def test_what_is_sent_to_be_summarised_and_kept_carries_no_secret(booted):
     assert key not in body and "[redacted" in body, body
     text = proto_get(latest_summary(env.store, "test:t1"), K("text"))
     assert key not in text and "[redacted" in text, text
+
+
+def test_the_compaction_role_is_a_provider_of_its_own(tmp_path):
+    from openai_server import ScriptedOpenAIServer
+    from passepartout.daemon import boot, shutdown
+    server = ScriptedOpenAIServer()
+    server.reply_text = "SUMMARISED BY THE COMPACTION MODEL"
+    config = tmp_path / "config.toml"
+    config.write_text(SMALL + 'compaction_model = "summariser"\n\n'
+                      f'[[providers]]\nname = "summariser"\nmodel = "openai/summariser"\n'
+                      f'api_base = "{server.url("ok")}"\napi_key_env = "PASSEPARTOUT_TEST_API_KEY"\n')
+    env = boot(config_path=str(config),
+               environ={"PASSEPARTOUT_DATA_DIR": str(tmp_path / "data"), "HOME": str(tmp_path),
+                        "PASSEPARTOUT_TEST_API_KEY": "pp-test-key-7f3a9c2e51b84d06"})
+    try:
+        calls = script(env, lambda r: [K("status"), K("ok"), K("provider"), "script", K("text"), "NOT THIS"])
+        talk(env, 26)
+        summary = latest_summary(env.store, "test:t1")
+        assert summary is not None, "no summary turn"
+        assert proto_get(summary, K("text")) == "SUMMARISED BY THE COMPACTION MODEL", summary
+        assert proto_get(summary, K("by")) == "summariser", summary
+        assert not calls["compactions"], "the main models were not asked to summarise"
+        asked = [r for r in server.requests if r["path"].endswith("/chat/completions")]
+        assert asked and asked[0]["body"]["messages"][0]["content"] == COMPACTION_PROMPT, asked[:1]
+    finally:
+        shutdown(env)
+        server.stop()
