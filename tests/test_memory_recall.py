@@ -136,3 +136,21 @@ def test_the_prompt_gives_a_note_found_by_meaning(booted, server):
     memories = next(proto_get(s, K("text")) for s in sections if proto_get(s, K("name")) == "memories")
     assert "boiler is serviced" in memories, memories
     assert memory_search(env.store, question) == [], "no word of the question is in the note"
+
+
+def test_status_and_doctor_say_how_memory_is_recalled(booted, tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    from steps import run_task, user_says, text_of
+    env = booted()
+    status = text_of(run_task(env, user_says("/status"))[-1])
+    assert "Memory: recalled by words (FTS5); no embedding model is configured." in status, status
+    config = tmp_path / "doctor.toml"
+    config.write_text(f'[memory]\nembedding_model = "{MODEL}"\n')
+    out = subprocess.run([str(Path(sys.executable).parent / "passepartout"), "--config", str(config), "doctor"],
+                         capture_output=True, text=True, timeout=300,
+                         env=dict(os.environ, PASSEPARTOUT_DATA_DIR=str(tmp_path / "data"), HOME=str(tmp_path)))
+    row = next(line for line in out.stdout.splitlines() if line.startswith("memory"))
+    assert "by words (FTS5) and meaning (openai/scripted-embed, 0 of 0 notes embedded)" in row, out.stdout
