@@ -123,6 +123,8 @@
 
 (defn _skills [signal ctx]
   (setv lines (lfor s (all-skills (context-runtime ctx "skills"))
+                    :if (any (gfor k ["actuators" "gate" "filter" "augment" "prompt" "validators"]
+                                   (.get s k)))
                     f"- {(get s "name")}: {(first-sentence (get s "doc"))}"))
   (when lines
     (+ "Skills loaded:\n" (.join "\n" lines))))

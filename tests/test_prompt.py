@@ -45,6 +45,7 @@ def test_a_prompt_is_made_of_named_sections_in_order(booted):
     assert "memories" not in got, "no memory matches, so no memory section"
     assert "(:action :shell" in text_of(sections, "actions")
     assert "- memory-actions:" in text_of(sections, "skills")
+    assert "- status:" not in text_of(sections, "skills"), "a skill of slash commands alone is left out"
     request = build_request(said("hello"), ctx)
     assert proto_get(request, K("messages"))[0]["content"] == system_text(sections)
 
