@@ -427,6 +427,19 @@
       (.cancel self.task)
       (setv self.task None))))
 
+;; * A grant for a routine
+
+(import passepartout.workflow [session-worker-id])
+
+(defn grant-home [store session]
+  "The session the grants of SESSION are kept under."
+  (setv id (session-worker-id session))
+  (when id
+    (setv rows (.query store "SELECT r.routine FROM routine_runs r JOIN workers w ON w.workflow = r.workflow
+                              WHERE w.id = ?" #(id)))
+    (when rows (return f"routine:{(get rows 0 0)}")))
+  session)
+
 ;; * What the person sees
 
 (defn routine-line [r]

@@ -354,3 +354,43 @@
   (expect (get out 3) "The routine rp is deleted." "delete")
   (assert (in "deleted already" (get out 4)) (get out 4))
   (expect (get out 5) "No routines are set in this conversation." "the list after"))
+
+;; * A run's escalation, asked in the chat that set the routine; a grant covers its later runs
+
+(import pathlib [Path])
+
+(defn test-a-runs-escalation-names-the-routine-and-a-grant-covers-its-later-runs [daemon openai-server]
+  (.write-text (/ (Path (get daemon.config "workspace")) ".env") "A=1\n")
+  ;; grants expire by the clock: this one starts from now
+  (setv clock (Clock (time.time))
+        daemon.clock clock
+        openai-server.responder
+        (fn [body]
+          (setv last (last-said body))
+          (cond (in "Your objective:\nread the env file" last) "(:action :read-file :path \".env\")"
+                (.startswith last "Result of (:action :read-file")
+                (says (if (in "A=1" last) "the env file sets A" "the env file was not read"))
+                True (says "?"))))
+  (add-direct daemon "renv" "every 1h" :objective "read the env file")
+  (defn asks [replies] (lfor r replies :if (= (kind-of r) "approval") r))
+  (defn results [replies] (lfor t (texts replies) :if (in "the env file sets A" t) t))
+  (setv seen [])
+  (defn :async scenario [hub replies]
+    (setv clock.t (+ clock.t 3601))
+    (await (.run-due hub.routines))
+    (await (until (fn [] (asks replies))))
+    (setv ask (get (asks replies) 0)
+          code (proto-get (proto-get (proto-get ask ':payload) ':approval) ':code))
+    (await (.receive hub "test" "m1" (user-says f"/approve {code} 4h" "1")))
+    (await (until (fn [] (= (len (results replies)) 1))))
+    (setv clock.t (+ clock.t 3600))
+    (await (.run-due hub.routines))
+    (await (until (fn [] (= (len (results replies)) 2))))
+    (.extend seen replies))
+  (asyncio.run (with-hub daemon scenario))
+  (setv [ask] (asks seen))
+  (expect (proto-get ask ':session) "test:1" "where the run's question was asked")
+  (assert (in "The worker renv of the workflow 'routine renv (every 1h: read the env file)'" (text-of ask))
+          (text-of ask))
+  (expect (lfor r (routine-runs daemon.store "renv") (proto-get r ':state)) ["done" "done"] "the runs")
+  (expect (.query daemon.store "SELECT session FROM grants") [#("routine:renv")] "where the grant is kept"))
