@@ -300,11 +300,8 @@
   (defn :async run-due [self]
     "Run every routine due now; how many runs were claimed here."
     (setv now (self.services.clock)
-          count 0)
-    (for [r (routines-due self.services.store now)]
-      (when (await (self._run r now "due"))
-        (+= count 1)))
-    count)
+          due (routines-due self.services.store now))
+    (if due (await (self._run-all due now "due")) 0))
 
   (defn :async catch-up [self]
     "What the start of a daemon does with the runs missed while it was down."
@@ -342,31 +339,46 @@
 
   (defn :async _run [self r now why]
     "Claim and start the run of R due at its next-due; True when this claim won."
-    (setv due (proto-get r ':next-due))
-    (if (proto-get r ':say)
-        (do (when (not (await (.call self.services.writer routine-claim r now "claimed" now)))
-              (return False))
-            (await (self._say r due))
-            True)
-        (do (setv workflow (self._workflow r)
-                  wid (new-id "w")
-                  objective (proto-get r ':objective))
-            (defn write [store]
-              (workflow-add store workflow [[:id wid :step (proto-get r ':id) :objective objective]] now)
-              (workflow-resume store (proto-get workflow ':id)
-                               [:type :event :session (proto-get r ':session) :source (proto-get r ':source)
-                                :payload [:sensor :routine :routine (proto-get r ':id) :due due
-                                          ;; the resume names the task: the finisher is found by it
-                                          :task (proto-get workflow ':task)]])
-              (.execute store.conn "UPDATE routine_runs SET workflow = ?, state = 'running'
-                                    WHERE routine = ? AND due = ?" #((proto-get workflow ':id) (proto-get r ':id) due))
-              (journal-event store "routine" (proto-get r ':session)
-                             [:event "run" :routine (proto-get r ':id) :due due :why why
-                              :workflow (proto-get workflow ':id) :worker wid] :ts now))
-            (when (not (await (.call self.services.writer routine-claim r now "claimed" now write)))
-              (return False))
-            (await (.run-detached self.hub.workflows workflow 1))
-            True)))
+    (= 1 (await (self._run-all [r] now why))))
+
+  (defn :async _run-all [self routines now why]
+    "Claim the runs of ROUTINES, each due at its next-due, in one commit, then
+     start those this daemon won, together; how many."
+    (setv won (await (.call self.services.writer self._claim-all routines now why)))
+    (await (asyncio.gather #* (gfor [r due workflow] won (self._begin r due workflow))))
+    (len won))
+
+  (defn _claim-all [self store routines now why]
+    "#(routine due workflow) for each of ROUTINES whose run this claim won;
+     WORKFLOW None for a reminder."
+    (setv won [])
+    (for [r routines]
+      (setv due (proto-get r ':next-due))
+      (if (proto-get r ':say)
+          (when (routine-claim store r now "claimed" now)
+            (.append won #(r due None)))
+          (do (setv workflow (self._workflow r)
+                    wid (new-id "w"))
+              (defn write [store]
+                (workflow-add store workflow [[:id wid :step (proto-get r ':id) :objective (proto-get r ':objective)]] now)
+                (workflow-resume store (proto-get workflow ':id)
+                                 [:type :event :session (proto-get r ':session) :source (proto-get r ':source)
+                                  :payload [:sensor :routine :routine (proto-get r ':id) :due due
+                                            ;; the resume names the task: the finisher is found by it
+                                            :task (proto-get workflow ':task)]])
+                (.execute store.conn "UPDATE routine_runs SET workflow = ?, state = 'running'
+                                      WHERE routine = ? AND due = ?" #((proto-get workflow ':id) (proto-get r ':id) due))
+                (journal-event store "routine" (proto-get r ':session)
+                               [:event "run" :routine (proto-get r ':id) :due due :why why
+                                :workflow (proto-get workflow ':id) :worker wid] :ts now))
+              (when (routine-claim store r now "claimed" now write)
+                (.append won #(r due workflow))))))
+    won)
+
+  (defn :async _begin [self r due workflow]
+    (if (is workflow None)
+        (await (self._say r due))
+        (await (.run-detached self.hub.workflows workflow 1))))
 
   (defn _workflow [self r]
     [:id (new-id "f") :title (routine-title r) :session (proto-get r ':session)
