@@ -48,6 +48,9 @@
     f":catch-up {catch-up !r} is neither \"once\" (a run missed while the daemon was down runs once at start) nor \"skip\""
     (and (is-not chat None) (not (and (isinstance chat str) (in ":" chat))))
     f":chat {chat !r} is no chat; name one as its session is named, e.g. \"telegram:42\", or leave it out for this one"
+    (and (is-not chat None) (context-runtime ctx "store")
+         (not (.query (context-runtime ctx "store") "SELECT 1 FROM sessions WHERE name = ?" #(chat))))
+    f":chat {chat !r} is no chat this daemon has spoken in; leave it out to use this one"
     (and least (is-not (shortest-gap spec tz now) None) (< (shortest-gap spec tz now) least))
     (+ f"{(proto-get action ':when) !r} would run every {(round (/ (shortest-gap spec tz now) 60) 1)} minutes; "
        f"routines may run at most every {(_min-minutes ctx)} minutes here: choose a longer interval")

@@ -394,3 +394,25 @@
           (text-of ask))
   (expect (lfor r (routine-runs daemon.store "renv") (proto-get r ':state)) ["done" "done"] "the runs")
   (expect (.query daemon.store "SELECT session FROM grants") [#("routine:renv")] "where the grant is kept"))
+
+(defn test-until-ends-a-routine [store]
+  (routine-add store [:id "ru" :session "test:1" :source [:gateway :test :chat "1"]
+                      :spec (get (parse-when "every 1h" BERLIN 0) 0) :say "hi" :tz BERLIN
+                      :next-due 3700.0 :until 5000.0]
+               100.0)
+  (setv [r] (routines-due store 3800.0))
+  (assert (routine-claim store r 3800.0 "claimed" 3800.0) "the claim")
+  (expect (proto-get (routine-get store "ru") ':state) "done" "after its last run before :until"))
+
+(defn test-news-go-only-to-a-chat-the-daemon-has-spoken-in [registry store]
+  (.write store "INSERT INTO sessions (name, gateway, created, last_seen) VALUES ('test:2', 'test', 0, 0)" #())
+  (defn judge-here [text]
+    (verify (proto-read text)
+            (make-context :workspace "/tmp" :session "test:1" :skills registry :now NOW :store store
+                          :config {"routines" (| (config-defaults "routines") {"time_zone" BERLIN})}
+                          :sandbox [:kind :none])))
+  (expect (V (judge-here "(:action :schedule :when \"every 1h\" :say \"hi\" :chat \"test:2\" :explanation \"for the other chat\")"))
+          "allow" "a chat it has spoken in")
+  (setv out (judge-here "(:action :schedule :when \"every 1h\" :say \"hi\" :chat \"telegram:666\" :explanation \"for a stranger\")"))
+  (expect (V out) "reject" "a stranger's chat")
+  (assert (in "no chat this daemon has spoken in" (proto-get out ':reason)) (proto-get out ':reason)))
