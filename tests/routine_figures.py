@@ -16,7 +16,8 @@
    around each: the runs on each day.
 4. kill: N (100) routines due at once, each of whose runs appends a line to a
    file of its own: the daemon (this script as `child`) is killed with SIGKILL
-   at 5 random moments and started again on the same data dir; then how many
+   at 5 random moments while they run (once a random number of them more
+   have finished) and started again on the same data dir; then how many
    files have two lines (ran twice) and how many routines have no finished
    run (lost), and how many runs were cut off in the middle of their action
    (not run again, as any action a kill interrupts; the chat is told).
@@ -364,13 +365,34 @@ def kill(n=100, kills=5, seed=1):
     folder = Path(tempfile.mkdtemp(prefix="passepartout-routine-kill-"))
     env = dict(os.environ, **{KEY_ENV: "figures-key"})
     cmd = [sys.executable, str(Path(__file__).resolve()), "child", str(folder), server.url("ok"), str(n)]
+    at_kill = []
+
+    def finished():
+        path = folder / "data" / "passepartout.sqlite3"
+        if not path.exists():
+            return 0
+        store = store_open(str(path))
+        try:
+            return store.query("SELECT COUNT(*) FROM routine_runs WHERE state IN ('done', 'failed')")[0][0]
+        except Exception:
+            return 0
+        finally:
+            store_close(store)
+
     try:
-        for _ in range(kills):
+        # each kill comes while runs go on: once a random number of them more
+        # have finished (spread over the hundred), after a random fraction of a second
+        marks = sorted(rng.sample(range(5, n - 5), kills))
+        for mark in marks:
             p = subprocess.Popen(cmd, env=env, cwd=str(HERE))
-            time.sleep(rng.uniform(4.0, 9.0))
+            deadline = time.monotonic() + 600
+            while finished() < mark and p.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            time.sleep(rng.uniform(0.0, 0.5))
             if p.poll() is None:
                 p.send_signal(signal.SIGKILL)
             p.wait()
+            at_kill.append(finished())
         subprocess.run(cmd, env=env, cwd=str(HERE), timeout=1200)
         store = store_open(str(folder / "data" / "passepartout.sqlite3"))
         try:
@@ -383,10 +405,12 @@ def kill(n=100, kills=5, seed=1):
             lost = [id for id in ids if runs.get(id) not in ("done", "failed")]
             cut = store.query("SELECT COUNT(*) FROM workers WHERE state = 'cut-off'")[0][0]
             unmarked = [id for id in ids if lines[id] == 0]
+            print(f"runs finished at each kill: {at_kill}", file=sys.stderr)
             return [(f"kill -9 at {kills} random moments during {n} routine runs: runs twice", len(twice), "", "0"),
                     (f"kill -9 at {kills} random moments during {n} routine runs: runs lost", len(lost), "", "0"),
                     (f"kill -9 at {kills} random moments during {n} routine runs: cut off in their action "
-                     f"(not run again, told), files left without a line {len(unmarked)}", cut, "", "")]
+                     f"(not run again, told), files left without a line {len(unmarked)}, runs finished at each kill {at_kill}",
+                     cut, "", "")]
         finally:
             store_close(store)
     finally:

@@ -416,3 +416,15 @@
   (setv out (judge-here "(:action :schedule :when \"every 1h\" :say \"hi\" :chat \"telegram:666\" :explanation \"for a stranger\")"))
   (expect (V out) "reject" "a stranger's chat")
   (assert (in "no chat this daemon has spoken in" (proto-get out ':reason)) (proto-get out ':reason)))
+
+(import subprocess sys)
+
+(defn test-passepartout-verify-judges-a-schedule-like-any-action [tmp-path]
+  (setv exe (/ (. (Path sys.executable) parent) "passepartout")
+        p (subprocess.run [(str exe) "verify"]
+                          :input "(:type :request :payload (:action :schedule :when \"every 1m\" :objective \"x\" :explanation \"the person asked\"))"
+                          :capture-output True :text True :timeout 300
+                          :env {"HOME" (str tmp-path) "PATH" "/usr/bin:/bin"
+                                "PASSEPARTOUT_DATA_DIR" (str (/ tmp-path "data"))}))
+  (assert (in "\"gate\": \"routines\"" p.stdout) (+ p.stdout p.stderr))
+  (assert (in "at most every 5 minutes" p.stdout) p.stdout))
