@@ -190,7 +190,6 @@
     (for [row rows]
       (await (self._submit (proto-get row ':id) (proto-get row ':signal))))
     (await (.resume self.workflows))
-    (await (.say-unsaid self.routines))
     (await (.start self.routines))
     (len rows))
 

@@ -277,10 +277,13 @@
   ;; ** The loop
 
   (defn :async start [self]
-    "Catch up what was missed while the daemon was down, then run the loop."
+    "Say the reminders a kill left unsaid, catch up what was missed while the
+     daemon was down, then run the loop; once (a second call does nothing)."
+    (when (is-not self.task None) (return))
+    (setv self.task (.create-future (asyncio.get-running-loop)))
+    (await (self.say-unsaid))
     (await (self.catch-up))
-    (when (is self.task None)
-      (setv self.task (asyncio.ensure-future (self._loop)))))
+    (setv self.task (asyncio.ensure-future (self._loop))))
 
   (defn :async _loop [self]
     (while True
