@@ -428,3 +428,17 @@
                                 "PASSEPARTOUT_DATA_DIR" (str (/ tmp-path "data"))}))
   (assert (in "\"gate\": \"routines\"" p.stdout) (+ p.stdout p.stderr))
   (assert (in "at most every 5 minutes" p.stdout) p.stdout))
+
+(defn test-a-routine-of-another-conversation-cannot-be-deleted [registry store]
+  (add-reminder store "rmine" "every 1h" 3700.0)
+  (defn judge-in [session text]
+    (verify (proto-read text)
+            (make-context :workspace "/tmp" :session session :skills registry :now NOW :store store
+                          :config {"routines" (config-defaults "routines")} :sandbox [:kind :none])))
+  (setv delete "(:action :routine :op :delete :id \"rmine\" :explanation \"the person no longer wants it\")")
+  (expect (V (judge-in "test:1" delete)) "allow" "from the conversation that set it")
+  (setv out (judge-in "test:2" delete))
+  (expect (V out) "reject" "from another conversation")
+  (assert (in "another conversation" (proto-get out ':reason)) (proto-get out ':reason))
+  (setv out (judge-in "test:1" "(:action :routine :op :delete :id \"rnone\" :explanation \"the person no longer wants it\")"))
+  (assert (in "is no routine" (proto-get out ':reason)) (proto-get out ':reason)))
