@@ -839,6 +839,7 @@
                (fn [] (_tests-rows "litellm-message" quick "a message through LiteLLM"))
                (fn [] (_tests-rows "workflows" quick "background work"))
                (fn [] (_tests-rows "memory" quick "memory: recall, compaction, dreaming"))
+               (fn [] (_tests-rows "routines" quick "routines"))
                (fn [] (bench-harm quick))
                (fn [] (bench-hung-provider (if quick 3 5)))
                (fn [] (bench-journal (if quick 300 2000)))

@@ -201,6 +201,13 @@
             "embedding_model" (_key "string" "" "the LiteLLM embedding model that lets memory be found by meaning (`openai/text-embedding-3-small`, `ollama/nomic-embed-text`); empty: by words alone")
             "embedding_api_base" (_key "string" "" "the embedding server's address, for local and compatible servers")
             "embedding_api_key_env" (_key "string" "" "the environment variable that holds the embedding server's key")}}
+   {"name" "routines" "shape" "table" "fill" True
+    "doc" (+ "Routines and reminders (`:schedule`; see `routines.org`): the person's time zone, "
+             "and how often a routine may run.")
+    "keys" {"time_zone" (_key "string" "" "the IANA zone times are read and shown in, such as `Europe/Berlin`; empty: the machine's")
+            "min_minutes" (_key "number" 5 "a routine may not run more often than this many minutes")
+            "catch_up" (_key "string" "once" "what a routine that missed runs while the daemon was down does by default: `once` (runs once at start) or `skip`"
+                             :choices #("once" "skip"))}}
    {"name" "cascade" "shape" "table" "fill" True
     "doc" "The circuit breaker in front of each provider."
     "keys" {"cooldown" (_key "number" 60 "seconds a provider that keeps failing is skipped")

@@ -117,7 +117,9 @@
           self.watchers {}
           self.sending (set))
     ;; background work: its workers' objectives come in, and their replies go out, here
-    (setv self.workflows (hy.I.passepartout/workflow.Workflows services self)))
+    (setv self.workflows (hy.I.passepartout/workflow.Workflows services self))
+    ;; routines: runs on a schedule, as workers (=routines.org=)
+    (setv self.routines (hy.I.passepartout/routines.Routines services self)))
 
   (defn :async receive [self gateway key signal]
     "Persist SIGNAL, received by GATEWAY under KEY, then queue it. False when
@@ -188,6 +190,7 @@
     (for [row rows]
       (await (self._submit (proto-get row ':id) (proto-get row ':signal))))
     (await (.resume self.workflows))
+    (await (.start self.routines))
     (len rows))
 
   (defn :async receive-with [self gateway key signal write #* args]
@@ -396,6 +399,7 @@
       (except [asyncio.TimeoutError] False)))
 
   (defn :async close [self]
+    (.close self.routines)
     (.close self.workflows)
     (for [t (list (.values self.watchers))] (.cancel t))
     (await (asyncio.gather #* (.values self.watchers) :return-exceptions True))

@@ -68,7 +68,9 @@
         now (proto-get ctx ':now)
         session (proto-get signal ':session)
         _ (expire-due store now)
-        grant (grant-covering store session action ctx now (proto-get outcome ':decisions)))
+        ;; a routine's run keeps its grants under the routine (=routines.org=)
+        grant (grant-covering store (hy.I.passepartout/routines.grant-home store session) action ctx now
+                              (proto-get outcome ':decisions)))
   (when grant
     (return (await (_run-granted signal action outcome ctx store grant now))))
   (setv rows (.query store (+ _select "WHERE session = ? AND state = 'pending' AND action_hash = ?
@@ -140,7 +142,8 @@
                     (grant-scope action ctx (proto-get approval ':decisions))
                     (host-scope grant-hosts)))
     (cond scope
-          (do (setv gid (add-grant store asked-in scope now grant-minutes who env.skills (proto-get approval ':id)))
+          (do (setv gid (add-grant store (hy.I.passepartout/routines.grant-home store asked-in) scope now
+                                   grant-minutes who env.skills (proto-get approval ':id)))
               (setv grant-note f" Grant #{gid} allows {(describe-scope scope)} in this conversation until {(_when (+ now (* 60 grant-minutes)) now)}."))
           (is grant-hosts None)
           (setv grant-note " No grant was made: an escalation of this command belongs to no single program, or its program is only known when it runs.")

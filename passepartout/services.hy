@@ -41,5 +41,6 @@
           self.repl None
           self.checkpoints None
           self.workflows None
+          self.routines None
           self.stops (Stops)
           self.histories (SessionHistories))))

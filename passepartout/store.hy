@@ -296,7 +296,37 @@
     "CREATE TRIGGER IF NOT EXISTS memory_vectors_update AFTER UPDATE OF text ON memory BEGIN
        DELETE FROM memory_vectors WHERE memory = old.id;
      END"
-    "ALTER TABLE memory ADD COLUMN stale REAL"]])
+    "ALTER TABLE memory ADD COLUMN stale REAL"]
+   ;; 12: routines and their runs, one row per routine and due time (see =routines.org=)
+   ["CREATE TABLE IF NOT EXISTS routines (
+       id TEXT PRIMARY KEY,
+       session TEXT NOT NULL,
+       source TEXT NOT NULL,
+       kind TEXT NOT NULL CHECK (kind IN ('cron', 'every', 'at')),
+       spec TEXT NOT NULL,
+       objective TEXT,
+       say TEXT,
+       quiet INTEGER NOT NULL DEFAULT 0,
+       catch_up TEXT NOT NULL CHECK (catch_up IN ('once', 'skip')),
+       until REAL,
+       tz TEXT NOT NULL,
+       state TEXT NOT NULL CHECK (state IN ('active', 'paused', 'done', 'deleted')),
+       next_due REAL,
+       anchor REAL NOT NULL,
+       created REAL NOT NULL,
+       runs INTEGER NOT NULL DEFAULT 0)"
+    "CREATE INDEX IF NOT EXISTS routines_due ON routines (state, next_due)"
+    "CREATE INDEX IF NOT EXISTS routines_session ON routines (session, state)"
+    "CREATE TABLE IF NOT EXISTS routine_runs (
+       routine TEXT NOT NULL REFERENCES routines (id),
+       due REAL NOT NULL,
+       state TEXT NOT NULL CHECK (state IN ('claimed', 'running', 'said', 'done', 'failed', 'skipped')),
+       workflow TEXT,
+       claimed REAL NOT NULL,
+       finished REAL,
+       result TEXT,
+       PRIMARY KEY (routine, due))"
+    "CREATE INDEX IF NOT EXISTS routine_runs_workflow ON routine_runs (workflow)"]])
 
 (setv SCHEMA-VERSION (len _schema))
 

@@ -469,6 +469,8 @@
           self.timers {}
           self.holds {}
           self.tasks (set)
+          ;; what ends a workflow that no spawner waits for, by the prefix of its task (=routines.org=)
+          self.finishers {}
           services.workflows self
           (get hub.gateways "worker") {"name" "worker" "deliver" self.deliver}))
 
@@ -546,6 +548,16 @@
                                 :tools (self._tools (proto-get s ':tools))
                                 :mode (_name (proto-get s ':mode))]))))
 
+  (defn :async run-detached [self workflow count]
+    "Hold WORKFLOW (of COUNT workers, written with its resume by another
+     module in the commit that decided it) for /stop, and move it on."
+    (self._hold workflow count)
+    (await (self.advance (proto-get workflow ':id))))
+
+  (defn _finisher [self workflow]
+    "What ends WORKFLOW instead of taking a spawner on, or None."
+    (.get self.finishers (get (.partition (str (or (proto-get workflow ':task) "")) ":") 0)))
+
   ;; ** Moving a workflow on
 
   (defn _lock [self id]
@@ -585,7 +597,7 @@
       (await (self._start workflow wid everyone)))
     (self._time-later id everyone now)
     (setv own (workflow-workers store id))
-    (when (or started finishing)
+    (when (and (or started finishing) (not (self._finisher workflow)))
       (await (self._progress workflow own)))
     (when (all (gfor w own (finished-state (proto-get w ':state))))
       (await (self._conclude workflow own))))
@@ -637,7 +649,13 @@
                           worker-start wid (self.services.clock))))
 
   (defn :async _conclude [self workflow workers]
-    "End WORKFLOW, all of whose WORKERS finished, and take its spawner's task on."
+    "End WORKFLOW, all of whose WORKERS finished, and take its spawner's task on
+     (or hand it to its finisher, which ends it)."
+    (setv finish (self._finisher workflow))
+    (when finish
+      (self._release (proto-get workflow ':id))
+      (.pop self.locks (proto-get workflow ':id) None)
+      (return (await (finish workflow workers))))
     (setv id (proto-get workflow ':id)
           resume (proto-get workflow ':resume)
           payload (proto-get resume ':payload)

@@ -197,11 +197,15 @@ def workflows(quick):
 def memory(quick):
     import memory_figures as m
     return m.memory_rows(quick)
+def routines(quick):
+    import routine_figures as m
+    return m.routine_rows(quick)
 
 
 BENCHES = {"telegram": telegram, "one-message": one_message, "harm": harm,
            "model-calls": model_calls, "litellm-message": litellm_message, "workflows": workflows,
-           "memory": memory}
+           "memory": memory,
+           "routines": routines}
 
 
 def main(argv):
