@@ -462,7 +462,7 @@
                 (do (print f"the journal's {(proto-get v ':turns)} turns are intact") 0)
                 (do (print (proto-get v ':text)) 1)))
         (do (for [text (journal-export store :session args.session :fmt args.format)]
-              (.write sys.stdout (if (= args.format "org") (display-text text) (json-visible text))))
+              (.write sys.stdout (if (= args.format "jsonl") (json-visible text) (display-text text))))
             (.flush sys.stdout)
             0))))
 
@@ -570,10 +570,13 @@
   (setv j (.add-parser sub "journal" :help "the journal of turns: check its hash chain, export it")
         jsub (.add-subparsers j :dest "journal_command" :metavar "COMMAND" :required True)
         jv (.add-parser jsub "verify" :help "recompute the chain; name the first turn edited, inserted or removed")
-        je (.add-parser jsub "export" :help "the turns, as JSON lines or an org outline"))
+        je (.add-parser jsub "export" :help "the turns, one readable line each, as JSON lines (--raw) or an org outline"))
   (.set-defaults jv :func cmd-journal)
   (.add-argument je "--session" :help "only this session's turns")
-  (.add-argument je "--format" :choices ["jsonl" "org"] :default "jsonl")
+  (.add-argument je "--format" :choices ["text" "jsonl" "org"] :default "text"
+                 :help "text: one readable line a turn (the default); jsonl: every field, the content as plist text; org: an outline")
+  (.add-argument je "--raw" :action "store_const" :dest "format" :const "jsonl"
+                 :help "every field as it is stored: the same as --format jsonl")
   (.set-defaults je :func cmd-journal)
 
   (setv rp (.add-parser sub "replay" :help "today's gates over the journal's proposals: what would change (exit 1 if any)"))

@@ -2,7 +2,8 @@
 
 (import re
         hy.models [Keyword]
-        passepartout.proto [literal-keywords :as hy proto-get proto-print proto-without])
+        passepartout.proto [literal-keywords :as hy proto-get proto-print proto-without]
+        passepartout.display [output-words status-words])
 
 ;; * Answering a request
 
@@ -31,7 +32,8 @@
 
 ;; * Commands
 
-(setv _command-re (re.compile r"\s*/?(\S+)(.*)\Z" re.S))
+(setv _command-re (re.compile r"\s*/?(\S+)(.*)\Z" re.S)
+      OWN-COMMAND "the person asked to run this command")
 
 (defn _message [text]
   [:action :message :text text])
@@ -52,7 +54,7 @@
   (when (.startswith stripped "!")
     (setv cmd (.strip (cut stripped 1 None)))
     (return (if cmd
-                [:action :shell :cmd cmd :explanation "the person asked to run this command"]
+                [:action :shell :cmd cmd :explanation OWN-COMMAND]
                 (_message "Write the command right after the !, e.g. !ls -la"))))
   (setv m (.match _command-re text)
         word (.lower (.group m 1))
@@ -177,11 +179,13 @@ With no configuration, a local Ollama serving llama3.2 is used whenever it is ru
   (_message
     (_clip
       (cond
+        (and (= status ':error) (isinstance output str) (.strip output))
+        (+ (if (= kind ':shell) (+ "`" (_field action ':cmd) "`") (_describe action))
+           " " (status-words result) ":\n" (output-words output))
         (= status ':error)
         (+ "Could not " (_describe action) ": "
-           (or (_first-text result [':error ':reason ':message ':stderr ':output])
-               (proto-print (proto-without result [':status])))
-           exit-note)
+           (or (_first-text result [':error ':reason ':message ':stderr])
+               (status-words result)))
         (is-not (proto-get result ':hits) None)
         (_hits action (proto-get result ':hits))
         (isinstance content str)
@@ -196,8 +200,7 @@ With no configuration, a local Ollama serving llama3.2 is used whenever it is ru
         (= kind ':memory-add)
         (if (is (proto-get result ':id) None) "Remembered." f"Remembered (note {(proto-get result ':id)}).")
         True
-        (do (setv rest (proto-without result [':status]))
-            (+ "Done: " (_describe action) "." (if rest (+ "\n" (proto-print rest)) "")))))))
+        (+ "Done: " (_describe action) ".")))))
 
 ;; * Answering a refusal
 

@@ -89,11 +89,30 @@
 
 ;; * Asking
 
+(defn test-a-single-word-answers-the-only-approval-waiting-in-a-chat [env]
+  (setv [_ code _] (ask env))
+  (setv replies (answer env "n"))
+  (expect (state-of env code) "denied" "after n")
+  (has (texts replies) "denied")
+  (setv [_ code _] (ask env "write .env\nKEY=2"))
+  (setv replies (answer env "Yes"))
+  (expect (state-of env code) "executed" "after Yes")
+  (expect (dotenv env) "KEY=2" "the approved write")
+  ;; with none waiting, y is a message like any other
+  (setv replies (answer env "y"))
+  (assert (not (in "pprov" (texts replies))) (texts replies))
+  ;; with two waiting, a single word says neither
+  (setv [_ one _] (ask env "write .env\nKEY=3")
+        [_ two _] (ask env "write .env\nKEY=4"))
+  (answer env "y")
+  (expect [(state-of env one) (state-of env two)] ["pending" "pending"] "two waiting, after y"))
+
 (defn test-an-escalated-action-is-stored-and-the-person-is-asked [env]
   (setv [replies code token] (ask env))
   (setv text (texts replies))
   (has text f"code {code}")
-  (has text ":write-file")
+  (has text "Action: write .env (1 line)")
+  (assert (not (in "(:" text)) f"a plist in the request: {text}")
   (has text "workspace:")
   (has text f"/approve {code}")
   (has text f"/deny {code}")

@@ -147,7 +147,12 @@
   (assert (= text "Could not read /etc/nope: no such file") f"got {text !r}")
   (setv shell (message-text (tool-result [:action :shell :cmd "make"]
                                          [:status :error :output "make: *** No targets." :exit 2])))
-  (assert (= shell "Could not run `make`: make: *** No targets.\n(exit status 2)") f"got {shell !r}"))
+  (assert (= shell "`make` failed with exit status 2:\nmake: *** No targets.") f"got {shell !r}")
+  (setv late (message-text (tool-result [:action :shell :cmd "sleep 99"]
+                                        [:status :error :output "started\n" :exit -9 :timed-out True
+                                         :error "timed out after 30 s; the command and its children were killed"])))
+  (assert (= late "`sleep 99` timed out after 30 s; the command and its children were killed:\nstarted")
+          f"got {late !r}"))
 
 (defn test-long-output-is-cut []
   (setv text (message-text (tool-result [:action :shell :cmd "yes"]
@@ -155,9 +160,9 @@
   (assert (< (len text) 3200) f"{(len text)} characters")
   (assert (in "more characters)" text) f"got tail {(cut text -60 None) !r}"))
 
-(defn test-other-results-are-printed []
+(defn test-other-results-are-said-without-a-plist []
   (setv text (message-text (tool-result [:action :spawn :objective "tidy"] [:status :ok :session 7])))
-  (assert (= text "Done: do the spawn action.\n(:session 7)") f"got {text !r}"))
+  (assert (= text "Done: do the spawn action.") f"got {text !r}"))
 
 (defn test-a-tool-result-is-never-a-command []
   (setv action (answer (tool-result [:action :shell :cmd "echo !rm"] [:status :ok :output "!rm -rf /" :exit 0])))
