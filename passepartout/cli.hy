@@ -302,6 +302,71 @@
       (except [OSError]
         (return #(status f"{path}: left by a daemon that is gone"))))))
 
+(setv _e164-re (re.compile r"\+[1-9][0-9]{6,14}\Z"))
+
+(defn _fetch [url [secrets #()]]
+  "#(status json None) for a GET of URL (5 s at most), or #(None None why):
+   why in words, naming the host, with SECRETS (a token in the URL) redacted."
+  (import httpx urllib.parse [urlsplit]
+          passepartout.secrets [redact-text])
+  (setv host (or (. (urlsplit url) netloc) url))
+  (try
+    (setv r (httpx.get url :timeout 5.0))
+    (except [e httpx.ConnectError]
+      (return #(None None f"nothing answers at {host} ({(get (redact-text (str e) secrets) 0)})")))
+    (except [e httpx.TimeoutException]
+      (return #(None None f"{host} did not answer within 5 s")))
+    (except [e httpx.HTTPError]
+      (return #(None None f"{host}: {(get (redact-text (str e) secrets) 0)}"))))
+  (try
+    (setv body (.json r))
+    (except [ValueError] (setv body None)))
+  #(r.status-code body None))
+
+(defn _telegram-check [s]
+  "#(status detail) for the Telegram settings S: the token is asked to getMe."
+  (setv var (get s "token_env")
+        token (.get os.environ (or var "")))
+  (when (not token)
+    (return #("fail" f"the bot token is missing: the environment variable {var} is not set")))
+  (setv [code body why] (_fetch f"{(get s "api_base")}{token}/getMe" #(token))
+        host (or (. (hy.I.urllib/parse.urlsplit (get s "api_base")) netloc) (get s "api_base")))
+  (cond
+    why #("fail" f"the Bot API could not be reached: {why}")
+    (in code #(401 404)) #("fail" f"the Bot API at {host} refused the token in {var} ({code}): it is not a valid bot token")
+    (or (!= code 200) (not (isinstance body dict)) (not (.get body "ok")))
+    #("fail" f"the Bot API at {host} answered getMe with an error ({code})")
+    (not (get s "allowed_users"))
+    #("warn" f"@{(.get (.get body "result" {}) "username")} (token in {var}); allowed_users is empty, so nobody is answered")
+    True #("ok" f"@{(.get (.get body "result" {}) "username")} (token in {var}); {(len (get s "allowed_users"))} allowed user(s)")))
+
+(defn _signal-check [s]
+  "#(status detail) for the Signal settings S: the numbers are E.164, the
+   server answers /v1/about, and it holds the account."
+  (setv number (get s "number"))
+  (when (not number) (return #("fail" "no number: set [gateways.signal] number")))
+  (defn plain [n] (re.sub r"[\s().-]" "" n))
+  ;; a UUID in allowed_numbers is a sender who hides their number
+  (setv bad (lfor n (+ [number] (list (get s "allowed_numbers")))
+                  :if (and (isinstance n str) (not (re.match r"[0-9a-fA-F-]{36}\Z" (.strip n)))
+                           (not (_e164-re.match (plain n))))
+                  n)
+        number (plain number))
+  (when bad
+    (return #("fail" (+ "not E.164 numbers (+, a country code, at most 15 digits): " (.join ", " bad)))))
+  (setv url (get s "url")
+        [code body why] (_fetch f"{url}/v1/about"))
+  (cond
+    why (return #("fail" f"signal-cli-rest-api: {why}"))
+    (!= code 200) (return #("fail" f"signal-cli-rest-api at {url} answered /v1/about with {code}")))
+  (setv [code accounts why] (_fetch f"{url}/v1/accounts"))
+  (cond
+    (and (= code 200) (isinstance accounts list) (not (in number accounts)))
+    #("fail" f"signal-cli-rest-api at {url} has no account {number} (it has: {(or (.join ", " (map str accounts)) "none")})")
+    (not (get s "allowed_numbers"))
+    #("warn" f"{number} through {url}; allowed_numbers is empty, so nobody is answered")
+    True #("ok" f"{number} through {url}; {(len (get s "allowed_numbers"))} allowed sender(s)")))
+
 (defn _gateway-check [name section]
   "#(status detail) for the gateway NAME configured by SECTION (its defaults filled in)."
   (import passepartout.config [schema-section])
@@ -309,17 +374,8 @@
         s (| (dfor [k spec] (.items keys) k (get spec "default")) section))
   (cond
     (= name "terminal") #("ok" "the chat of `passepartout chat`")
-    (= name "telegram")
-    (cond (not (.get os.environ (or (get s "token_env") "")))
-          #("fail" f"the bot token is missing: the environment variable {(get s "token_env")} is not set")
-          (not (get s "allowed_users"))
-          #("warn" f"token in {(get s "token_env")}; allowed_users is empty, so nobody is answered")
-          True #("ok" f"token in {(get s "token_env")}; {(len (get s "allowed_users"))} allowed user(s)"))
-    (= name "signal")
-    (cond (not (get s "number")) #("fail" "no number: set [gateways.signal] number")
-          (not (get s "allowed_numbers"))
-          #("warn" f"{(get s "number")} through {(get s "url")}; allowed_numbers is empty, so nobody is answered")
-          True #("ok" f"{(get s "number")} through {(get s "url")}; {(len (get s "allowed_numbers"))} allowed sender(s)"))
+    (= name "telegram") (_telegram-check s)
+    (= name "signal") (_signal-check s)
     True #("ok" "turned on; doctor knows no check for it")))
 
 (defn _model-checks [config]

@@ -281,7 +281,8 @@
             (.warning log "telegram: still 409 Conflict (%s times); retrying in %s s" conflicts wait))
         (await (_pause gw wait)))
       (except [e #(InvalidToken Forbidden)]
-        (setv gw.state f"stopped: the Bot API refused the token ({e})")
+        ;; the library's words quote the token itself
+        (setv gw.state f"stopped: the Bot API refused the token in {(get gw.settings "token_env")}")
         (.error log "telegram: the Bot API refused the token (%s); this gateway stops" e)
         (break))
       (except [e RetryAfter]
