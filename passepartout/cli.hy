@@ -564,31 +564,45 @@
 
 ;; * The parser
 
+(defn _version []
+  (import importlib.metadata)
+  (try (importlib.metadata.version "passepartout")
+       (except [importlib.metadata.PackageNotFoundError] "(not installed)")))
+
+(defn _command [sub name #** kw]
+  "The parser of the command NAME under SUB; it takes --config too, so the
+   option may follow the command as well as precede it."
+  (setv p (.add-parser sub name #** kw))
+  (.add-argument p "--config" :default argparse.SUPPRESS
+                 :help "config file (default ~/.config/passepartout/config.toml)")
+  p)
+
 (defn make-parser []
   (setv p (argparse.ArgumentParser
             :prog "passepartout"
             :description "A personal agent: the model proposes, deterministic code decides.")
         sub (.add-subparsers p :dest "command" :metavar "COMMAND"))
   (.add-argument p "--config" :help "config file (default ~/.config/passepartout/config.toml)")
+  (.add-argument p "--version" :action "version" :version (+ "passepartout " (_version)))
 
-  (setv c (.add-parser sub "chat" :help "terminal chat with an in-process daemon"))
+  (setv c (_command sub "chat" :help "terminal chat with an in-process daemon"))
   (.add-argument c "--workspace" :help "the workspace folder")
   (.set-defaults c :func cmd-chat)
 
-  (setv d (.add-parser sub "daemon" :help "headless: the configured gateways and the REPL socket, until SIGTERM"))
+  (setv d (_command sub "daemon" :help "headless: the configured gateways and the REPL socket, until SIGTERM"))
   (.add-argument d "--workspace" :help "the workspace folder")
   (.set-defaults d :func cmd-daemon)
 
-  (setv v (.add-parser sub "verify" :help "run the gates over proposals, no model; one JSON line each"))
+  (setv v (_command sub "verify" :help "run the gates over proposals, no model; one JSON line each"))
   (.add-argument v "file" :nargs "?" :default "-" :help "file of proposals, or - for stdin")
   (.add-argument v "--workspace" :help "the workspace the gates confine to")
   (.add-argument v "--sandbox" :choices ["on" "off"]
                  :help "judge as if the sandbox were in force or not (default: what this machine has)")
   (.set-defaults v :func cmd-verify)
 
-  (setv r (.add-parser sub "rules" :help "try the shell rules")
+  (setv r (_command sub "rules" :help "try the shell rules")
         rsub (.add-subparsers r :dest "rules_command" :metavar "COMMAND" :required True)
-        rt (.add-parser rsub "test" :help "the verdict for one shell command and the rule that decided"))
+        rt (_command rsub "test" :help "the verdict for one shell command and the rule that decided"))
   (.add-argument rt "cmd" :metavar "CMD" :help "the shell command, as one argument")
   (.add-argument rt "--workspace" :help "the workspace the rules judge paths against")
   (.add-argument rt "--json" :action "store_true" :help "print one JSON object")
@@ -596,7 +610,7 @@
                  :help "judge as if the sandbox were in force or not (default: what this machine has)")
   (.set-defaults rt :func cmd-rules)
 
-  (setv a (.add-parser sub "approvals" :help "pending approvals, answered from the host"))
+  (setv a (_command sub "approvals" :help "pending approvals, answered from the host"))
   (.add-argument a "action" :choices ["list" "approve" "deny"])
   (.add-argument a "code" :nargs "?" :help "the approval's code or token")
   (.add-argument a "duration" :nargs "?"
@@ -606,27 +620,27 @@
   (.add-argument a "--reason" :help "why it is denied")
   (.set-defaults a :func cmd-approvals)
 
-  (setv dr (.add-parser sub "doctor" :help "check the config, folders, sandbox, gateways and each model; say which protection is in force"))
+  (setv dr (_command sub "doctor" :help "check the config, folders, sandbox, gateways and each model; say which protection is in force"))
   (.set-defaults dr :func cmd-doctor)
 
-  (setv bk (.add-parser sub "backup" :help "copy the store, also while the daemon runs, to a new file"))
+  (setv bk (_command sub "backup" :help "copy the store, also while the daemon runs, to a new file"))
   (.add-argument bk "path" :nargs "?" :metavar "PATH"
                  :help "the file, or a folder for it (default: DATA_DIR/backups/, named by the time)")
   (.set-defaults bk :func cmd-backup)
 
-  (setv t (.add-parser sub "tangle" :help "tangle org/ into the code, or check that they agree"))
+  (setv t (_command sub "tangle" :help "tangle org/ into the code, or check that they agree"))
   (.add-argument t "--check" :action "store_true" :help "write nothing; exit 1 if any file differs")
   (.add-argument t "--root" :help "the project folder (default: found from here)")
   (.set-defaults t :func cmd-tangle)
 
-  (setv b (.add-parser sub "bench" :help "the benchmarks, as figures"))
+  (setv b (_command sub "bench" :help "the benchmarks, as figures"))
   (.add-argument b "--quick" :action "store_true" :help "fewer repetitions")
   (.set-defaults b :func cmd-bench)
 
-  (setv j (.add-parser sub "journal" :help "the journal of turns: check its hash chain, export it")
+  (setv j (_command sub "journal" :help "the journal of turns: check its hash chain, export it")
         jsub (.add-subparsers j :dest "journal_command" :metavar "COMMAND" :required True)
-        jv (.add-parser jsub "verify" :help "recompute the chain; name the first turn edited, inserted or removed")
-        je (.add-parser jsub "export" :help "the turns, one readable line each, as JSON lines (--raw) or an org outline"))
+        jv (_command jsub "verify" :help "recompute the chain; name the first turn edited, inserted or removed")
+        je (_command jsub "export" :help "the turns, one readable line each, as JSON lines (--raw) or an org outline"))
   (.set-defaults jv :func cmd-journal)
   (.add-argument je "--session" :help "only this session's turns")
   (.add-argument je "--format" :choices ["text" "jsonl" "org"] :default "text"
@@ -635,7 +649,7 @@
                  :help "every field as it is stored: the same as --format jsonl")
   (.set-defaults je :func cmd-journal)
 
-  (setv rp (.add-parser sub "replay" :help "today's gates over the journal's proposals: what would change (exit 1 if any)"))
+  (setv rp (_command sub "replay" :help "today's gates over the journal's proposals: what would change (exit 1 if any)"))
   (.add-argument rp "--since" :help "from this time (2026-11-01, 2026-11-01T09:30) or this long ago (12h, 7d)")
   (.add-argument rp "--session" :help "only this session")
   (.set-defaults rp :func cmd-replay)
