@@ -485,6 +485,8 @@
 (defn refusal-text [outcome]
   "What to tell the person when every attempt was refused."
   (setv lines (lfor [i r] (enumerate (proto-get outcome ':rejections []) 1)
-                    f"{i}. {(action-words (proto-get r ':action []))} — refused by {(proto-get r ':gate)}: {(proto-get r ':reason)}"))
+                    :setv what (action-words (proto-get r ':action []))
+                    :setv why (str (proto-get r ':reason))
+                    f"{i}. {what} — refused by {(proto-get r ':gate)}: {(if (.startswith why what) (.lstrip (cut why (len what) None) " —:") why)}"))
   (+ f"I could not find an action the gates accept after {(len lines)} attempts:\n"
      (.join "\n" lines)))

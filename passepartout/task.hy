@@ -103,10 +103,18 @@
       []
       (lfor a (proto-get outcome ':attempts [])
             :if (= (proto-get a ':verdict) ':reject)
-            (reply-signal signal (+ "gate " (str (proto-get a ':gate)) " refused "
-                                    (action-words (or (proto-get a ':action) [])) ": "
-                                    (str (proto-get a ':reason)))
+            (reply-signal signal (refused-line (proto-get a ':gate) (or (proto-get a ':action) [])
+                                               (proto-get a ':reason))
                           "decision"))))
+
+(defn refused-line [gate action reason]
+  "One line saying that GATE refused ACTION for REASON, in words: the command
+   is not said twice when the reason starts with it."
+  (setv what (action-words action)
+        reason (str reason))
+  (when (.startswith reason what)
+    (setv reason (.lstrip (cut reason (len what) None) " —:")))
+  f"{gate} refused {what}: {reason}")
 
 (defn after-outcome [signal outcome state repeated refusal]
   "Which way the task of STATE goes after OUTCOME: (:then :act) to carry out its

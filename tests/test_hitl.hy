@@ -223,7 +223,8 @@
 
 (defn test-free-text-never-approves [env]
   (setv [_ code _] (ask env))
-  (for [text ["yes" "ok, approve it" f"approve {code}" f"please /approve {code}" f"/approve {code} no wait"
+  ;; a single "yes" is an answer (test-a-single-word-answers-the-only-approval-waiting-in-a-chat)
+  (for [text ["yes please" "ok, approve it" f"approve {code}" f"please /approve {code}" f"/approve {code} no wait"
               f"/approve{code}" f"/approved {code}"]]
     (answer env text))
   (expect (state-of env code) "pending" "state after free text")

@@ -63,7 +63,7 @@ def test_a_line_typed_is_answered_and_remembered(env, tmp_path):
         pipe.send_text("\x04")
 
     shown = run_chat(env, script, tmp_path)
-    assert "  · ran `echo typed into the pipe` → ok" in shown, shown
+    assert "  · ran `echo typed into the pipe` → succeeded" in shown, shown
     assert "!echo typed into the pipe" in (tmp_path / "history").read_text()
 
 
@@ -353,7 +353,7 @@ def test_end_to_end_in_a_real_terminal(tmp_path):
         # The answer (42) is not in what was typed, so seeing it proves the command ran.
         terminal.type("!echo shown in a $((6*7)) terminal")
         wait_screen(lambda: "shown in a 42 terminal" in terminal.screen(), "the answer")
-        assert "· ran `echo shown in a $((6*7)) terminal` → ok" in terminal.screen()
+        assert "· ran `echo shown in a $((6*7)) terminal` → succeeded" in terminal.screen()
         terminal.leave()
         wait_screen(terminal.exited, "the chat's exit")
     finally:
