@@ -56,7 +56,8 @@
        (if result f" ({(. (or (proto-get result ':status) ':error) name)})" "")
        ". Nothing more was run.")
     (= state "failed")
-    f"Approval {code} was approved at {at} by {by} but did not run: {note}."
+    ;; failed before it ran, or cut off while it ran: the note says which
+    f"Approval {code} was approved at {at} by {by} and did not finish: {note}."
     (= state "withdrawn")
     f"Approval {code} was withdrawn at {at} by {by} with /stop; its action was not run."
     True f"Approval {code} is {state}."))

@@ -265,8 +265,9 @@
       (proto-get d ':action))))
 
 (defn cut-off-text [action]
-  (+ "The daemon stopped while this action was running: " (action-words action)
-     ". It may have done part or all of its work, so it was not run again, and its task has ended."))
+  (+ "This action was started but its result was never recorded: " (action-words action)
+     " (the daemon stopped while it ran, or its result could not be stored). It may have done part "
+     "or all of its work, so it was not run again, and its task has ended."))
 
 ;; * Answering the reply validators
 

@@ -655,7 +655,7 @@ def test_sigterm_past_the_grace_keeps_the_unfinished_for_the_next_start(tmp_path
                 p.kill()
     # the command was cut off while it ran: it may have done its work, so it is not run again
     (told,) = bot.texts(7001)
-    assert "The daemon stopped while this action was running" in told and "sleep 1.5" in told, told
+    assert "was started but its result was never recorded" in told and "sleep 1.5" in told, told
     log = (tmp_path / "data" / "logs" / "daemon.log").read_text()
     assert "1 signals unfinished" in log and "1 unfinished signals queued again" in log, log
 

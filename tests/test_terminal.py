@@ -65,6 +65,7 @@ def test_a_line_typed_is_answered_and_remembered(env, tmp_path):
     shown = run_chat(env, script, tmp_path)
     assert "  · ran `echo typed into the pipe` → succeeded" in shown, shown
     assert "!echo typed into the pipe" in (tmp_path / "history").read_text()
+    assert (tmp_path / "history").stat().st_mode & 0o777 == 0o600, "the history is readable by others"
 
 
 @pytest.mark.parametrize("word", ["/quit", "exit", "EXIT", "/exit"])

@@ -159,6 +159,12 @@
   (WordCompleter (command-words hub) :sentence True
                  :pattern (re.compile r"^/\S*")))
 
+(defn _private-file [path]
+  "Make the file PATH if it is missing, readable by its owner alone (0600)."
+  (import os)
+  (os.close (os.open (str path) (| os.O-WRONLY os.O-CREAT os.O-APPEND) 0o600))
+  (os.chmod (str path) 0o600))
+
 (defn :async chat-terminal [hub [history-path None] [input None] [output None] [show print]]
   "Chat in a prompt_toolkit terminal until Ctrl-D or /quit."
   (import prompt_toolkit [PromptSession]
@@ -171,6 +177,8 @@
             f"thinking… {(- (time.monotonic) (get started 0)) :.1f} s   (Ctrl-C stops it)")
         (do (setv (get started 0) None)
             "Enter sends · Esc Enter: new line · /help · Ctrl-C stops a task · Ctrl-D or /quit leaves")))
+  (when history-path
+    (_private-file history-path))
   (setv session (PromptSession :history (if history-path (FileHistory (str history-path)) (InMemoryHistory))
                                :key-bindings (_key-bindings hub)
                                :completer (_completer hub)
