@@ -197,3 +197,15 @@
     (assert (= (proto-get r ':tool-calls) []) f"got {r}")
     (assert (= (proto-get r ':usage) [:prompt-tokens 0 :completion-tokens 0 :cost 0.0]) f"got {r}")
     (assert (= (symbolic-action (user-says text)) action) f"symbolic-action differs for {text !r}")))
+
+(defn test-a-chat-service-user-is-not-shown-the-operators-details []
+  (setv request (+ [:messages [] :tools None
+                    :signal [:type :event :source [:gateway :telegram :chat 1 :user 2]
+                             :payload [:sensor :chat-message :text "hello"]]
+                    :rejections []]
+                   [:fallback [:told [] :untold ["model o is not running: nothing listens at 127.0.0.1:11434"]
+                               :kinds ["unreachable"]]])
+        text (message-text request))
+  (for [detail ["127.0.0.1" "PASSEPARTOUT_MODELS" "OPENAI_API_KEY" "config.toml"]]
+    (assert (not (in detail text)) f"{detail} shown to a chat user: {text !r}"))
+  (assert (and (in "!COMMAND" text) (in "runs this assistant" text)) text))
