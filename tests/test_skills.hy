@@ -194,6 +194,8 @@
   (request-approval store [:action :write-file :path ".env" :content "K=1"]
                     [:verdict :escalate :reason "secrets"] (+ (says "write .env") [:session session]) ctx config now)
   (add-grant store session [:action :read-file :folder (str tmp-path)] now 30 "terminal:local" registry)
+  (setv alone (answer-text (run (perceive (says "/status") ctx))))
+  (assert (in "Gateways: this terminal chat only" alone) f"no daemon's heartbeat: {alone}")
   (kv-put store "daemon:heartbeat" [:time (- now 5) :gateways ["telegram" "409 Conflict: another program polls this bot"]
                                     :degraded True])
   (setv text (answer-text (run (perceive (says " /STATUS ") ctx))))
