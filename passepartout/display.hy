@@ -149,6 +149,15 @@
     (and (isinstance result list) (is-not (_get result "exit") None)) (+ head " (no output)")
     True head))
 
+(defn reason-words [action reason]
+  "REASON, a gate's words about ACTION, without the action repeated at its
+   start: the line that shows it names the action already."
+  (setv what (action-words action)
+        reason (display-text (str reason)))
+  (if (.startswith reason what)
+      (or (.lstrip (cut reason (len what) None) " —:") reason)
+      reason))
+
 (defn when-words [ts [now None]]
   "The local time TS with its zone, and the date when it is not today's:
    =14:05:09 CET=, =2026-11-27 09:00:00 CET=."

@@ -10,7 +10,7 @@
         passepartout.store [data-print kv-get kv-put kv-delete
                             notice-add notices-waiting notice-delivered]
         passepartout.journal [journal-event]
-        passepartout.display [display-text output-words]
+        passepartout.display [display-text output-words reason-words]
         passepartout.task [task-state after-action ending write-records]
         passepartout.hitl-binding [action-hash binding-of binding-problem policy-version
                                    script-files floor-problem]
@@ -50,7 +50,7 @@
   (setv code (proto-get approval ':code)
         gates (lfor d (proto-get outcome ':decisions [])
                     :if (= (proto-get d ':verdict) ':escalate)
-                    f"  {(proto-get d ':gate)}: {(proto-get d ':reason)}")
+                    f"  {(proto-get d ':gate)}: {(reason-words (proto-get approval ':action) (proto-get d ':reason))}")
         stripped (proto-get outcome ':stripped [])
         minutes (int (min 30 (get cfg "max_grant_minutes")))
         lines [f"Approval needed — code {code} (expires at {(_when (proto-get approval ':expires) (proto-get approval ':created))})."

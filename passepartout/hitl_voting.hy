@@ -2,6 +2,7 @@
 
 (import copy
         passepartout.proto [literal-keywords :as hy proto-get]
+        passepartout.display [reason-words]
         passepartout.context [context-runtime]
         passepartout.perceive [reply-signal]
         passepartout.task [ending]
@@ -231,6 +232,6 @@
       (.join "\n" (+ ["Pending approvals:"]
                      (lfor a rows
                            (+ f"  {(proto-get a ':code)}  {(_shown (proto-get a ':action) 200)}\n"
-                              f"      {(proto-get a ':reason)}\n"
+                              f"      {(reason-words (proto-get a ':action) (proto-get a ':reason))}\n"
                               f"      asked by {(proto-get a ':requester)} in {(proto-get a ':session)}, "
                               f"expires at {(_when (proto-get a ':expires) now)}"))))))

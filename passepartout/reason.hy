@@ -10,7 +10,7 @@
         passepartout.secrets [redact-value secret-tuple]
         passepartout.extract [extract ACTIONS]
         passepartout.cascade [CALL-KEY]
-        passepartout.display [action-words]
+        passepartout.display [action-words reason-words]
         passepartout.symbolic [OWN-COMMAND symbolic-complete])
 
 ;; * Verdicts
@@ -485,8 +485,7 @@
 (defn refusal-text [outcome]
   "What to tell the person when every attempt was refused."
   (setv lines (lfor [i r] (enumerate (proto-get outcome ':rejections []) 1)
-                    :setv what (action-words (proto-get r ':action []))
-                    :setv why (str (proto-get r ':reason))
-                    f"{i}. {what} — refused by {(proto-get r ':gate)}: {(if (.startswith why what) (.lstrip (cut why (len what) None) " —:") why)}"))
+                    :setv a (proto-get r ':action [])
+                    f"{i}. {(action-words a)} — refused by {(proto-get r ':gate)}: {(reason-words a (proto-get r ':reason))}"))
   (+ f"I could not find an action the gates accept after {(len lines)} attempts:\n"
      (.join "\n" lines)))

@@ -3,7 +3,7 @@
 (import hashlib uuid
         passepartout.proto [literal-keywords :as hy proto-get proto-put proto-merge proto-print]
         passepartout.perceive [reply-signal]
-        passepartout.display [action-words status-words result-words]
+        passepartout.display [action-words reason-words status-words result-words]
         passepartout.budget [ZERO]
         passepartout.store [data-read inbox-continue]
         passepartout.journal [journal-append journal-context])
@@ -110,11 +110,7 @@
 (defn refused-line [gate action reason]
   "One line saying that GATE refused ACTION for REASON, in words: the command
    is not said twice when the reason starts with it."
-  (setv what (action-words action)
-        reason (str reason))
-  (when (.startswith reason what)
-    (setv reason (.lstrip (cut reason (len what) None) " —:")))
-  f"{gate} refused {what}: {reason}")
+  f"{gate} refused {(action-words action)}: {(reason-words action reason)}")
 
 (defn after-outcome [signal outcome state repeated refusal]
   "Which way the task of STATE goes after OUTCOME: (:then :act) to carry out its

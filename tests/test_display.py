@@ -235,3 +235,11 @@ def test_a_time_is_said_with_its_zone():
     assert shown.endswith(time.strftime("%Z", time.localtime(0))) and shown.count(":") == 2, shown
     assert re.match(r"1970-01-0\d \d\d:\d\d:\d\d ", when_words(86400 * 3, 0)), "another day shows its date"
     assert not re.match(r"\d{4}-", when_words(5, 0)), "today's time shows no date"
+
+
+def test_a_reason_does_not_say_the_command_again():
+    from passepartout.display import reason_words
+    action = proto_read('(:action :shell :cmd "rm -rf ~")')
+    assert reason_words(action, "`rm -rf ~` — deletes /root: it is the home folder") \
+        == "deletes /root: it is the home folder"
+    assert reason_words(action, "outside the workspace") == "outside the workspace"

@@ -246,3 +246,13 @@
   (assert (.startswith answer "`echo out; echo err >&2; exit 3` failed with exit status 3:") answer)
   (assert (and (in "out" answer) (in "err" answer)) f"the output is not shown: {answer}")
   (assert (not (in "(:" (.join "\n" (map text-of replies)))) f"a plist was shown: {replies}"))
+
+;; * The [validators] section of the daemon's config
+
+(defn test-the-validators-section-of-the-config-takes-effect-in-the-daemon [env]
+  ;; the booted daemon's config, as a step's context carries it: nothing passed by hand
+  (setv (get env.config "validators") {"hallucinated-action" False})
+  (setv requests (scripted env [(says CLAIM)])
+        replies (run-task env (user-says "make me a notes file")))
+  (expect (len requests) 1 "model calls: the check that is off held nothing")
+  (expect (text-of (get replies -1)) CLAIM "answer"))
