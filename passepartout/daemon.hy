@@ -99,9 +99,10 @@
     (= (. (os.fstat fd) st-ino) (. (os.stat path) st-ino))
     (except [FileNotFoundError] False)))
 
-(defn claim-pid-file [path data-dir]
+(defn claim-pid-file [path data-dir [notes None]]
   "Hold the pid file PATH for this process; its descriptor. DaemonRunning
-   when a live daemon holds it."
+   when a live daemon holds it. What is worth logging is appended to NOTES
+   when given (the log is not set up yet), else logged."
   (setv path (Path path))
   (.mkdir path.parent :parents True :exist-ok True :mode 0o700)
   (for [_ (range 5)]
@@ -120,7 +121,8 @@
       (raise (DaemonRunning f"the pid file {path} keeps being replaced; is another daemon starting?"))))
   (setv old (_read-pid fd))
   (when (and old (!= old (os.getpid)))
-    (.warning log "took over the pid file %s of pid %s, which is no longer running" path old))
+    (setv note f"took over the pid file {path} of pid {old}, which is no longer running")
+    (if (is notes None) (.warning log "%s" note) (.append notes note)))
   (os.ftruncate fd 0)
   (os.pwrite fd (.encode f"{(os.getpid)}\n{data-dir}\n") 0)
   fd)
@@ -442,16 +444,19 @@
   "Run the headless daemon; the exit status."
   (import passepartout.sandbox [sandbox-summary])
   (setv config (load-config args.config)
-        held [])
+        held []
+        notes [])
   (try
     (for [path (pid-files config)]
-      (.append held #(path (claim-pid-file path (get config "data_dir")))))
+      (.append held #(path (claim-pid-file path (get config "data_dir") notes))))
     (except [e DaemonRunning]
       (for [[path fd] held] (release-pid-file path fd))
       (print f"passepartout daemon: not started: {e}" :file sys.stderr)
       (return 1)))
   (setv env (boot :config-path args.config :workspace (getattr args "workspace" None) :gates "process")
         handlers (setup-logging env.config :secrets env.secrets))
+  (for [note notes]
+    (.warning log "%s" note))
   (for [line (skill-failures env)]
     (.error log "%s" line))
   ;; Said at every start, and on stderr when shell actions run with less than
