@@ -524,3 +524,23 @@ def test_pending_approvals_show_what_a_proposal_holds_and_never_obey_it(tmp_path
         assert "Pending approvals:" in shown, shown
         assert "\\u202e; rm -rf ~" in shown and "\\x9b2J\\x1b[2J reason" in shown, shown
         assert not re.search("[\x1b\x9b\u202a-\u202e\u2066-\u2069]", shown), repr(shown)
+
+
+def test_tab_completes_the_slash_commands_the_skills_answer(env):
+    from prompt_toolkit.document import Document
+    from passepartout.gateways.terminal import _completer, command_words
+
+    async def main():
+        runner = Runner(env, lambda r: None)
+        try:
+            words = command_words(runner)
+            assert {"/stop", "/approve", "/pending", "/help", "/status", "/quit"} <= set(words), words
+            completer = _completer(runner)
+            got = [c.text for c in completer.get_completions(Document("/st"), None)]
+            assert sorted(got) == ["/status", "/stop"], got
+            assert [c.text for c in completer.get_completions(Document("hello /st"), None)] == [], \
+                "completed inside a message"
+        finally:
+            await runner.close()
+
+    asyncio.run(main())
