@@ -9,7 +9,8 @@ Where no bytecode may be written beside the sources (PYTHONDONTWRITEBYTECODE,
 set in most container images), every start would compile the whole package
 again, several seconds; so then the bytecode is kept in a cache of our own
 (PASSEPARTOUT_CACHE_DIR, by default ~/.cache/passepartout/pycache), and the
-source tree stays as it was.
+source tree stays as it was. The first start, which compiles, says so on a
+terminal rather than keeping silent for its fifteen seconds.
 """
 import os
 import sys
@@ -29,6 +30,25 @@ def _own_bytecode_cache():
 
 
 _own_bytecode_cache()
+
+
+def _say_first_compile():
+    """Say so on a terminal when the Hy modules have no bytecode yet: the
+    first start compiles them, which takes a while and would be silent."""
+    import importlib.util
+    try:
+        if not sys.stderr.isatty():
+            return
+        here = os.path.dirname(os.path.abspath(__file__))
+        if not os.path.exists(importlib.util.cache_from_source(os.path.join(here, "cli.hy"))):
+            sys.stderr.write("passepartout: compiling its Hy modules, once (about 15 s)…\n")
+            sys.stderr.flush()
+    except Exception:
+        pass
+
+
+if not sys.dont_write_bytecode:
+    _say_first_compile()
 
 import hy  # noqa: E402,F401
 

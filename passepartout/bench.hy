@@ -1,6 +1,6 @@
 ;; * Why
 
-(import json os statistics subprocess sys tempfile time
+(import json os re statistics subprocess sys tempfile time
         pathlib [Path]
         passepartout.proto [literal-keywords :as hy proto-get proto-print])
 
@@ -793,12 +793,35 @@
 
 ;; * Running them
 
+(setv _goal-re (re.compile r"\s*(≥|>=|≤|<=|<|>|=|≈)?\s*([0-9][0-9  ]*(?:\.[0-9]+)?)\s*(.*)\Z"))
+
+(defn goal-missed [value unit goal]
+  "True when VALUE (in UNIT) misses GOAL, a bound such as \"≥ 95 %\", \"< 20 ms\"
+   or \"0\"; False when it meets it; None when the goal is not a plain bound
+   in the unit of the value (\"≈ 1 s\", one in prose)."
+  (setv m (and (isinstance goal str) (isinstance value #(int float)) (not (isinstance value bool))
+               (.match _goal-re goal)))
+  (when (not m) (return None))
+  (setv [op number rest] (.groups m)
+        bound (float (re.sub r"[  ]" "" number))
+        rest (.strip rest))
+  (when (and rest (not (.startswith (or unit "") rest)) (!= rest (or unit "")))
+    (return None))
+  (cond (in op #("≥" ">=")) (< value bound)
+        (in op #("≤" "<=")) (> value bound)
+        (= op "<") (>= value bound)
+        (= op ">") (<= value bound)
+        (in op #(None "=")) (!= value bound)
+        True None))
+
 (defn _print-row [row]
-  (setv [name value unit goal] row)
+  (setv [name value unit goal] row
+        missed (goal-missed value unit goal))
   (print (+ f"{name}: "
             (if (isinstance value float) f"{value :.2f}" (str value))
             (if unit f" {unit}" "")
-            (if goal f"   (goal {goal})" ""))
+            (if goal f"   (goal {goal})" "")
+            (if missed "   ✗ MISSES ITS GOAL" ""))
          :flush True))
 
 (defn run-benchmarks [[quick False]]

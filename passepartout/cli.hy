@@ -308,6 +308,71 @@
       (except [OSError]
         (return #(status f"{path}: left by a daemon that is gone"))))))
 
+(setv _e164-re (re.compile r"\+[1-9][0-9]{6,14}\Z"))
+
+(defn _fetch [url [secrets #()]]
+  "#(status json None) for a GET of URL (5 s at most), or #(None None why):
+   why in words, naming the host, with SECRETS (a token in the URL) redacted."
+  (import httpx urllib.parse [urlsplit]
+          passepartout.secrets [redact-text])
+  (setv host (or (. (urlsplit url) netloc) url))
+  (try
+    (setv r (httpx.get url :timeout 5.0))
+    (except [e httpx.ConnectError]
+      (return #(None None f"nothing answers at {host} ({(get (redact-text (str e) secrets) 0)})")))
+    (except [e httpx.TimeoutException]
+      (return #(None None f"{host} did not answer within 5 s")))
+    (except [e httpx.HTTPError]
+      (return #(None None f"{host}: {(get (redact-text (str e) secrets) 0)}"))))
+  (try
+    (setv body (.json r))
+    (except [ValueError] (setv body None)))
+  #(r.status-code body None))
+
+(defn _telegram-check [s]
+  "#(status detail) for the Telegram settings S: the token is asked to getMe."
+  (setv var (get s "token_env")
+        token (.get os.environ (or var "")))
+  (when (not token)
+    (return #("fail" f"the bot token is missing: the environment variable {var} is not set")))
+  (setv [code body why] (_fetch f"{(get s "api_base")}{token}/getMe" #(token))
+        host (or (. (hy.I.urllib/parse.urlsplit (get s "api_base")) netloc) (get s "api_base")))
+  (cond
+    why #("fail" f"the Bot API could not be reached: {why}")
+    (in code #(401 404)) #("fail" f"the Bot API at {host} refused the token in {var} ({code}): it is not a valid bot token")
+    (or (!= code 200) (not (isinstance body dict)) (not (.get body "ok")))
+    #("fail" f"the Bot API at {host} answered getMe with an error ({code})")
+    (not (get s "allowed_users"))
+    #("warn" f"@{(.get (.get body "result" {}) "username")} (token in {var}); allowed_users is empty, so nobody is answered")
+    True #("ok" f"@{(.get (.get body "result" {}) "username")} (token in {var}); {(len (get s "allowed_users"))} allowed user(s)")))
+
+(defn _signal-check [s]
+  "#(status detail) for the Signal settings S: the numbers are E.164, the
+   server answers /v1/about, and it holds the account."
+  (setv number (get s "number"))
+  (when (not number) (return #("fail" "no number: set [gateways.signal] number")))
+  (defn plain [n] (re.sub r"[\s().-]" "" n))
+  ;; a UUID in allowed_numbers is a sender who hides their number
+  (setv bad (lfor n (+ [number] (list (get s "allowed_numbers")))
+                  :if (and (isinstance n str) (not (re.match r"[0-9a-fA-F-]{36}\Z" (.strip n)))
+                           (not (_e164-re.match (plain n))))
+                  n)
+        number (plain number))
+  (when bad
+    (return #("fail" (+ "not E.164 numbers (+, a country code, at most 15 digits): " (.join ", " bad)))))
+  (setv url (get s "url")
+        [code body why] (_fetch f"{url}/v1/about"))
+  (cond
+    why (return #("fail" f"signal-cli-rest-api: {why}"))
+    (!= code 200) (return #("fail" f"signal-cli-rest-api at {url} answered /v1/about with {code}")))
+  (setv [code accounts why] (_fetch f"{url}/v1/accounts"))
+  (cond
+    (and (= code 200) (isinstance accounts list) (not (in number accounts)))
+    #("fail" f"signal-cli-rest-api at {url} has no account {number} (it has: {(or (.join ", " (map str accounts)) "none")})")
+    (not (get s "allowed_numbers"))
+    #("warn" f"{number} through {url}; allowed_numbers is empty, so nobody is answered")
+    True #("ok" f"{number} through {url}; {(len (get s "allowed_numbers"))} allowed sender(s)")))
+
 (defn _gateway-check [name section]
   "#(status detail) for the gateway NAME configured by SECTION (its defaults filled in)."
   (import passepartout.config [schema-section])
@@ -315,17 +380,8 @@
         s (| (dfor [k spec] (.items keys) k (get spec "default")) section))
   (cond
     (= name "terminal") #("ok" "the chat of `passepartout chat`")
-    (= name "telegram")
-    (cond (not (.get os.environ (or (get s "token_env") "")))
-          #("fail" f"the bot token is missing: the environment variable {(get s "token_env")} is not set")
-          (not (get s "allowed_users"))
-          #("warn" f"token in {(get s "token_env")}; allowed_users is empty, so nobody is answered")
-          True #("ok" f"token in {(get s "token_env")}; {(len (get s "allowed_users"))} allowed user(s)"))
-    (= name "signal")
-    (cond (not (get s "number")) #("fail" "no number: set [gateways.signal] number")
-          (not (get s "allowed_numbers"))
-          #("warn" f"{(get s "number")} through {(get s "url")}; allowed_numbers is empty, so nobody is answered")
-          True #("ok" f"{(get s "number")} through {(get s "url")}; {(len (get s "allowed_numbers"))} allowed sender(s)"))
+    (= name "telegram") (_telegram-check s)
+    (= name "signal") (_signal-check s)
     True #("ok" "turned on; doctor knows no check for it")))
 
 (defn _model-checks [config]
@@ -482,7 +538,7 @@
                 (do (print f"the journal's {(proto-get v ':turns)} turns are intact") 0)
                 (do (print (proto-get v ':text)) 1)))
         (do (for [text (journal-export store :session args.session :fmt args.format)]
-              (.write sys.stdout (if (= args.format "org") (display-text text) (json-visible text))))
+              (.write sys.stdout (if (= args.format "jsonl") (json-visible text) (display-text text))))
             (.flush sys.stdout)
             0))))
 
@@ -579,31 +635,45 @@
 
 ;; * The parser
 
+(defn _version []
+  (import importlib.metadata)
+  (try (importlib.metadata.version "passepartout")
+       (except [importlib.metadata.PackageNotFoundError] "(not installed)")))
+
+(defn _command [sub name #** kw]
+  "The parser of the command NAME under SUB; it takes --config too, so the
+   option may follow the command as well as precede it."
+  (setv p (.add-parser sub name #** kw))
+  (.add-argument p "--config" :default argparse.SUPPRESS
+                 :help "config file (default ~/.config/passepartout/config.toml)")
+  p)
+
 (defn make-parser []
   (setv p (argparse.ArgumentParser
             :prog "passepartout"
             :description "A personal agent: the model proposes, deterministic code decides.")
         sub (.add-subparsers p :dest "command" :metavar "COMMAND"))
   (.add-argument p "--config" :help "config file (default ~/.config/passepartout/config.toml)")
+  (.add-argument p "--version" :action "version" :version (+ "passepartout " (_version)))
 
-  (setv c (.add-parser sub "chat" :help "terminal chat with an in-process daemon"))
+  (setv c (_command sub "chat" :help "terminal chat with an in-process daemon"))
   (.add-argument c "--workspace" :help "the workspace folder")
   (.set-defaults c :func cmd-chat)
 
-  (setv d (.add-parser sub "daemon" :help "headless: the configured gateways and the REPL socket, until SIGTERM"))
+  (setv d (_command sub "daemon" :help "headless: the configured gateways and the REPL socket, until SIGTERM"))
   (.add-argument d "--workspace" :help "the workspace folder")
   (.set-defaults d :func cmd-daemon)
 
-  (setv v (.add-parser sub "verify" :help "run the gates over proposals, no model; one JSON line each"))
+  (setv v (_command sub "verify" :help "run the gates over proposals, no model; one JSON line each"))
   (.add-argument v "file" :nargs "?" :default "-" :help "file of proposals, or - for stdin")
   (.add-argument v "--workspace" :help "the workspace the gates confine to")
   (.add-argument v "--sandbox" :choices ["on" "off"]
                  :help "judge as if the sandbox were in force or not (default: what this machine has)")
   (.set-defaults v :func cmd-verify)
 
-  (setv r (.add-parser sub "rules" :help "try the shell rules")
+  (setv r (_command sub "rules" :help "try the shell rules")
         rsub (.add-subparsers r :dest "rules_command" :metavar "COMMAND" :required True)
-        rt (.add-parser rsub "test" :help "the verdict for one shell command and the rule that decided"))
+        rt (_command rsub "test" :help "the verdict for one shell command and the rule that decided"))
   (.add-argument rt "cmd" :metavar "CMD" :help "the shell command, as one argument")
   (.add-argument rt "--workspace" :help "the workspace the rules judge paths against")
   (.add-argument rt "--json" :action "store_true" :help "print one JSON object")
@@ -611,7 +681,7 @@
                  :help "judge as if the sandbox were in force or not (default: what this machine has)")
   (.set-defaults rt :func cmd-rules)
 
-  (setv a (.add-parser sub "approvals" :help "pending approvals, answered from the host"))
+  (setv a (_command sub "approvals" :help "pending approvals, answered from the host"))
   (.add-argument a "action" :choices ["list" "approve" "deny"])
   (.add-argument a "code" :nargs "?" :help "the approval's code or token")
   (.add-argument a "duration" :nargs "?"
@@ -621,33 +691,36 @@
   (.add-argument a "--reason" :help "why it is denied")
   (.set-defaults a :func cmd-approvals)
 
-  (setv dr (.add-parser sub "doctor" :help "check the config, folders, sandbox, gateways and each model; say which protection is in force"))
+  (setv dr (_command sub "doctor" :help "check the config, folders, sandbox, gateways and each model; say which protection is in force"))
   (.set-defaults dr :func cmd-doctor)
 
-  (setv bk (.add-parser sub "backup" :help "copy the store, also while the daemon runs, to a new file"))
+  (setv bk (_command sub "backup" :help "copy the store, also while the daemon runs, to a new file"))
   (.add-argument bk "path" :nargs "?" :metavar "PATH"
                  :help "the file, or a folder for it (default: DATA_DIR/backups/, named by the time)")
   (.set-defaults bk :func cmd-backup)
 
-  (setv t (.add-parser sub "tangle" :help "tangle org/ into the code, or check that they agree"))
+  (setv t (_command sub "tangle" :help "tangle org/ into the code, or check that they agree"))
   (.add-argument t "--check" :action "store_true" :help "write nothing; exit 1 if any file differs")
   (.add-argument t "--root" :help "the project folder (default: found from here)")
   (.set-defaults t :func cmd-tangle)
 
-  (setv b (.add-parser sub "bench" :help "the benchmarks, as figures"))
+  (setv b (_command sub "bench" :help "the benchmarks, as figures"))
   (.add-argument b "--quick" :action "store_true" :help "fewer repetitions")
   (.set-defaults b :func cmd-bench)
 
-  (setv j (.add-parser sub "journal" :help "the journal of turns: check its hash chain, export it")
+  (setv j (_command sub "journal" :help "the journal of turns: check its hash chain, export it")
         jsub (.add-subparsers j :dest "journal_command" :metavar "COMMAND" :required True)
-        jv (.add-parser jsub "verify" :help "recompute the chain; name the first turn edited, inserted or removed")
-        je (.add-parser jsub "export" :help "the turns, as JSON lines or an org outline"))
+        jv (_command jsub "verify" :help "recompute the chain; name the first turn edited, inserted or removed")
+        je (_command jsub "export" :help "the turns, one readable line each, as JSON lines (--raw) or an org outline"))
   (.set-defaults jv :func cmd-journal)
   (.add-argument je "--session" :help "only this session's turns")
-  (.add-argument je "--format" :choices ["jsonl" "org"] :default "jsonl")
+  (.add-argument je "--format" :choices ["text" "jsonl" "org"] :default "text"
+                 :help "text: one readable line a turn (the default); jsonl: every field, the content as plist text; org: an outline")
+  (.add-argument je "--raw" :action "store_const" :dest "format" :const "jsonl"
+                 :help "every field as it is stored: the same as --format jsonl")
   (.set-defaults je :func cmd-journal)
 
-  (setv mm (.add-parser sub "memory" :help "long-term memory: its changes, undoing one, consolidating it")
+  (setv mm (_command sub "memory" :help "long-term memory: its changes, undoing one, consolidating it")
         msub (.add-subparsers mm :dest "memory_command" :metavar "COMMAND" :required True)
         mh (.add-parser msub "history" :help "the changes: forgotten, merged, marked stale, reverted")
         mr (.add-parser msub "revert" :help "undo the change of one turn")
@@ -656,13 +729,13 @@
   (.add-argument mr "turn" :type int :metavar "TURN" :help "the turn's number, as history shows it")
   (for [x [mh mr md]] (.set-defaults x :func cmd-memory))
 
-  (setv pr (.add-parser sub "prompt" :help "the prompt a message would get, section by section with token counts"))
+  (setv pr (_command sub "prompt" :help "the prompt a message would get, section by section with token counts"))
   (.add-argument pr "text" :nargs "*" :metavar "TEXT" :help "the message (its words find the memories)")
   (.add-argument pr "--session" :default "terminal:local" :help "the conversation (default terminal:local)")
   (.add-argument pr "--brief" :action "store_true" :help "the sections and their counts, not their text")
   (.set-defaults pr :func cmd-prompt)
 
-  (setv rp (.add-parser sub "replay" :help "today's gates over the journal's proposals: what would change (exit 1 if any)"))
+  (setv rp (_command sub "replay" :help "today's gates over the journal's proposals: what would change (exit 1 if any)"))
   (.add-argument rp "--since" :help "from this time (2026-11-01, 2026-11-01T09:30) or this long ago (12h, 7d)")
   (.add-argument rp "--session" :help "only this session")
   (.set-defaults rp :func cmd-replay)

@@ -13,7 +13,8 @@
         passepartout.services [Services]
         passepartout.gatekeeper [ProcessGates]
         passepartout.gateway [Hub configured-gateways]
-        passepartout.backoff [growing-pause])
+        passepartout.backoff [growing-pause]
+        passepartout.secrets [redact-text secret-tuple])
 
 (setv log (logging.getLogger "passepartout.daemon"))
 
@@ -98,9 +99,10 @@
     (= (. (os.fstat fd) st-ino) (. (os.stat path) st-ino))
     (except [FileNotFoundError] False)))
 
-(defn claim-pid-file [path data-dir]
+(defn claim-pid-file [path data-dir [notes None]]
   "Hold the pid file PATH for this process; its descriptor. DaemonRunning
-   when a live daemon holds it."
+   when a live daemon holds it. What is worth logging is appended to NOTES
+   when given (the log is not set up yet), else logged."
   (setv path (Path path))
   (.mkdir path.parent :parents True :exist-ok True :mode 0o700)
   (for [_ (range 5)]
@@ -119,7 +121,8 @@
       (raise (DaemonRunning f"the pid file {path} keeps being replaced; is another daemon starting?"))))
   (setv old (_read-pid fd))
   (when (and old (!= old (os.getpid)))
-    (.warning log "took over the pid file %s of pid %s, which is no longer running" path old))
+    (setv note f"took over the pid file {path} of pid {old}, which is no longer running")
+    (if (is notes None) (.warning log "%s" note) (.append notes note)))
   (os.ftruncate fd 0)
   (os.pwrite fd (.encode f"{(os.getpid)}\n{data-dir}\n") 0)
   fd)
@@ -182,8 +185,30 @@
       (except [e OSError]
         (self._say e)))))
 
-(defn setup-logging [config [settings None]]
-  "Log to DATA_DIR/logs/daemon.log (rotated) and warnings to stderr; the handlers added."
+(defclass Redacting [logging.Filter]
+  "Passes every record through the redaction the gates use: a secret the
+   daemon holds, or one that looks like a key, a token or a password in a URL,
+   is written as =[redacted: KIND]=, in the message and in a traceback."
+  (defn __init__ [self [secrets None]]
+    (.__init__ (super))
+    (setv self.secrets (secret-tuple (list (or secrets [])))))
+  (defn filter [self record]
+    (try
+      (setv text (.getMessage record)
+            [shown n] (redact-text text self.secrets))
+      (when n
+        (setv record.msg shown
+              record.args None))
+      (when record.exc-info
+        (setv [trace n] (redact-text (.formatException (logging.Formatter) record.exc-info) self.secrets))
+        (setv record.exc-text trace
+              record.exc-info None))
+      (except [Exception] None))
+    True))
+
+(defn setup-logging [config [settings None] [secrets None]]
+  "Log to DATA_DIR/logs/daemon.log (rotated) and warnings to stderr, each line
+   redacted (SECRETS are the values the daemon holds); the handlers added."
   (setv settings (or settings (daemon-settings config))
         folder (/ (Path (get config "data_dir")) "logs"))
   (.mkdir folder :parents True :exist-ok True :mode 0o700)
@@ -196,6 +221,9 @@
   (.setFormatter file (logging.Formatter "%(asctime)s %(levelname)s %(name)s: %(message)s"))
   (.setFormatter err (logging.Formatter "passepartout daemon: %(levelname)s %(name)s: %(message)s"))
   (.setLevel err logging.WARNING)
+  (setv redacting (Redacting secrets))
+  (.addFilter file redacting)
+  (.addFilter err redacting)
   (.setLevel root logging.INFO)
   (.setLevel (logging.getLogger "httpx") logging.WARNING)
   (.setLevel (logging.getLogger "httpcore") logging.WARNING)
@@ -302,10 +330,12 @@
     (for [t late] (.cancel t))
     (await (asyncio.gather #* tasks :return-exceptions True))))
 
-(defn :async serve [env [gateways None] [services None] [stop None]]
+(defn :async serve [env [gateways None] [services None] [stop None] [held None] [on-ready None]]
   "Run the daemon on ENV until SIGTERM, SIGINT or the asyncio.Event STOP; 0.
    GATEWAYS default to the configured ones; SERVICES are (fn :async [env hub]),
-   given the hub, the one way in."
+   given the hub, the one way in. HELD are the pid files already claimed
+   (#(path fd) pairs), claimed here when None. ON-READY is called once with
+   {gateway: state} when the gateways have started and the REPL socket listens."
   (setv config env.config
         settings (daemon-settings config)
         gateways (if (is gateways None) (configured-gateways env) (list gateways))
@@ -313,10 +343,12 @@
         hurry (asyncio.Event)
         loop (asyncio.get-running-loop)
         handled []
-        held [])
+        claim (is held None)
+        held (list (or held [])))
   (try
-    (for [path (pid-files config)]
-      (.append held #(path (claim-pid-file path (get config "data_dir")))))
+    (when claim
+      (for [path (pid-files config)]
+        (.append held #(path (claim-pid-file path (get config "data_dir"))))))
     (await (start-services env))
     (setv hub (Hub env gateways :concurrency (get settings "model_concurrency"))
           handled (_install-signals loop stop hurry)
@@ -333,6 +365,8 @@
                     (lfor s (or services []) (asyncio.create-task (s env hub))))
           beat (asyncio.create-task (_heartbeat env hub settings started
                                                 (fn [] (gateway-states gateways states)))))
+    (when on-ready
+      (.append others (asyncio.create-task (_when-ready env gateways states on-ready))))
     (await (.wait stop))
     (.info log "stopping: no more input")
     (for [t others] (.cancel t))
@@ -362,6 +396,20 @@
       (for [[path fd] held]
         (release-pid-file path fd)))))
 
+;; * Saying it has started
+
+(setv READY-WAIT 30)
+
+(defn :async _when-ready [env gateways states on-ready]
+  (import passepartout.repl [socket-path])
+  (setv sock (socket-path env.config)
+        deadline (+ (time.monotonic) READY-WAIT))
+  (while (and (< (time.monotonic) deadline)
+              (or (not (.exists (Path sock)))
+                  (in "starting" (.values (gateway-states gateways states)))))
+    (await (asyncio.sleep 0.05)))
+  (on-ready (gateway-states gateways states) (.exists (Path sock))))
+
 ;; * The command
 
 (defn :async _watch-skills [env runner]
@@ -376,18 +424,20 @@
           passepartout.agenda [agenda-review-service])
   [serve-repl _watch-skills approvals-service agenda-review-service])
 
-(defn start-banner [env]
-  "What a person starting the daemon is told: what runs, where to reach it, where it logs."
+(defn start-banner [env [states None] [listening True]]
+  "What a person starting the daemon is told: what runs (STATES, {gateway:
+   state}), where to reach it (the REPL socket, when LISTENING), where it logs."
   (import passepartout.repl [socket-path]
           passepartout.limits [limits-summary]
           passepartout.sandbox [sandbox-summary])
   (setv config env.config
-        names (lfor [name section] (.items (.get config "gateways" {}))
-                    :if (and (isinstance section dict) (.get section "enabled" True))
-                    name))
+        states (or states {})
+        running (lfor [name state] (.items states) f"{name} ({state})"))
   (.join "\n" [f"passepartout daemon: started (pid {(os.getpid)})"
-               f"  gateways: {(if names (.join ", " names) "none configured (see README, Configuration)")}"
-               f"  REPL socket: {(socket-path config)}"
+               f"  gateways: {(if running (.join ", " running) "none (no [gateways] section enables one; see README, Configuration)")}"
+               (if listening
+                   f"  REPL socket: {(socket-path config)}"
+                   f"  REPL socket: not listening (see the log)")
                f"  log: {(/ (Path (get config "data_dir")) "logs" "daemon.log")}"
                f"  protection: {(sandbox-summary env.sandbox)}"
                f"  limits: {(limits-summary config)}"]))
@@ -395,8 +445,20 @@
 (defn cmd-daemon [args]
   "Run the headless daemon; the exit status."
   (import passepartout.sandbox [sandbox-summary])
+  (setv config (load-config args.config)
+        held []
+        notes [])
+  (try
+    (for [path (pid-files config)]
+      (.append held #(path (claim-pid-file path (get config "data_dir") notes))))
+    (except [e DaemonRunning]
+      (for [[path fd] held] (release-pid-file path fd))
+      (print f"passepartout daemon: not started: {e}" :file sys.stderr)
+      (return 1)))
   (setv env (boot :config-path args.config :workspace (getattr args "workspace" None) :gates "process")
-        handlers (setup-logging env.config))
+        handlers (setup-logging env.config :secrets env.secrets))
+  (for [note notes]
+    (.warning log "%s" note))
   (for [line (skill-failures env)]
     (.error log "%s" line))
   ;; Said at every start, and on stderr when shell actions run with less than
@@ -406,9 +468,12 @@
                 logging.INFO
                 logging.WARNING)
         "protection: %s" (sandbox-summary env.sandbox))
-  (print (start-banner env) :flush True)
+  (defn ready [states listening]
+    (print (start-banner env states listening) :flush True))
   (try
-    (asyncio.run (serve env :services (daemon-services)))
+    (setv status (asyncio.run (serve env :services (daemon-services) :held held :on-ready ready)))
+    (print "passepartout daemon: stopped" :flush True)
+    status
     (except [e DaemonRunning]
       (print f"passepartout daemon: {e}" :file sys.stderr)
       1)

@@ -10,6 +10,7 @@
         passepartout.store [data-print kv-get kv-put kv-delete
                             notice-add notices-waiting notice-delivered]
         passepartout.journal [journal-event]
+        passepartout.display [display-text output-words reason-words]
         passepartout.task [task-state after-action ending write-records]
         passepartout.hitl-binding [action-hash binding-of binding-problem policy-version
                                    script-files floor-problem]
@@ -34,16 +35,27 @@
         (= (get cfg "strategy") "any") (+ "one of " (.join ", " voters))
         True f"{needed} of {(.join ", " voters)}"))
 
+(defn _action-details [action]
+  "The lines under an action's name in a request for approval: the model's
+   explanation, and what a file action would write."
+  (setv why (proto-get action ':explanation)
+        content (proto-get action ':content))
+  (+ (if (and (isinstance why str) (.strip why)) [(display-text f"Explanation: {why}")] [])
+     (if (isinstance content str)
+         [(+ "Content:\n" (output-words content 12 1200))]
+         [])))
+
 (defn ask-signal [signal approval token outcome cfg]
   "The reply that asks the person about APPROVAL."
   (setv code (proto-get approval ':code)
         gates (lfor d (proto-get outcome ':decisions [])
                     :if (= (proto-get d ':verdict) ':escalate)
-                    f"  {(proto-get d ':gate)}: {(proto-get d ':reason)}")
+                    f"  {(proto-get d ':gate)}: {(reason-words (proto-get approval ':action) (proto-get d ':reason))}")
         stripped (proto-get outcome ':stripped [])
         minutes (int (min 30 (get cfg "max_grant_minutes")))
         lines [f"Approval needed — code {code} (expires at {(_when (proto-get approval ':expires) (proto-get approval ':created))})."
                f"Action: {(_shown (proto-get approval ':action))}"
+               #* (_action-details (proto-get approval ':action))
                "Why a person must decide:"
                #* (or gates [f"  {(proto-get outcome ':gate)}: {(proto-get outcome ':reason)}"])])
   (when stripped

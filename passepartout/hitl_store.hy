@@ -6,6 +6,7 @@
         passepartout.proto [literal-keywords :as hy kw proto-get proto-print]
         passepartout.config [ConfigError config-defaults]
         passepartout.perceive [reply-signal]
+        passepartout.display [action-words when-words]
         passepartout.budget [usage-add]
         passepartout.store [data-print data-read notice-add]
         passepartout.journal [journal-event]
@@ -127,14 +128,10 @@
 ;; * Time and words
 
 (defn _when [ts [now None]]
-  (setv t (time.localtime ts)
-        day (fn [x] (time.strftime "%Y-%m-%d" (time.localtime x))))
-  (if (= (day ts) (day (if (is now None) (time.time) now)))
-      (time.strftime "%H:%M:%S" t)
-      (time.strftime "%Y-%m-%d %H:%M:%S" t)))
+  (when-words ts now))
 
 (defn _shown [action [limit 1500]]
-  (setv text (proto-print action))
+  (setv text (action-words action))
   (if (> (len text) limit)
       (+ (cut text limit) f"… ({(- (len text) limit)} more characters)")
       text))

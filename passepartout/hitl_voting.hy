@@ -2,6 +2,7 @@
 
 (import copy
         passepartout.proto [literal-keywords :as hy proto-get]
+        passepartout.display [reason-words]
         passepartout.context [context-runtime]
         passepartout.perceive [reply-signal]
         passepartout.task [ending]
@@ -56,7 +57,8 @@
        (if result f" ({(. (or (proto-get result ':status) ':error) name)})" "")
        ". Nothing more was run.")
     (= state "failed")
-    f"Approval {code} was approved at {at} by {by} but did not run: {note}."
+    ;; failed before it ran, or cut off while it ran: the note says which
+    f"Approval {code} was approved at {at} by {by} and did not finish: {note}."
     (= state "withdrawn")
     f"Approval {code} was withdrawn at {at} by {by} with /stop; its action was not run."
     True f"Approval {code} is {state}."))
@@ -230,6 +232,6 @@
       (.join "\n" (+ ["Pending approvals:"]
                      (lfor a rows
                            (+ f"  {(proto-get a ':code)}  {(_shown (proto-get a ':action) 200)}\n"
-                              f"      {(proto-get a ':reason)}\n"
+                              f"      {(reason-words (proto-get a ':action) (proto-get a ':reason))}\n"
                               f"      asked by {(proto-get a ':requester)} in {(proto-get a ':session)}, "
                               f"expires at {(_when (proto-get a ':expires) now)}"))))))

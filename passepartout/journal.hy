@@ -1,7 +1,8 @@
 ;; * Why
 
 (import hashlib json time
-        passepartout.proto [literal-keywords :as hy proto-get proto-print proto-values proto-without]
+        passepartout.proto [literal-keywords :as hy ProtoError proto-get proto-print proto-read proto-values proto-without]
+        passepartout.display [action-words display-text status-words when-words]
         passepartout.budget [usage-values]
         passepartout.store [data-print data-read])
 
@@ -209,13 +210,47 @@
                      (.format ":{}: {}\n" (.upper k) (_org-value k (get d k)))))
      ":END:\n#+begin_src hy\n" (get d "content") "\n#+end_src\n"))
 
+(defn turn-summary [kind content]
+  "What the turn of KIND with the plist text CONTENT holds, in a few words."
+  (try (setv d (proto-read content))
+       (except [ProtoError] (return (_one-line content))))
+  (when (not (isinstance d list)) (return (_one-line content)))
+  (setv action (proto-get d ':action)
+        result (proto-get d ':result)
+        text (proto-get d ':text)
+        verdict (proto-get d ':verdict)
+        event (proto-get d ':event))
+  (_one-line
+    (cond
+      (and event action) f"{event}: {(action-words action)}"
+      event (+ (str event) (if (proto-get d ':code) f" {(proto-get d ':code)}" "")
+               (if (proto-get d ':answer) f" ({(proto-get d ':answer)})" ""))
+      (is-not result None) (+ (if action (+ (action-words action) " → ") "") (status-words result))
+      (and verdict action) (+ (. verdict name) ": " (action-words action)
+                              (if (proto-get d ':gate) f" ({(proto-get d ':gate)})" ""))
+      verdict (+ (. verdict name) (if (proto-get d ':reason) f": {(proto-get d ':reason)}" ""))
+      action (action-words action)
+      (isinstance text str) f"“{text}”"
+      (proto-get d ':kind) (. (proto-get d ':kind) name)
+      True content)))
+
+(defn _one-line [text [limit 160]]
+  (setv text (.replace (str text) "\n" " ⏎ "))
+  (display-text (if (> (len text) limit) (+ (cut text (- limit 1)) "…") text)))
+
+(defn _text-turn [d]
+  (.join "  " [(when-words (get d "ts") 0)
+               f"{(get d "type")}/{(get d "kind")}"
+               (or (get d "session") "-")
+               (turn-summary (get d "kind") (get d "content"))]))
+
 (defn journal-export [store [session None] [fmt "jsonl"]]
-  "The turns (of SESSION, or all) as lines of text in FMT, jsonl or org."
+  "The turns (of SESSION, or all) as lines of text in FMT: text, jsonl or org."
   (for [row (journal-rows store :session session)]
     (setv d (turn-dict row))
-    (yield (if (= fmt "org")
-               (_org-turn d)
-               (+ (json.dumps d :ensure-ascii False) "\n")))))
+    (yield (cond (= fmt "org") (_org-turn d)
+                 (= fmt "jsonl") (+ (json.dumps d :ensure-ascii False) "\n")
+                 True (+ (_text-turn d) "\n")))))
 
 ;; * Replay
 

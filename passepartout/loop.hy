@@ -228,7 +228,9 @@
       (.record writes (lfor r (get (after-act signal action result state outcome budget) 1)
                             :if (proto-get r ':event) r))
       (raise)))
-  (setv review (when (is-answer action result)
+  (setv review (when (and (is-answer action result)
+                          ;; the built-in provider's own words claim nothing
+                          (!= (proto-get outcome ':provider) "symbolic"))
                  ;; the answer is checked against what the task ran before it goes out
                  (review-reply (proto-get result ':reply) ctx state))
         moved (after-act signal action result state outcome budget review))

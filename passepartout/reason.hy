@@ -9,7 +9,9 @@
         passepartout.context [context-runtime]
         passepartout.secrets [redact-value secret-tuple]
         passepartout.extract [extract ACTIONS]
-        passepartout.cascade [CALL-KEY])
+        passepartout.cascade [CALL-KEY]
+        passepartout.display [action-words reason-words]
+        passepartout.symbolic [OWN-COMMAND symbolic-complete])
 
 ;; * Verdicts
 
@@ -370,10 +372,26 @@
   (+ [:messages messages :tools (tool-definitions registry) :signal signal :rejections (list (or rejections []))]
      (if notify [:notify notify] [])))
 
+;; ** The person's own command
+
+(defn own-command [signal]
+  "True when SIGNAL is the person's own =!command=, or the result of one."
+  (setv payload (proto-get signal ':payload [])
+        sensor (proto-get payload ':sensor))
+  (cond (= sensor ':user-input)
+        (do (setv text (proto-get payload ':text))
+            (and (isinstance text str) (.startswith (.lstrip text) "!")))
+        (= sensor ':tool-result)
+        (= (proto-get (proto-get payload ':action []) ':explanation) OWN-COMMAND)
+        True False))
+
 (defn :async think [signal ctx complete [history None] [rejections None]]
   "Ask the cascade (the function COMPLETE) for a proposal: (:status :ok :action A …),
-   (:status :unreadable :error E :text T …) or the cascade's own failure."
-  (setv answer (complete (build-request signal ctx history rejections)))
+   (:status :unreadable :error E :text T …) or the cascade's own failure. The
+   person's own command is read by the built-in provider alone."
+  (setv answer (if (own-command signal)
+                   (symbolic-complete [:signal signal :rejections (list (or rejections []))])
+                   (complete (build-request signal ctx history rejections))))
   (when (inspect.isawaitable answer)
     (setv answer (await answer)))
   (when (!= (proto-get answer ':status) ':ok)
@@ -463,6 +481,7 @@
 (defn refusal-text [outcome]
   "What to tell the person when every attempt was refused."
   (setv lines (lfor [i r] (enumerate (proto-get outcome ':rejections []) 1)
-                    f"{i}. {(proto-print (proto-get r ':action []))} — refused by {(proto-get r ':gate)}: {(proto-get r ':reason)}"))
+                    :setv a (proto-get r ':action [])
+                    f"{i}. {(action-words a)} — refused by {(proto-get r ':gate)}: {(reason-words a (proto-get r ':reason))}"))
   (+ f"I could not find an action the gates accept after {(len lines)} attempts:\n"
      (.join "\n" lines)))

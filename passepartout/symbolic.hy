@@ -2,7 +2,8 @@
 
 (import re
         hy.models [Keyword]
-        passepartout.proto [literal-keywords :as hy proto-get proto-print proto-without])
+        passepartout.proto [literal-keywords :as hy proto-get proto-print proto-without]
+        passepartout.display [output-words status-words])
 
 ;; * Answering a request
 
@@ -18,7 +19,12 @@
   (cond rejections (_refusal rejections)
         (= (proto-get payload ':sensor) ':tool-result)
         (_presentation (proto-get payload ':action) (proto-get payload ':result))
-        True (_command (proto-get payload ':text) (proto-get request ':fallback))))
+        True (_command (proto-get payload ':text) (proto-get request ':fallback)
+                       (_operator (proto-get request ':signal)))))
+
+(defn _operator [signal]
+  "True when SIGNAL comes from the terminal of the person who runs the daemon."
+  (in (proto-get (or (proto-get (or signal []) ':source) []) ':gateway) #(None ':terminal)))
 
 (defn symbolic-complete [request]
   "The cascade result of the symbolic provider for REQUEST: its action as plist text."
@@ -31,7 +37,8 @@
 
 ;; * Commands
 
-(setv _command-re (re.compile r"\s*/?(\S+)(.*)\Z" re.S))
+(setv _command-re (re.compile r"\s*/?(\S+)(.*)\Z" re.S)
+      OWN-COMMAND "the person asked to run this command")
 
 (defn _message [text]
   [:action :message :text text])
@@ -43,16 +50,17 @@
       (cut s 1 -1)
       s))
 
-(defn _command [text [fallback None]]
+(defn _command [text [fallback None] [operator True]]
   "The action the person's TEXT asks for, or the help message (said as the
-   fallback when FALLBACK tells what failed)."
+   fallback when FALLBACK tells what failed; with how to set a model up only
+   for the OPERATOR)."
   (when (not (and (isinstance text str) (.strip text)))
-    (return (_help :fallback fallback)))
+    (return (_help :fallback fallback :operator operator)))
   (setv stripped (.strip text))
   (when (.startswith stripped "!")
     (setv cmd (.strip (cut stripped 1 None)))
     (return (if cmd
-                [:action :shell :cmd cmd :explanation "the person asked to run this command"]
+                [:action :shell :cmd cmd :explanation OWN-COMMAND]
                 (_message "Write the command right after the !, e.g. !ls -la"))))
   (setv m (.match _command-re text)
         word (.lower (.group m 1))
@@ -60,7 +68,7 @@
         [first-line _ content] (.partition tail "\n")
         arg (_unquote first-line))
   (cond
-    (in word #("help" "?" "commands" "start")) (_help :fallback fallback)
+    (in word #("help" "?" "commands" "start")) (_help :fallback fallback :operator operator)
     (= word "read")
     (if arg
         [:action :read-file :path arg :explanation "the person asked to read this file"]
@@ -78,7 +86,7 @@
     (if (.strip tail)
         [:action :memory-search :query (.strip tail) :explanation "the person asked to search memory"]
         (_message "Say what to look for: recall QUERY"))
-    True (_help "I could not read that as a command." fallback)))
+    True (_help "I could not read that as a command." fallback operator)))
 
 (setv COMMANDS-TEXT "  !COMMAND        run a shell command, e.g. !ls -la
   read PATH       show a file
@@ -95,7 +103,10 @@ or add a table to ~/.config/passepartout/config.toml:
 With no configuration, a local Ollama serving llama3.2 is used whenever it is running."
       DOCTOR-TEXT "`passepartout doctor` checks each configured model and says what is wrong."
       HELP-TEXT (+ "No language model is answering, so I understand only these commands:\n"
-                   COMMANDS-TEXT "\n\n" SETUP-TEXT))
+                   COMMANDS-TEXT "\n\n" SETUP-TEXT)
+      CHAT-HELP-TEXT (+ "No language model is answering right now, so I understand only these commands:\n"
+                        COMMANDS-TEXT "\n\n"
+                        "The person who runs this assistant can set a model up; `passepartout doctor` tells them what is wrong."))
 
 (defn _fallback-help [fallback]
   "The help as said by the fallback, after the failures FALLBACK describes."
@@ -110,8 +121,10 @@ With no configuration, a local Ollama serving llama3.2 is used whenever it is ru
      "\nI understand only these commands:\n" COMMANDS-TEXT "\n\n"
      (if setup SETUP-TEXT DOCTOR-TEXT)))
 
-(defn _help [[preface None] [fallback None]]
-  (setv text (if fallback (_fallback-help fallback) HELP-TEXT))
+(defn _help [[preface None] [fallback None] [operator True]]
+  (setv text (cond (not operator) CHAT-HELP-TEXT
+                   fallback (_fallback-help fallback)
+                   True HELP-TEXT))
   (_message (if preface (+ preface "\n" text) text)))
 
 ;; * Presenting a tool result
@@ -177,11 +190,13 @@ With no configuration, a local Ollama serving llama3.2 is used whenever it is ru
   (_message
     (_clip
       (cond
+        (and (= status ':error) (isinstance output str) (.strip output))
+        (+ (if (= kind ':shell) (+ "`" (_field action ':cmd) "`") (_describe action))
+           " " (status-words result) ":\n" (output-words output))
         (= status ':error)
         (+ "Could not " (_describe action) ": "
-           (or (_first-text result [':error ':reason ':message ':stderr ':output])
-               (proto-print (proto-without result [':status])))
-           exit-note)
+           (or (_first-text result [':error ':reason ':message ':stderr])
+               (status-words result)))
         (is-not (proto-get result ':hits) None)
         (_hits action (proto-get result ':hits))
         (isinstance content str)
@@ -196,8 +211,7 @@ With no configuration, a local Ollama serving llama3.2 is used whenever it is ru
         (= kind ':memory-add)
         (if (is (proto-get result ':id) None) "Remembered." f"Remembered (note {(proto-get result ':id)}).")
         True
-        (do (setv rest (proto-without result [':status]))
-            (+ "Done: " (_describe action) "." (if rest (+ "\n" (proto-print rest)) "")))))))
+        (+ "Done: " (_describe action) ".")))))
 
 ;; * Answering a refusal
 

@@ -3,6 +3,7 @@
 (import hashlib uuid
         passepartout.proto [literal-keywords :as hy proto-get proto-put proto-merge proto-print]
         passepartout.perceive [reply-signal]
+        passepartout.display [action-words reason-words status-words result-words]
         passepartout.budget [ZERO]
         passepartout.store [data-read inbox-continue]
         passepartout.journal [journal-append journal-context])
@@ -102,10 +103,14 @@
       []
       (lfor a (proto-get outcome ':attempts [])
             :if (= (proto-get a ':verdict) ':reject)
-            (reply-signal signal (+ "gate " (str (proto-get a ':gate)) " refused "
-                                    (proto-print (or (proto-get a ':action) [])) ": "
-                                    (str (proto-get a ':reason)))
+            (reply-signal signal (refused-line (proto-get a ':gate) (or (proto-get a ':action) [])
+                                               (proto-get a ':reason))
                           "decision"))))
+
+(defn refused-line [gate action reason]
+  "One line saying that GATE refused ACTION for REASON, in words: the command
+   is not said twice when the reason starts with it."
+  f"{gate} refused {(action-words action)}: {(reason-words action reason)}")
 
 (defn after-outcome [signal outcome state repeated refusal]
   "Which way the task of STATE goes after OUTCOME: (:then :act) to carry out its
@@ -120,7 +125,7 @@
     repeated
     (end (stop signal state
                (+ f"the gates refused the same action {REFUSALS-TO-STOP} times in this task: "
-                  (proto-print (get repeated 0)) " — " (str (get repeated 1)) ": "
+                  (action-words (get repeated 0)) " — " (str (get repeated 1)) ": "
                   (str (get repeated 2)))))
     (= v "stopped")
     (end (stop signal state (+ (str (proto-get outcome ':reason)) ".")))
@@ -133,7 +138,7 @@
   "What the person is told of an escalated ACTION where no one can approve it."
   [(ending (reply-signal signal
                          (+ "This action needs a person's approval and approvals are not set up, so it was not run: "
-                            (proto-print action) " — " (str (proto-get outcome ':reason)))
+                            (action-words action) " — " (str (proto-get outcome ':reason)))
                          "approval"))])
 
 (defn is-answer [action result]
@@ -168,8 +173,7 @@
 ;; ** Fixed points and cycles
 
 (defn _trace [signal action result note]
-  (reply-signal signal (+ "ran " (proto-print action) " → "
-                          (. (or (proto-get result ':status) ':error) name) note)
+  (reply-signal signal (+ "ran " (action-words action) " → " (status-words result) note)
                 "trace"))
 
 (defn _ran [action result]
@@ -212,13 +216,13 @@
         #([trace] (+ records [[:workflow (proto-get result ':workflow) :resume next]])))
     (and states (= after (get states -1)))
     (ended (+ "Stopped at a fixed point: this action left the task where the one before it had, so going on would change nothing. Last result: "
-              (proto-print result)))
+              (result-words result)))
     (in after states)
     (ended (+ f"Stopped: the task came back to where it was {(- (len states) (.index states after))} actions ago, so it was going round in circles. Last result: "
-              (proto-print result)))
+              (result-words result)))
     (>= (+ n 1) budget)
     (ended (+ f"Stopped after {budget} actions (the step budget of one task). Last result: "
-              (proto-print result)))
+              (result-words result)))
     True
     (do (setv [next kept] (_next-step signal (+ tool-result (or extra [])) state next-state))
         #([trace next] (+ records kept)))))
@@ -257,8 +261,9 @@
       (proto-get d ':action))))
 
 (defn cut-off-text [action]
-  (+ "The daemon stopped while this action was running: " (proto-print action)
-     ". It may have done part or all of its work, so it was not run again, and its task has ended."))
+  (+ "This action was started but its result was never recorded: " (action-words action)
+     " (the daemon stopped while it ran, or its result could not be stored). It may have done part "
+     "or all of its work, so it was not run again, and its task has ended."))
 
 ;; * Answering the reply validators
 

@@ -58,15 +58,13 @@
      :correction (+ "Your answer was not delivered. The checks on answers found:\n"
                     (_bullets new)
                     "\nAnswer again: propose the action that does it, or tell the person plainly what was and was not done in this task.")
-     :line (+ "reply held by " (names new) ": "
-              (.join "; " (gfor f new (proto-get f ':says))))]
+     :line "The answer was checked against what ran and is being corrected."]
     (any (gfor f fs (and (proto-get f ':again) (or (proto-get f ':raised) (proto-get f ':kill)))))
     [:verdict :withhold :findings fs
-     :note (+ "The answer was withheld: after a correction it still failed these checks:\n" (_bullets fs))]
+     :note "The answer was withheld: it did not match what was done in this task, also after a correction. The journal holds what the checks found."]
     True
     [:verdict :note :findings fs
-     :note (+ "Note: this answer may not match what was done in this task ("
-              (names fs) "): " (.join "; " (gfor f fs (proto-get f ':says))))]))
+     :note "(This answer may not match what was done in this task: the checks on answers questioned it.)"]))
 
 (defn review-reply [text ctx state [clock time.perf-counter]]
   "The review of the answer TEXT in the task of STATE, with :took (seconds)."

@@ -5,8 +5,9 @@
         hy.models [Keyword]
         passepartout.proto [literal-keywords :as hy proto-get]
         passepartout.perceive [reply-signal]
+        passepartout.context [context-runtime]
         passepartout.hitl [answer-approval revoke-grant pending-text grants-text
-                           context-env identity-of]
+                           context-env identity-of pending-approvals]
         passepartout.grants [duration-minutes]
         passepartout.egress [host-word])
 
@@ -58,13 +59,28 @@
 
 ;; * Answering it
 
+(setv ONE-WORD {"y" "/approve {code}" "yes" "/approve {code}" "a" "/approve {code} 30m"
+                "n" "/deny {code}" "no" "/deny {code}"})
+
+(defn one-word-command [text ctx session]
+  "The approvals command that the single word TEXT stands for in SESSION, or None."
+  (setv word (when (isinstance text str) (.lower (.strip text))))
+  (when (not (in word ONE-WORD)) (return None))
+  (setv services (context-runtime ctx "services")
+        store (when services (getattr services "store" None)))
+  (when (is store None) (return None))
+  (setv waiting (pending-approvals store session))
+  (when (= (len waiting) 1)
+    (.format (get ONE-WORD word) :code (proto-get (get waiting 0) ':code))))
+
 (defn approvals-handler [signal ctx]
   "The replies to an approvals command, or None when SIGNAL is not one."
   (setv payload (proto-get signal ':payload [])
         sensor (proto-get payload ':sensor))
   (when (not (and (isinstance sensor Keyword) (in sensor.name SENSORS)))
     (return None))
-  (setv command (parse-command (proto-get payload ':text)))
+  (setv text (proto-get payload ':text)
+        command (parse-command (or (one-word-command text ctx (proto-get signal ':session)) text)))
   (when (is command None)
     (return None))
   (setv name (proto-get command ':command)

@@ -56,10 +56,10 @@
 
 (defn _gateways [store now]
   "The gateways' states as the daemon's last heartbeat gave them, when one
-   beat lately (the terminal chat has none)."
+   beat lately; the terminal chat, which has none, says it is alone."
   (setv beat (kv-get store HEARTBEAT-KEY))
   (when (or (not beat) (> (- now (or (proto-get beat ':time) 0)) 300))
-    (return []))
+    (return ["Gateways: this terminal chat only (no daemon runs the others)"]))
   (setv pairs (list (proto-get beat ':gateways []))
         states (lfor i (range 0 (len pairs) 2) f"{(get pairs i)}: {(get pairs (+ i 1))}"))
   [(+ "Gateways" (if (proto-get beat ':degraded) " (degraded)" "") ": "

@@ -4,6 +4,7 @@ It speaks the endpoints the gateway uses, as the real server does in its
 normal or native mode:
 
     GET  /v1/about              versions, build, mode, version
+    GET  /v1/accounts           the numbers registered here (the one ACCOUNT)
     GET  /v1/receive/{number}   the queued items of that account, removed as
                                 they are returned; waits up to `timeout`
                                 seconds (capped by `max_wait`) for one to arrive
@@ -32,7 +33,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlsplit
 
-ENDPOINTS = ("about", "receive", "send")
+ENDPOINTS = ("about", "accounts", "receive", "send")
 KINDS = ("500", "400", "garbage", "object", "drop")
 
 
@@ -225,6 +226,8 @@ class SignalServer:
 def _endpoint(method, path):
     if method == "GET" and path == "/v1/about":
         return "about"
+    if method == "GET" and path == "/v1/accounts":
+        return "accounts"
     if method == "GET" and path.startswith("/v1/receive/"):
         return "receive"
     if method == "POST" and path == "/v2/send":
@@ -276,6 +279,8 @@ def _handler_for(server):
                 return self._answer(200, {"unexpected": True})
             if endpoint == "about":
                 return self._answer(*server._about())
+            if endpoint == "accounts":
+                return self._answer(200, [server.account])
             if endpoint == "receive":
                 number = unquote(path[len("/v1/receive/"):])
                 status, items = server._receive(number, query)

@@ -399,3 +399,25 @@ def test_backup_writes_a_copy_that_opens_and_holds_the_same_rows(home, tmp_path)
         assert got == want, (path, "the copy holds the same rows")
     out = passepartout("backup", str(copies[2]), env=home)
     assert out.returncode == 1 and "already exists" in out.stderr and "Traceback" not in out.stderr, out.stderr
+
+
+def test_config_goes_before_or_after_the_command_and_version_is_said(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[limits\n")
+    env = dict(os.environ, HOME=str(tmp_path), PASSEPARTOUT_DATA_DIR=str(tmp_path / "data"))
+    env.pop("PASSEPARTOUT_CONFIG", None)
+    for args in (["--config", str(bad), "journal", "verify"], ["journal", "verify", "--config", str(bad)]):
+        r = passepartout(*args, env=env)
+        assert r.returncode == 2 and "bad.toml" in r.stderr, (args, r.stdout, r.stderr)
+    r = passepartout("--version", env=env)
+    assert r.returncode == 0 and re.match(r"passepartout \d+\.\d+", r.stdout), (r.stdout, r.stderr)
+
+
+def test_bench_marks_every_figure_that_misses_its_goal():
+    import hy  # noqa: F401
+    from passepartout.bench import goal_missed
+    assert goal_missed(3, "", "0") is True and goal_missed(0, "", "0") is False
+    assert goal_missed(94.0, "%", "≥ 95 %") is True and goal_missed(96.0, "%", "≥ 95 %") is False
+    assert goal_missed(25.0, "ms (median)", "< 20 ms") is True
+    assert goal_missed(1200, "", "≤ 1 100") is True and goal_missed(1000, "", "≤ 1 100") is False
+    assert goal_missed(1.0, "s", "≈ 1 s") is None and goal_missed(2, "", "") is None

@@ -306,7 +306,7 @@ def test_an_action_cut_off_by_a_crash_is_not_run_again(env):
         assert wait_for(lambda: len(rec.delivered) == 1), rec.texts()
     assert probes == [] and calls == [], (probes, calls)
     text = rec.texts()[0]
-    assert "may have done part or all of its work" in text and ":probe" in text, text
+    assert "may have done part or all of its work" in text and "probe" in text and "(:" not in text, text
     assert inbox_count(env.store) == 0
 
 
@@ -613,6 +613,8 @@ def test_sigterm_finishes_the_work_in_flight_and_exits_0(tmp_path, bot):
         p = start_daemon(config, daemon_environ(tmp_path), out)
         try:
             assert wait_for(lambda: inbox_rows(tmp_path) == 3, 30), "the messages never reached the inbox"
+            # started is said once the gateway polls and the REPL socket listens
+            assert wait_for(lambda: "started" in (tmp_path / "out").read_text(), 60), "never said started"
             p.send_signal(signal.SIGTERM)
             assert p.wait(30) == 0
         finally:
@@ -625,8 +627,10 @@ def test_sigterm_finishes_the_work_in_flight_and_exits_0(tmp_path, bot):
     assert not (tmp_path / "run" / "daemon.pid").exists()
     said = (tmp_path / "out").read_text()
     assert f"passepartout daemon: started (pid {p.pid})" in said, said
-    assert "gateways: telegram" in said and "repl.sock" in said, said
+    assert "gateways: telegram (polling)" in said and "repl.sock" in said, said
+    assert (tmp_path / "run" / "repl.sock").name in said and "not listening" not in said, said
     assert f"log: {tmp_path / 'data' / 'logs' / 'daemon.log'}" in said, said
+    assert said.rstrip().endswith("passepartout daemon: stopped"), said
 
 
 def test_sigterm_past_the_grace_keeps_the_unfinished_for_the_next_start(tmp_path, bot):
@@ -651,9 +655,33 @@ def test_sigterm_past_the_grace_keeps_the_unfinished_for_the_next_start(tmp_path
                 p.kill()
     # the command was cut off while it ran: it may have done its work, so it is not run again
     (told,) = bot.texts(7001)
-    assert "The daemon stopped while this action was running" in told and "sleep 1.5" in told, told
+    assert "was started but its result was never recorded" in told and "sleep 1.5" in told, told
     log = (tmp_path / "data" / "logs" / "daemon.log").read_text()
     assert "1 signals unfinished" in log and "1 unfinished signals queued again" in log, log
+
+
+def test_every_log_line_and_traceback_is_redacted_as_the_gates_redact(tmp_path, capsys):
+    from passepartout.daemon import setup_logging
+    token = "999:wrong-but-held-by-the-daemon"
+    handlers = setup_logging({"data_dir": str(tmp_path)}, settings={"log_max_bytes": 100000, "log_backups": 1},
+                             secrets=[token])
+    log = logging.getLogger("passepartout.test-redacted")
+    try:
+        log.error("telegram: the Bot API refused the token (The token `%s` was rejected by the server.)", token)
+        log.warning("fetching https://user:hunter2hunter2@example.com/x failed")
+        try:
+            raise RuntimeError(f"bad token {token}")
+        except RuntimeError:
+            log.exception("a gateway failed")
+    finally:
+        for h in handlers:
+            logging.getLogger().removeHandler(h)
+            h.close()
+    written = (tmp_path / "logs" / "daemon.log").read_text()
+    err = capsys.readouterr().err
+    for text in (written, err):
+        assert token not in text and "hunter2hunter2" not in text, text
+        assert "[redacted:" in text and "rejected by the server" in text and "RuntimeError" in text, text
 
 
 def test_a_second_daemon_on_the_same_data_dir_is_refused(tmp_path, bot):
@@ -663,6 +691,9 @@ def test_a_second_daemon_on_the_same_data_dir_is_refused(tmp_path, bot):
         first = start_daemon(config, environ, out)
         try:
             assert wait_for(lambda: (tmp_path / "run" / "daemon.pid").exists(), 30)
+            assert wait_for(lambda: "started" in (tmp_path / "out").read_text(), 60), "never said started"
+            log = tmp_path / "data" / "logs" / "daemon.log"
+            before = log.read_text()
             second = subprocess.run(
                 [sys.executable, "-c", "import sys, argparse, hy\n"
                  "from passepartout.daemon import cmd_daemon\n"
@@ -670,6 +701,10 @@ def test_a_second_daemon_on_the_same_data_dir_is_refused(tmp_path, bot):
                  str(config)], env=environ, capture_output=True, text=True, timeout=60)
             assert second.returncode == 1, second.stderr
             assert f"another daemon (pid {first.pid}) is running" in second.stderr, second.stderr
+            assert "not started" in second.stderr and "started (pid" not in second.stdout, second.stdout
+            # the first one's heartbeat goes on; the second one boots nothing and logs nothing
+            added = log.read_text()[len(before):]
+            assert all(f"pid {first.pid}" in line for line in added.splitlines()), added
             assert first.poll() is None, "the first daemon went down"
             first.send_signal(signal.SIGTERM)
             assert first.wait(30) == 0

@@ -190,3 +190,56 @@ def test_ordinary_text_passes(ctx):
                     K("explanation"), "show bold"]]:
         verdict, gate, reason, _ = judge(ctx, proto_print(action))
         assert gate != "text-safety", (action, verdict, reason)
+
+
+# * Actions, results and approvals in words
+
+from passepartout.display import action_words, output_words, result_words, status_words, when_words  # noqa: E402
+
+
+def test_an_action_is_said_in_words():
+    assert action_words(proto_read('(:action :shell :cmd "git push --force origin main" :explanation "x")')) \
+        == "`git push --force origin main`"
+    assert action_words(proto_read('(:action :write-file :path "notes.txt" :content "a\\nb\\nc\\n")')) \
+        == "write notes.txt (3 lines)"
+    assert action_words(proto_read('(:action :read-file :path "notes.txt")')) == "read notes.txt"
+    spawn = action_words(proto_read('(:action :spawn :objective "tidy" :explanation "why")'))
+    assert spawn == "spawn objective=tidy" and "(:" not in spawn, spawn
+    assert action_words(proto_read('(:action :shell :cmd "echo \\u001b[2J")')) == "`echo \\x1b[2J`"
+
+
+def test_a_result_is_said_with_its_status_in_words_and_its_output():
+    failed = proto_read('(:status :error :exit 2 :output "ls: cannot access \'x\'\\nnotes.txt\\n"'
+                        ' :timed-out false :error "exit status 2")')
+    assert result_words(failed) == "failed with exit status 2\nls: cannot access 'x'\nnotes.txt"
+    late = proto_read('(:status :error :exit -9 :output "" :timed-out true'
+                      ' :error "timed out after 30 s; the command and its children were killed")')
+    assert status_words(late) == "timed out after 30 s; the command and its children were killed"
+    assert "-9" not in result_words(late)
+    assert result_words(proto_read('(:status :ok :exit 0 :output "")')) == "succeeded (no output)"
+    assert result_words(proto_read('(:status :ok :path "/w/n.txt" :bytes 12)')) == "done (12 bytes written)"
+    assert status_words(proto_read('(:status :error :error "no such file")')) == "failed: no such file"
+
+
+def test_long_output_is_cut_in_the_middle_saying_how_much():
+    shown = output_words("\n".join(f"line {i}" for i in range(100)))
+    assert shown.startswith("line 0\n") and shown.endswith("line 99"), shown
+    assert "(70 lines left out)" in shown and "line 50" not in shown, shown
+    wide = output_words("x" * 10000)
+    assert "(7000 characters left out)" in wide and len(wide) < 3100, len(wide)
+
+
+def test_a_time_is_said_with_its_zone():
+    import time
+    shown = when_words(0, 0)
+    assert shown.endswith(time.strftime("%Z", time.localtime(0))) and shown.count(":") == 2, shown
+    assert re.match(r"1970-01-0\d \d\d:\d\d:\d\d ", when_words(86400 * 3, 0)), "another day shows its date"
+    assert not re.match(r"\d{4}-", when_words(5, 0)), "today's time shows no date"
+
+
+def test_a_reason_does_not_say_the_command_again():
+    from passepartout.display import reason_words
+    action = proto_read('(:action :shell :cmd "rm -rf ~")')
+    assert reason_words(action, "`rm -rf ~` — deletes /root: it is the home folder") \
+        == "deletes /root: it is the home folder"
+    assert reason_words(action, "outside the workspace") == "outside the workspace"

@@ -71,17 +71,39 @@ def test_doctor_says_a_missing_key_and_a_local_model_not_running(tmp_path, opena
 
 
 def test_doctor_checks_each_gateway(tmp_path):
-    config = ('[gateways.telegram]\nallowed_users = [42]\n'
-              '[gateways.signal]\nnumber = "+4915123456789"\n')
+    from bot_api_server import TOKEN, BotAPIServer
+    from signal_server import SignalServer
+    bot, signal = BotAPIServer(), SignalServer(account="+4915123456789")
+    bot_base = bot.base_url
+    try:
+        config = (f'[gateways.telegram]\nallowed_users = [42]\napi_base = "{bot_base}"\n'
+                  f'[gateways.signal]\nnumber = "+4915123456789"\nurl = "{signal.url}"\n')
+        out, rows, _ = doctor(tmp_path, config)
+        assert rows["gateway terminal"][0] == "ok", out.stdout
+        assert rows["gateway telegram"] == (
+            "fail", "the bot token is missing: the environment variable TELEGRAM_BOT_TOKEN is not set"), out.stdout
+        assert rows["gateway signal"][0] == "warn" and "allowed_numbers is empty" in rows["gateway signal"][1]
+        assert out.returncode == 1
+        # a token the Bot API refuses is a failure, and the token is never shown
+        out, rows, _ = doctor(tmp_path, config, TELEGRAM_BOT_TOKEN="999:wrong-token-for-this-bot")
+        status, detail = rows["gateway telegram"]
+        assert status == "fail" and "refused the token in TELEGRAM_BOT_TOKEN" in detail, out.stdout
+        assert "wrong-token" not in out.stdout + out.stderr, out.stdout
+        out, rows, _ = doctor(tmp_path, config, TELEGRAM_BOT_TOKEN=TOKEN)
+        assert rows["gateway telegram"][0] == "ok" and "1 allowed user(s)" in rows["gateway telegram"][1], out.stdout
+        assert TOKEN not in out.stdout
+        # a server that holds another account, numbers that are not E.164, nothing listening
+        other = config.replace('number = "+4915123456789"', 'number = "+4915100000000"')
+        out, rows, _ = doctor(tmp_path, other)
+        assert rows["gateway signal"][0] == "fail" and "has no account +4915100000000" in rows["gateway signal"][1]
+        out, rows, _ = doctor(tmp_path, config + 'allowed_numbers = ["+0123", "+49 151 2345 6789"]\n')
+        assert rows["gateway signal"] == ("fail", "not E.164 numbers (+, a country code, at most 15 digits): +0123")
+    finally:
+        signal.stop()
+        bot.stop()
     out, rows, _ = doctor(tmp_path, config)
-    assert rows["gateway terminal"][0] == "ok", out.stdout
-    assert rows["gateway telegram"] == (
-        "fail", "the bot token is missing: the environment variable TELEGRAM_BOT_TOKEN is not set"), out.stdout
-    assert rows["gateway signal"][0] == "warn" and "allowed_numbers is empty" in rows["gateway signal"][1]
-    assert out.returncode == 1
-    out, rows, _ = doctor(tmp_path, config, TELEGRAM_BOT_TOKEN="123456:scripted-token")
-    assert rows["gateway telegram"] == ("ok", "token in TELEGRAM_BOT_TOKEN; 1 allowed user(s)"), out.stdout
-    assert "123456:scripted-token" not in out.stdout
+    status, detail = rows["gateway signal"]
+    assert status == "fail" and f"nothing answers at 127.0.0.1:{signal.port}" in detail, out.stdout
 
 
 def test_doctor_names_a_server_whose_template_cannot_render_a_tool_conversation(tmp_path, openai_server):

@@ -89,11 +89,30 @@
 
 ;; * Asking
 
+(defn test-a-single-word-answers-the-only-approval-waiting-in-a-chat [env]
+  (setv [_ code _] (ask env))
+  (setv replies (answer env "n"))
+  (expect (state-of env code) "denied" "after n")
+  (has (texts replies) "denied")
+  (setv [_ code _] (ask env "write .env\nKEY=2"))
+  (setv replies (answer env "Yes"))
+  (expect (state-of env code) "executed" "after Yes")
+  (expect (dotenv env) "KEY=2" "the approved write")
+  ;; with none waiting, y is a message like any other
+  (setv replies (answer env "y"))
+  (assert (not (in "pprov" (texts replies))) (texts replies))
+  ;; with two waiting, a single word says neither
+  (setv [_ one _] (ask env "write .env\nKEY=3")
+        [_ two _] (ask env "write .env\nKEY=4"))
+  (answer env "y")
+  (expect [(state-of env one) (state-of env two)] ["pending" "pending"] "two waiting, after y"))
+
 (defn test-an-escalated-action-is-stored-and-the-person-is-asked [env]
   (setv [replies code token] (ask env))
   (setv text (texts replies))
   (has text f"code {code}")
-  (has text ":write-file")
+  (has text "Action: write .env (1 line)")
+  (assert (not (in "(:" text)) f"a plist in the request: {text}")
   (has text "workspace:")
   (has text f"/approve {code}")
   (has text f"/deny {code}")
@@ -204,7 +223,8 @@
 
 (defn test-free-text-never-approves [env]
   (setv [_ code _] (ask env))
-  (for [text ["yes" "ok, approve it" f"approve {code}" f"please /approve {code}" f"/approve {code} no wait"
+  ;; a single "yes" is an answer (test-a-single-word-answers-the-only-approval-waiting-in-a-chat)
+  (for [text ["yes please" "ok, approve it" f"approve {code}" f"please /approve {code}" f"/approve {code} no wait"
               f"/approve{code}" f"/approved {code}"]]
     (answer env text))
   (expect (state-of env code) "pending" "state after free text")
@@ -394,7 +414,7 @@
   (has (texts replies) (+ "the script " (str (.resolve (/ (workspace env) "job.sh"))) " changed"))
   (assert (not (.exists (/ (workspace env) "marker.txt"))) "the changed script ran")
   (expect (state-of env code) "failed" "state")
-  (has (texts (answer env f"/approve {code}")) "did not run"))
+  (has (texts (answer env f"/approve {code}")) "did not finish: the script"))
 
 (defn test-a-changed-policy-refuses-the-approval [env]
   (setv [_ code _] (ask env))
@@ -630,7 +650,10 @@
   (has text f"Approval {approved}: the daemon stopped after it was approved and before it ran; nothing was run")
   (expect (state-of env started) "failed" "state of the one that started")
   (expect (state-of env approved) "failed" "state of the one that did not")
-  (has (texts (answer env f"/approve {approved}")) "did not run")
+  (has (texts (answer env f"/approve {approved}")) "did not finish: the daemon stopped after it was approved and before it ran")
+  ;; the one that started is not said not to have run: it may have
+  (setv again (texts (answer env f"/approve {started}")))
+  (has again "did not finish: the daemon stopped while it was running; it may have done part or all of its work")
   (expect (dotenv env) None "the .env file")
   (expect (approvals-boot env) [] "a second boot"))
 

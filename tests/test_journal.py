@@ -7,6 +7,7 @@ import re
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import hy  # noqa: F401
@@ -160,7 +161,7 @@ def test_export_one_session_as_jsonl_and_as_org(home, tmp_path):
     with store_open(store_path_for(tmp_path / "data")) as store:
         a_task(store, session="alice", task="a1")
         a_task(store, session="bob", task="b1")
-    r = cli(home, "journal", "export", "--session", "bob")
+    r = cli(home, "journal", "export", "--session", "bob", "--raw")
     lines = [json.loads(line) for line in r.stdout.splitlines()]
     assert r.returncode == 0 and len(lines) == 4 and {t["session"] for t in lines} == {"bob"}, r.stdout
     assert lines[0]["content"] == '(:text "list the files" :task "b1")'
@@ -169,13 +170,27 @@ def test_export_one_session_as_jsonl_and_as_org(home, tmp_path):
     assert "* 2 thought: outcome in alice" in r.stdout and ":TOKENS: 15" in r.stdout
 
 
+def test_export_reads_as_one_line_a_turn_with_local_times_and_no_plist(home, tmp_path):
+    with store_open(store_path_for(tmp_path / "data")) as store:
+        a_task(store, session="alice", task="a1")
+    r = cli(home, "journal", "export")
+    lines = r.stdout.splitlines()
+    assert r.returncode == 0 and len(lines) == 4, r.stdout
+    zone = time.strftime("%Z", time.localtime())
+    assert all(re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d " + re.escape(zone) + "  ", line) for line in lines), lines
+    assert lines[0].endswith("speech/input  alice  “list the files”"), lines[0]
+    assert lines[1].endswith("thought/outcome  alice  allow: `ls`"), lines[1]
+    assert lines[2].endswith("action/result  alice  done"), lines[2]
+    assert "(:" not in r.stdout, r.stdout
+
+
 def test_export_shows_what_turns_hold_and_never_sends_it_to_the_terminal(home, tmp_path):
     said = "look \u202e; rm -rf ~ \u202c \x9b2J \x85 \u2028 next"
     with store_open(store_path_for(tmp_path / "data")) as store:
         with store.transaction():
             write_records(store, [event_record("answer", "s", plist(text=said, task="t1"))])
     obeyed = "[\x1b\x85\x9b\u2028\u2029\u202a-\u202e\u2066-\u2069]"
-    r = cli(home, "journal", "export")
+    r = cli(home, "journal", "export", "--format", "jsonl")
     assert r.returncode == 0 and not re.search(obeyed, r.stdout), repr(r.stdout)
     (line,) = r.stdout.splitlines()
     assert json.loads(line)["content"] == proto_print(plist(text=said, task="t1")), "the JSON reads back the same"

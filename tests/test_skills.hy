@@ -145,6 +145,33 @@
   (expect (proto-get (run (perceive (says "/help" "tool-result") ctx)) ':handled-by)
           None "/help in a tool's output"))
 
+(defn test-help-on-a-chat-service-leaves-out-the-operators-commands [registry tmp-path]
+  (import passepartout.context [make-context]
+          passepartout.perceive [perceive])
+  (load-skills registry)
+  (setv ctx (make-context :workspace (str tmp-path) :skills registry)
+        chat [:type :event :source [:gateway :telegram :chat "1" :user "2"]
+              :payload [:sensor :chat-message :text "/help"]]
+        shown (answer-text (run (perceive chat ctx)))
+        local (answer-text (run (perceive (says "/help") ctx))))
+  (assert (and (in "/stop" shown) (not (in "repl" shown)) (not (in "/reload" shown))) shown)
+  (assert (not (in "/quit" shown)) f"/quit offered where it does nothing: {shown}")
+  (assert (and (in "/quit" local) (in "/reload" local)) local))
+
+(defn test-an-unknown-slash-command-says-so-and-names-the-nearest [registry tmp-path]
+  (import passepartout.context [make-context]
+          passepartout.perceive [perceive])
+  (load-skills registry)
+  (setv ctx (make-context :workspace (str tmp-path) :skills registry)
+        typo (answer-text (run (perceive (says "/stpo") ctx))))
+  (assert (and (in "/stpo is not a command" typo) (in "Did you mean /stop?" typo)) typo)
+  (setv other (answer-text (run (perceive (says "/frobnicate now") ctx))))
+  (assert (and (in "not a command" other) (in "/help" other) (not (in "Did you mean" other))) other)
+  ;; what the built-in provider reads, Telegram's /start, a path and plain words go on
+  (for [text ["/read notes.txt" "/start" "/etc/hosts is broken" "hello" "/stop"]]
+    (setv seen (run (perceive (says text) ctx)))
+    (assert (not (in "not a command" (str (proto-get seen ':emit)))) f"{text}: {seen}")))
+
 (defn test-status-shows-models-breakers-budget-approvals-grants-workspace-and-sandbox [registry tmp-path]
   (import passepartout.budget [day-record]
           passepartout.cascade [make-cascade make-provider]
@@ -167,6 +194,8 @@
   (request-approval store [:action :write-file :path ".env" :content "K=1"]
                     [:verdict :escalate :reason "secrets"] (+ (says "write .env") [:session session]) ctx config now)
   (add-grant store session [:action :read-file :folder (str tmp-path)] now 30 "terminal:local" registry)
+  (setv alone (answer-text (run (perceive (says "/status") ctx))))
+  (assert (in "Gateways: this terminal chat only" alone) f"no daemon's heartbeat: {alone}")
   (kv-put store "daemon:heartbeat" [:time (- now 5) :gateways ["telegram" "409 Conflict: another program polls this bot"]
                                     :degraded True])
   (setv text (answer-text (run (perceive (says " /STATUS ") ctx))))

@@ -147,7 +147,12 @@
   (assert (= text "Could not read /etc/nope: no such file") f"got {text !r}")
   (setv shell (message-text (tool-result [:action :shell :cmd "make"]
                                          [:status :error :output "make: *** No targets." :exit 2])))
-  (assert (= shell "Could not run `make`: make: *** No targets.\n(exit status 2)") f"got {shell !r}"))
+  (assert (= shell "`make` failed with exit status 2:\nmake: *** No targets.") f"got {shell !r}")
+  (setv late (message-text (tool-result [:action :shell :cmd "sleep 99"]
+                                        [:status :error :output "started\n" :exit -9 :timed-out True
+                                         :error "timed out after 30 s; the command and its children were killed"])))
+  (assert (= late "`sleep 99` timed out after 30 s; the command and its children were killed:\nstarted")
+          f"got {late !r}"))
 
 (defn test-long-output-is-cut []
   (setv text (message-text (tool-result [:action :shell :cmd "yes"]
@@ -155,9 +160,9 @@
   (assert (< (len text) 3200) f"{(len text)} characters")
   (assert (in "more characters)" text) f"got tail {(cut text -60 None) !r}"))
 
-(defn test-other-results-are-printed []
+(defn test-other-results-are-said-without-a-plist []
   (setv text (message-text (tool-result [:action :spawn :objective "tidy"] [:status :ok :session 7])))
-  (assert (= text "Done: do the spawn action.\n(:session 7)") f"got {text !r}"))
+  (assert (= text "Done: do the spawn action.") f"got {text !r}"))
 
 (defn test-a-tool-result-is-never-a-command []
   (setv action (answer (tool-result [:action :shell :cmd "echo !rm"] [:status :ok :output "!rm -rf /" :exit 0])))
@@ -192,3 +197,15 @@
     (assert (= (proto-get r ':tool-calls) []) f"got {r}")
     (assert (= (proto-get r ':usage) [:prompt-tokens 0 :completion-tokens 0 :cost 0.0]) f"got {r}")
     (assert (= (symbolic-action (user-says text)) action) f"symbolic-action differs for {text !r}")))
+
+(defn test-a-chat-service-user-is-not-shown-the-operators-details []
+  (setv request (+ [:messages [] :tools None
+                    :signal [:type :event :source [:gateway :telegram :chat 1 :user 2]
+                             :payload [:sensor :chat-message :text "hello"]]
+                    :rejections []]
+                   [:fallback [:told [] :untold ["model o is not running: nothing listens at 127.0.0.1:11434"]
+                               :kinds ["unreachable"]]])
+        text (message-text request))
+  (for [detail ["127.0.0.1" "PASSEPARTOUT_MODELS" "OPENAI_API_KEY" "config.toml"]]
+    (assert (not (in detail text)) f"{detail} shown to a chat user: {text !r}"))
+  (assert (and (in "!COMMAND" text) (in "runs this assistant" text)) text))

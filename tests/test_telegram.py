@@ -238,6 +238,8 @@ def test_approval_buttons_become_approve_commands_and_the_message_shows_the_outc
         assert tg.server.wait_for(lambda: asked.get("edited"))
         assert tg.server.wait_for(lambda: tg.server.requests("answerCallbackQuery"))
     assert seen == ["/risky", "/approve tok-42 30m"], seen
+    toasts = [p.get("text") for p in tg.server.requests("answerCallbackQuery")]
+    assert toasts == ["Approving, and allowing this kind for 30m…"], toasts
     assert asked["text"] == "Run rm -rf build? Code QWERTY\n\nApproved: ran rm -rf build", asked["text"]
     assert "reply_markup" not in asked, "the buttons are gone once answered"
     assert len(tg.server.texts(ALICE)) == 1, "the outcome edits the message instead of adding one"

@@ -256,6 +256,8 @@
   (while (not gw.stopping)
     (try
       (await (_start gw))
+      ;; started: it polls from now on, not after its first long poll returns
+      (when (= gw.state "starting") (setv gw.state "polling"))
       (setv updates (await (_poll gw offset)))
       (when (is updates None) (break))
       (await (asyncio.gather #* (gfor u updates (_handle gw u))))
@@ -279,7 +281,8 @@
             (.warning log "telegram: still 409 Conflict (%s times); retrying in %s s" conflicts wait))
         (await (_pause gw wait)))
       (except [e #(InvalidToken Forbidden)]
-        (setv gw.state f"stopped: the Bot API refused the token ({e})")
+        ;; the library's words quote the token itself
+        (setv gw.state f"stopped: the Bot API refused the token in {(get gw.settings "token_env")}")
         (.error log "telegram: the Bot API refused the token (%s); this gateway stops" e)
         (break))
       (except [e RetryAfter]
@@ -430,7 +433,14 @@
                                              :callback query.id
                                              :shown (getattr message "text" None))
                             :payload [:sensor :user-input :text command]]))
-      (await (_answer-button gw query.id (get (.split command) 0))))))
+      (await (_answer-button gw query.id (button-toast command))))))
+
+(defn button-toast [command]
+  "The short words a pressed button shows, for the approvals COMMAND it sent."
+  (setv words (.split command))
+  (cond (= (get words 0) "/deny") "Denying…"
+        (> (len words) 2) f"Approving, and allowing this kind for {(get words 2)}…"
+        True "Approving…"))
 
 (defn :async _answer-button [gw query-id text]
   "Stop the button's spinner; a query too old to answer is no matter."

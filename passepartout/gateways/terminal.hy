@@ -144,12 +144,45 @@
   (or (in SESSION hub.busy)
       (and (in SESSION hub.queues) (not (.empty (get hub.queues SESSION))))))
 
-(defn _key-bindings []
-  (import prompt_toolkit.key_binding [KeyBindings])
+(defn _key-bindings [[hub None]]
+  (import prompt_toolkit.key_binding [KeyBindings]
+          prompt_toolkit.filters [Condition]
+          prompt_toolkit.application [get-app])
   (setv kb (KeyBindings))
   (defn [(.add kb "escape" "enter")] newline [event]
     (.insert-text event.current-buffer "\n"))
+  (when hub
+    (setv one-waiting (Condition (fn [] (and (= (. (get-app) current-buffer text) "")
+                                             (= (len (_waiting-codes hub)) 1)))))
+    (for [key ONE-KEY]
+      (defn answer [event [key key]]
+        (setv buffer event.current-buffer
+              buffer.text key)
+        (.validate-and-handle buffer))
+      ((.add kb key :filter one-waiting) answer)))
   kb)
+
+(defn command-words [hub]
+  "The slash commands a person can type here, for Tab to complete."
+  (setv services (getattr hub "services" None)
+        registry (when services (getattr services "skills" None))
+        words (set LEAVE))
+  (when registry
+    (for [[_ handler] (hy.I.passepartout/skills.pre-reason-handlers registry)
+          [usage _] (or (getattr handler "commands" None) [])]
+      (.add words (get (.split usage) 0))))
+  (sorted (gfor w words :if (.startswith w "/") w)))
+
+(defn _completer [hub]
+  (import prompt_toolkit.completion [WordCompleter])
+  (WordCompleter (command-words hub) :sentence True
+                 :pattern (re.compile r"^/\S*")))
+
+(defn _private-file [path]
+  "Make the file PATH if it is missing, readable by its owner alone (0600)."
+  (import os)
+  (os.close (os.open (str path) (| os.O-WRONLY os.O-CREAT os.O-APPEND) 0o600))
+  (os.chmod (str path) 0o600))
 
 (defn :async chat-terminal [hub [history-path None] [input None] [output None] [show print]
                             [progress None]]
@@ -165,8 +198,12 @@
         (when (is (get started 0) None) (setv (get started 0) (time.monotonic)))
         (setv (get started 0) None))
     (status-line (when (get started 0) (- (time.monotonic) (get started 0))) progress))
+  (when history-path
+    (_private-file history-path))
   (setv session (PromptSession :history (if history-path (FileHistory (str history-path)) (InMemoryHistory))
-                               :key-bindings (_key-bindings)
+                               :key-bindings (_key-bindings hub)
+                               :completer (_completer hub)
+                               :complete-while-typing False
                                :bottom-toolbar toolbar
                                :refresh-interval 0.5
                                :input input
