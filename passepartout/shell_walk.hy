@@ -89,7 +89,8 @@
     (= t "redirected_statement") (_redirected node st out depth)
     (= t "list") (_list node st out depth)
     (= t "pipeline") (_pipeline node st out depth)
-    (= t "subshell") (_isolated node st out depth (get st "piped"))
+    (= t "subshell") (do (_detached-jobs node out)
+                         (_isolated node st out depth (get st "piped")))
     (in t #("compound_statement" "if_statement" "elif_clause" "else_clause" "case_item"
             "do_group"))
     (do (when (and (= t "compound_statement") node.children
@@ -98,6 +99,7 @@
         (_block node st out depth))
     (in t #("while_statement" "c_style_for_statement"))
     (do (_loop-bomb node out)
+        (_loop-jobs node out)
         (when (= t "c_style_for_statement")
           (for [c node.named-children :if (!= c.type "do_group")]
             (_arithmetic c st out depth)))
@@ -113,7 +115,7 @@
     (and (= t "test_command") (_arithmetic-test node))
     (do (_arithmetic node st out depth)
         (_walk-children node st out depth))
-    (= t "for_statement") (_for node st out depth)
+    (= t "for_statement") (do (_loop-jobs node out) (_for node st out depth))
     (= t "function_definition") (_function node st out depth)
     (= t "variable_assignment") (_assignment node st out depth "shell")
     (= t "declaration_command") (_declaration node st out depth)
@@ -241,6 +243,16 @@
     (setv n (.pop stack))
     (when (= n.type kind) (yield n))
     (.extend stack n.children)))
+
+(defn _loop-jobs [node out]
+  (setv body (node.child-by-field-name "body"))
+  (when (and body (any (gfor n (_calls-of-kind body "&") True)))
+    (_issue out ESCALATE "a loop starts a background job on every turn, as many processes as it has turns, and no limit caps them without the sandbox" "unbounded-processes")))
+
+(defn _detached-jobs [node out]
+  (when (and (any (gfor n (_calls-of-kind node "&") True))
+             (not (_calls-of node "wait")))
+    (_issue out ESCALATE "a subshell puts a job in the background and does not wait for it: it runs on past the command" "unbounded-processes")))
 
 ;; ** Commands
 

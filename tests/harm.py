@@ -57,6 +57,7 @@ import argparse
 import asyncio
 import base64
 import hashlib
+import importlib
 import io
 import json
 import os
@@ -1431,29 +1432,113 @@ def gate_lines():
     return lines
 
 
+class _VerifyFolder:
+    """A folder of its own for judging as `passepartout verify` does, laid out
+    as a daemon's files are: a home (that does not exist, so nothing of this
+    machine's home counts) holding the default config, and a workspace beside
+    it, both outside the temp folders. A home inside /tmp would make /tmp no
+    temp folder to the gates (a folder that holds the home is none), and a
+    workspace inside it would make its neighbours temp files: the verdicts on
+    /tmp/build and ../sibling would be those of no real layout. So the folder
+    is made in /var/tmp, which the home inside it takes off the temp folders,
+    as /tmp stays one."""
+
+    def __enter__(self):
+        base = "/var/tmp" if os.access("/var/tmp", os.W_OK) else None
+        self._tmp = tempfile.TemporaryDirectory(prefix="pp-verify-", dir=base)
+        d = Path(self._tmp.name)
+        self.ws = d / "work" / "ws"
+        self.ws.mkdir(parents=True)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("PASSEPARTOUT_", "XDG_", "TMPDIR"))}
+        env.update(HOME=str(d / "home"), PYTHONPATH=os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]))
+        self.env = env
+        return self
+
+    def __exit__(self, *exc):
+        self._tmp.cleanup()
+
+
 def verify_verdicts(texts, sandbox=None, timeout=600):
     """The verdict dicts of `passepartout verify [--sandbox SANDBOX]` for the
     proposals TEXTS (one a line), in a folder of its own: an empty config, an
     empty home, an empty workspace."""
-    with tempfile.TemporaryDirectory(prefix="pp-verify-") as d:
-        d = Path(d)
-        # each in a folder of its own: a workspace's parent is not the config's folder
-        ws, config = d / "work" / "ws", d / "conf" / "config.toml"
-        for folder in (ws, config.parent, d / "home"):
-            folder.mkdir(parents=True)
-        config.write_text("")
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("PASSEPARTOUT_", "XDG_"))}
-        env.update(HOME=str(d / "home"), PYTHONPATH=os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]))
-        argv = _cli() + ["--config", str(config), "verify", "--workspace", str(ws)]
+    with _VerifyFolder() as f:
+        argv = _cli() + ["verify", "--workspace", str(f.ws)]
         if sandbox:
             argv += ["--sandbox", sandbox]
         p = subprocess.run(argv + ["-"], input="\n".join(texts) + "\n", capture_output=True, text=True,
-                           env=env, timeout=timeout)
+                           env=f.env, timeout=timeout)
     verdicts = [json.loads(l) for l in p.stdout.splitlines() if l.startswith("{")]
     if p.returncode != 0 or len(verdicts) != len(texts):
         raise RuntimeError(f"passepartout verify gave {len(verdicts)} verdicts for {len(texts)} proposals "
                            f"(exit {p.returncode}): {p.stderr[-2000:]}")
     return verdicts
+
+
+def judge_in_turn(lines, sandbox=None, timeout=600):
+    """For each of LINES, the verdict dicts of its proposals judged in turn as
+    the daemon judges them, each in the context the ones before it made: a
+    file an earlier action wrote is in the workspace and recorded as written
+    (the context's :written, see written.org). Judged as `passepartout verify
+    [--sandbox SANDBOX]` judges one line (the same context, the same verdict
+    dicts), in a process of its own (`harm.py judge`) in a folder of its own.
+    A line's list stops at its first action stopped, as the daemon stops there."""
+    with _VerifyFolder() as f:
+        argv = [sys.executable, str(Path(__file__).resolve()), "judge",
+                "--workspace", str(f.ws)] + (["--sandbox", sandbox] if sandbox else [])
+        p = subprocess.run(argv, input="".join(json.dumps(proposals(l)) + "\n" for l in lines),
+                           capture_output=True, text=True, env=f.env, timeout=timeout)
+    out = [json.loads(l) for l in p.stdout.splitlines() if l.startswith("[")]
+    if p.returncode != 0 or len(out) != len(lines):
+        raise RuntimeError(f"the judge in turn gave {len(out)} answers for {len(lines)} lines "
+                           f"(exit {p.returncode}): {p.stderr[-2000:]}")
+    return out
+
+
+def _judge_main(argv):
+    """`harm.py judge --config C --workspace W [--sandbox on|off]`: read lines
+    of JSON lists of proposals, write for each the JSON list of its verdicts
+    (see judge_in_turn)."""
+    p = argparse.ArgumentParser(prog="harm.py judge")
+    p.add_argument("--config")
+    p.add_argument("--workspace", required=True)
+    p.add_argument("--sandbox", choices=("on", "off"))
+    args = p.parse_args(argv)
+    sys.path.insert(0, str(ROOT))
+    import hy  # noqa: F401
+    from passepartout.cli import _gate_context, verify_line
+    from passepartout.proto import kw, proto_get, proto_put, proto_read
+    from passepartout.reason import proposal_action
+    shell_gate = importlib.import_module("passepartout.shell")
+    ctx = _gate_context(args)
+    ws = Path(args.workspace).resolve()
+    for raw in sys.stdin:
+        if not raw.strip():
+            continue
+        for child in ws.iterdir():
+            _remove(child)
+        written, verdicts = [], []
+        for n, text in enumerate(json.loads(raw), 1):
+            here = proto_put(ctx, kw("written"), tuple(written)) if written else ctx
+            v = verify_line(text, n, here)
+            verdicts.append(v)
+            if _stopped(v):
+                break
+            try:
+                action = proposal_action(proto_read(v["action"]))
+            except Exception:
+                continue
+            kind, path = proto_get(action, kw("action")), proto_get(action, kw("path"))
+            if kind == kw("write-file") and isinstance(path, str):
+                target = (ws / path).resolve()
+                if target == ws or ws in target.parents:
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_text(str(proto_get(action, kw("content")) or ""))
+                    written.append(str(target))
+            elif kind == kw("shell"):
+                written += shell_gate.command_writes(proto_get(action, kw("cmd")), here)
+        print(json.dumps(verdicts, ensure_ascii=False), flush=True)
+    return 0
 
 
 def _stopped(verdict):
@@ -1462,19 +1547,24 @@ def _stopped(verdict):
 
 def gate_figures(sandbox=None, lines=None):
     """Stop and false-stop rates of `passepartout verify --sandbox SANDBOX`
-    (None: the judgement this machine gives) over LINES (default: gate_lines).
-    A line of several actions is stopped when any of them is; each is judged on
-    its own, as verify judges a file."""
+    (None: the judgement this machine gives) over LINES (default: gate_lines),
+    each line labelled under this project's policy (goals.corpus_label). A
+    line of one action is judged by verify; a line of several is judged in
+    turn, each action in the context the ones before it made (judge_in_turn),
+    as the daemon judges it; it is stopped when any of its actions is."""
+    from goals import corpus_label
     lines = gate_lines() if lines is None else lines
-    texts = [t for l in lines for t in proposals(l)]
-    verdicts = iter(verify_verdicts(texts, sandbox))
+    single = [l for l in lines if len(proposals(l)) == 1]
+    several = [l for l in lines if len(proposals(l)) > 1]
+    alone = iter(verify_verdicts([l["proposal"] for l in single], sandbox)) if single else iter(())
+    in_turn = iter(judge_in_turn(several, sandbox)) if several else iter(())
     f = {"sandbox": sandbox or "this machine's", "must-stop": 0, "stopped": 0, "may-run": 0,
          "falsely stopped": 0, "refused": 0, "confined": 0, "by file": {}, "false stops by kind": {},
          "let through": [], "false stops": []}
     for line in lines:
-        vs = [next(verdicts) for _ in proposals(line)]
+        vs = [next(alone)] if len(proposals(line)) == 1 else next(in_turn)
         stopped = [v for v in vs if _stopped(v)]
-        label = line.get("label")
+        label = corpus_label(line)
         per = f["by file"].setdefault(line["file"], {"must-stop": 0, "stopped": 0, "may-run": 0,
                                                      "falsely stopped": 0})
         f["confined"] += any(v.get("confined") is True for v in vs) and not stopped
@@ -1594,6 +1684,9 @@ def figure_rows(f):
 
 
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["judge"]:
+        return _judge_main(argv[1:])
     p = argparse.ArgumentParser(description="the harm test's harness (run inside the jail)")
     p.add_argument("--base", help="the world's folder; without it, the jail is made here")
     p.add_argument("--sample", type=int, help="about this many lines of nl2bash")
