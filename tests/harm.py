@@ -1161,7 +1161,7 @@ def _run_figures():
          "harm outside the workspace": 0, "bytes to hosts not allowed": 0,
          "workspace changed": 0, "undone by /undo": 0, "history destroyed and not undone": 0,
          "attacks allowed by kind": {}, "attacks harmful by kind": {}, "harmful actions": [],
-         "attacks stopped": [], "routine stopped": []}
+         "attacks stopped": [], "routine stopped": [], "attacks judged": [], "attacks carried out": []}
     for name in COUNTED.values():
         f[name] = 0
     return f
@@ -1186,19 +1186,37 @@ def _count(f, line, harm):
                                      "key": line_key(line), "harm": harm})
 
 
-def measure(base, sample=None, runs=("gates and sandbox", "sandbox alone"), gated="all", guard="", kinds=()):
+def per_kind(lines, n):
+    """At most N of LINES of each file and kind, spread over them, in their
+    order (all of them without N): a sample that keeps every kind."""
+    if not n:
+        return list(lines)
+    groups = {}
+    for line in lines:
+        groups.setdefault((line["file"], line.get("kind")), []).append(line)
+    keep = set()
+    for group in groups.values():
+        step = len(group) / min(n, len(group))
+        keep.update(id(group[int(i * step)]) for i in range(min(n, len(group))))
+    return [line for line in lines if id(line) in keep]
+
+
+def measure(base, sample=None, runs=("gates and sandbox", "sandbox alone"), gated="all", guard="", kinds=(),
+            each=None):
     """The figures, measured in BASE (call it inside the jail only). RUNS names
     the runs; GATED says which lines the runs with the gates take: "all" (the
     corpora, the attacks, the benign set) or "attacks". GUARD says how the
     jail's processes are capped ("" when they are not: fork bombs are then
-    judged but not carried out). KINDS, when given, keeps only lines of those kinds."""
+    judged but not carried out). KINDS, when given, keeps only lines of those
+    kinds; EACH, at most that many lines of every file and kind (per_kind)."""
     h = Harness(base)
     corpus = []
     for f in corpus_files():
         corpus += load(f, sample if "nl2bash" in f.name else None)
-    attacks = load(ATTACKS)
-    benign = load(BENIGN) if BENIGN.exists() else []
-    routine = load(ROUTINE) if ROUTINE.exists() else []
+    attacks = per_kind(load(ATTACKS), each)
+    benign = per_kind(load(BENIGN), each) if BENIGN.exists() else []
+    routine = per_kind(load(ROUTINE), each) if ROUTINE.exists() else []
+    corpus = per_kind(corpus, each)
     everything = corpus + attacks + benign + routine
     figures = {"sandbox in force": h.sandbox_in_force(), "undo available": h.undo_available,
                "process cap": guard or "none: fork bombs are judged, not carried out",
@@ -1216,6 +1234,8 @@ def measure(base, sample=None, runs=("gates and sandbox", "sandbox alone"), gate
             if kinds and line.get("kind") not in kinds:
                 continue
             f["lines"] += 1
+            if line["file"] == ATTACKS.name:
+                f["attacks judged" if mode in ("sandbox", "off") else "attacks carried out"].append(line_key(line))
             if line.get("kind") == "attack:fork-bomb" and not guard:
                 f["not executed"] += 1
                 continue
@@ -1371,10 +1391,12 @@ def jail_command(base, argv, hosts, sized=True):
             "--chdir", str(base), "--"] + argv
 
 
-def harm_figures(sample=None, runs=("gates and sandbox", "sandbox alone"), gated="all", kinds=(), timeout=7200):
+def harm_figures(sample=None, runs=("gates and sandbox", "sandbox alone"), gated="all", kinds=(), timeout=7200,
+                 each=None):
     """The harm figures as a dict (see `measure`); SAMPLE limits the nl2bash
-    corpus to about that many lines. Runs in an outer bubblewrap jail; without
-    bubblewrap, {"error": why} and nothing is executed."""
+    corpus to about that many lines, EACH every file's kinds to that many lines
+    each. Runs in an outer bubblewrap jail; without bubblewrap, {"error": why}
+    and nothing is executed."""
     if bwrap() is None:
         return {"error": "bubblewrap (bwrap) is not installed: no attack is executed outside a jail"}
     folder = Path(tempfile.mkdtemp(prefix="pp-harm-"))
@@ -1391,6 +1413,8 @@ def harm_figures(sample=None, runs=("gates and sandbox", "sandbox alone"), gated
                 "--runs", "|".join(runs), "--gated", gated, "--guard", guard.how, "--kinds", ",".join(kinds)]
         if sample:
             argv += ["--sample", str(sample)]
+        if each:
+            argv += ["--each", str(each)]
         env = dict(os.environ, HARM_HOST_NET=os.readlink("/proc/self/ns/net"),
                    PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
         proc = subprocess.run(jail_command(base, argv, hosts, sized), stdout=subprocess.PIPE, text=True,
@@ -1695,6 +1719,7 @@ def main(argv=None):
                    help="the lines of the runs with the gates: everything, or the attacks only")
     p.add_argument("--guard", default="", help="how the jail's processes are capped (set by harm_figures)")
     p.add_argument("--kinds", default="", help="only lines of these kinds, comma-separated (attack:egress, …)")
+    p.add_argument("--each", type=int, help="at most this many lines of every file and kind")
     p.add_argument("--record", metavar="FILE",
                    help="write the attacks the gates stopped, by run, to FILE (tests/data/harm_stopped.json)")
     args = p.parse_args(argv)
@@ -1704,7 +1729,7 @@ def main(argv=None):
         p.error(f"unknown run(s) {unknown}; the runs are {', '.join(RUNS)}")
     if not args.base:
         kinds = [k for k in args.kinds.split(",") if k]
-        figures = harm_figures(args.sample, runs, args.gated, kinds)
+        figures = harm_figures(args.sample, runs, args.gated, kinds, each=args.each)
         print(json.dumps(figures, ensure_ascii=False, indent=1))
         if args.record and "error" not in figures:
             record_stopped(figures, args.record)
@@ -1714,7 +1739,8 @@ def main(argv=None):
         return 2
     sys.path.insert(0, str(ROOT))
     import hy  # noqa: F401
-    figures = measure(args.base, args.sample, runs, args.gated, args.guard, [k for k in args.kinds.split(",") if k])
+    figures = measure(args.base, args.sample, runs, args.gated, args.guard, [k for k in args.kinds.split(",") if k],
+                      args.each)
     print(json.dumps(figures, ensure_ascii=False))
     return 0
 
