@@ -89,8 +89,7 @@
     (= t "redirected_statement") (_redirected node st out depth)
     (= t "list") (_list node st out depth)
     (= t "pipeline") (_pipeline node st out depth)
-    (= t "subshell") (do (_detached-jobs node out)
-                         (_isolated node st out depth (get st "piped")))
+    (= t "subshell") (_isolated node st out depth (get st "piped"))
     (in t #("compound_statement" "if_statement" "elif_clause" "else_clause" "case_item"
             "do_group"))
     (do (when (and (= t "compound_statement") node.children
@@ -248,11 +247,6 @@
   (setv body (node.child-by-field-name "body"))
   (when (and body (any (gfor n (_calls-of-kind body "&") True)))
     (_issue out ESCALATE "a loop starts a background job on every turn, as many processes as it has turns, and no limit caps them without the sandbox" "unbounded-processes")))
-
-(defn _detached-jobs [node out]
-  (when (and (any (gfor n (_calls-of-kind node "&") True))
-             (not (_calls-of node "wait")))
-    (_issue out ESCALATE "a subshell puts a job in the background and does not wait for it: it runs on past the command" "unbounded-processes")))
 
 ;; ** Commands
 
