@@ -730,12 +730,20 @@ class Watch:
             time.sleep(0.01)
         if DEBUG and extra:
             print(f"left running: {len(extra)}, e.g. {_cmdline(extra[0])!r}", file=sys.stderr)
-        for p in extra:
-            try:
-                os.kill(p, signal.SIGKILL)
-            except OSError:
-                pass
+        # a flood still forking outruns a single pass: stop every process of
+        # it first, then kill them, until no new one is left (or 10 s passed),
+        # so that the harness itself can start processes again
         end = time.monotonic() + 10
+        now = extra
+        while now and time.monotonic() < end:
+            for sig in (signal.SIGSTOP, signal.SIGKILL):
+                for p in now:
+                    try:
+                        os.kill(p, sig)
+                    except OSError:
+                        pass
+            time.sleep(0.01)
+            now = [p for p in _pids() - self.before_pids if p != os.getpid() and _alive(p)] if extra else []
         while any(_alive(p) for p in extra) and time.monotonic() < end:
             time.sleep(0.01)
         return len(extra)
