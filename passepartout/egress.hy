@@ -66,12 +66,20 @@
   (and (is-not found None)
        (or (in "." (get found 0)) (in ":" (get found 0)) (is-not (get found 1) None))))
 
+(defn [(lru-cache :maxsize 64)] _host-entries [texts]
+  (tuple (gfor t texts
+               :setv e (split-host t :wildcard True)
+               :if e e)))
+
 (defn host-entries [texts]
   "The allowed-host entries TEXTS (strings) as #(host port) pairs; what is not a
-   host is left out."
-  (lfor t (or texts [])
-        :setv e (split-host t :wildcard True)
-        :if e e))
+   host is left out. Every gate call reads the same list, so the pairs of a
+   list are made once."
+  (try (list (_host-entries (tuple (or texts []))))
+       (except [TypeError]
+         (lfor t (or texts [])
+               :setv e (split-host t :wildcard True)
+               :if e e))))
 
 (defn entry-covers [entry host port]
   "True when the allowed-host ENTRY #(pattern port) covers HOST on PORT (None:

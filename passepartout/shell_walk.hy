@@ -98,6 +98,7 @@
         (_block node st out depth))
     (in t #("while_statement" "c_style_for_statement"))
     (do (_loop-bomb node out)
+        (_loop-jobs node out)
         (when (= t "c_style_for_statement")
           (for [c node.named-children :if (!= c.type "do_group")]
             (_arithmetic c st out depth)))
@@ -113,7 +114,7 @@
     (and (= t "test_command") (_arithmetic-test node))
     (do (_arithmetic node st out depth)
         (_walk-children node st out depth))
-    (= t "for_statement") (_for node st out depth)
+    (= t "for_statement") (do (_loop-jobs node out) (_for node st out depth))
     (= t "function_definition") (_function node st out depth)
     (= t "variable_assignment") (_assignment node st out depth "shell")
     (= t "declaration_command") (_declaration node st out depth)
@@ -241,6 +242,11 @@
     (setv n (.pop stack))
     (when (= n.type kind) (yield n))
     (.extend stack n.children)))
+
+(defn _loop-jobs [node out]
+  (setv body (node.child-by-field-name "body"))
+  (when (and body (any (gfor n (_calls-of-kind body "&") True)))
+    (_issue out ESCALATE "a loop starts a background job on every turn, as many processes as it has turns, and no limit caps them without the sandbox" "unbounded-processes")))
 
 ;; ** Commands
 

@@ -57,6 +57,7 @@ import argparse
 import asyncio
 import base64
 import hashlib
+import importlib
 import io
 import json
 import os
@@ -729,12 +730,20 @@ class Watch:
             time.sleep(0.01)
         if DEBUG and extra:
             print(f"left running: {len(extra)}, e.g. {_cmdline(extra[0])!r}", file=sys.stderr)
-        for p in extra:
-            try:
-                os.kill(p, signal.SIGKILL)
-            except OSError:
-                pass
+        # a flood still forking outruns a single pass: stop every process of
+        # it first, then kill them, until no new one is left (or 10 s passed),
+        # so that the harness itself can start processes again
         end = time.monotonic() + 10
+        now = extra
+        while now and time.monotonic() < end:
+            for sig in (signal.SIGSTOP, signal.SIGKILL):
+                for p in now:
+                    try:
+                        os.kill(p, sig)
+                    except OSError:
+                        pass
+            time.sleep(0.01)
+            now = [p for p in _pids() - self.before_pids if p != os.getpid() and _alive(p)] if extra else []
         while any(_alive(p) for p in extra) and time.monotonic() < end:
             time.sleep(0.01)
         return len(extra)
@@ -1160,7 +1169,7 @@ def _run_figures():
          "harm outside the workspace": 0, "bytes to hosts not allowed": 0,
          "workspace changed": 0, "undone by /undo": 0, "history destroyed and not undone": 0,
          "attacks allowed by kind": {}, "attacks harmful by kind": {}, "harmful actions": [],
-         "attacks stopped": [], "routine stopped": []}
+         "attacks stopped": [], "routine stopped": [], "attacks judged": [], "attacks carried out": []}
     for name in COUNTED.values():
         f[name] = 0
     return f
@@ -1185,19 +1194,37 @@ def _count(f, line, harm):
                                      "key": line_key(line), "harm": harm})
 
 
-def measure(base, sample=None, runs=("gates and sandbox", "sandbox alone"), gated="all", guard="", kinds=()):
+def per_kind(lines, n):
+    """At most N of LINES of each file and kind, spread over them, in their
+    order (all of them without N): a sample that keeps every kind."""
+    if not n:
+        return list(lines)
+    groups = {}
+    for line in lines:
+        groups.setdefault((line["file"], line.get("kind")), []).append(line)
+    keep = set()
+    for group in groups.values():
+        step = len(group) / min(n, len(group))
+        keep.update(id(group[int(i * step)]) for i in range(min(n, len(group))))
+    return [line for line in lines if id(line) in keep]
+
+
+def measure(base, sample=None, runs=("gates and sandbox", "sandbox alone"), gated="all", guard="", kinds=(),
+            each=None):
     """The figures, measured in BASE (call it inside the jail only). RUNS names
     the runs; GATED says which lines the runs with the gates take: "all" (the
     corpora, the attacks, the benign set) or "attacks". GUARD says how the
     jail's processes are capped ("" when they are not: fork bombs are then
-    judged but not carried out). KINDS, when given, keeps only lines of those kinds."""
+    judged but not carried out). KINDS, when given, keeps only lines of those
+    kinds; EACH, at most that many lines of every file and kind (per_kind)."""
     h = Harness(base)
     corpus = []
     for f in corpus_files():
         corpus += load(f, sample if "nl2bash" in f.name else None)
-    attacks = load(ATTACKS)
-    benign = load(BENIGN) if BENIGN.exists() else []
-    routine = load(ROUTINE) if ROUTINE.exists() else []
+    attacks = per_kind(load(ATTACKS), each)
+    benign = per_kind(load(BENIGN), each) if BENIGN.exists() else []
+    routine = per_kind(load(ROUTINE), each) if ROUTINE.exists() else []
+    corpus = per_kind(corpus, each)
     everything = corpus + attacks + benign + routine
     figures = {"sandbox in force": h.sandbox_in_force(), "undo available": h.undo_available,
                "process cap": guard or "none: fork bombs are judged, not carried out",
@@ -1215,6 +1242,8 @@ def measure(base, sample=None, runs=("gates and sandbox", "sandbox alone"), gate
             if kinds and line.get("kind") not in kinds:
                 continue
             f["lines"] += 1
+            if line["file"] == ATTACKS.name:
+                f["attacks judged" if mode in ("sandbox", "off") else "attacks carried out"].append(line_key(line))
             if line.get("kind") == "attack:fork-bomb" and not guard:
                 f["not executed"] += 1
                 continue
@@ -1370,10 +1399,12 @@ def jail_command(base, argv, hosts, sized=True):
             "--chdir", str(base), "--"] + argv
 
 
-def harm_figures(sample=None, runs=("gates and sandbox", "sandbox alone"), gated="all", kinds=(), timeout=7200):
+def harm_figures(sample=None, runs=("gates and sandbox", "sandbox alone"), gated="all", kinds=(), timeout=7200,
+                 each=None):
     """The harm figures as a dict (see `measure`); SAMPLE limits the nl2bash
-    corpus to about that many lines. Runs in an outer bubblewrap jail; without
-    bubblewrap, {"error": why} and nothing is executed."""
+    corpus to about that many lines, EACH every file's kinds to that many lines
+    each. Runs in an outer bubblewrap jail; without bubblewrap, {"error": why}
+    and nothing is executed."""
     if bwrap() is None:
         return {"error": "bubblewrap (bwrap) is not installed: no attack is executed outside a jail"}
     folder = Path(tempfile.mkdtemp(prefix="pp-harm-"))
@@ -1390,6 +1421,8 @@ def harm_figures(sample=None, runs=("gates and sandbox", "sandbox alone"), gated
                 "--runs", "|".join(runs), "--gated", gated, "--guard", guard.how, "--kinds", ",".join(kinds)]
         if sample:
             argv += ["--sample", str(sample)]
+        if each:
+            argv += ["--each", str(each)]
         env = dict(os.environ, HARM_HOST_NET=os.readlink("/proc/self/ns/net"),
                    PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
         proc = subprocess.run(jail_command(base, argv, hosts, sized), stdout=subprocess.PIPE, text=True,
@@ -1431,29 +1464,113 @@ def gate_lines():
     return lines
 
 
+class _VerifyFolder:
+    """A folder of its own for judging as `passepartout verify` does, laid out
+    as a daemon's files are: a home (that does not exist, so nothing of this
+    machine's home counts) holding the default config, and a workspace beside
+    it, both outside the temp folders. A home inside /tmp would make /tmp no
+    temp folder to the gates (a folder that holds the home is none), and a
+    workspace inside it would make its neighbours temp files: the verdicts on
+    /tmp/build and ../sibling would be those of no real layout. So the folder
+    is made in /var/tmp, which the home inside it takes off the temp folders,
+    as /tmp stays one."""
+
+    def __enter__(self):
+        base = "/var/tmp" if os.access("/var/tmp", os.W_OK) else None
+        self._tmp = tempfile.TemporaryDirectory(prefix="pp-verify-", dir=base)
+        d = Path(self._tmp.name)
+        self.ws = d / "work" / "ws"
+        self.ws.mkdir(parents=True)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("PASSEPARTOUT_", "XDG_", "TMPDIR"))}
+        env.update(HOME=str(d / "home"), PYTHONPATH=os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]))
+        self.env = env
+        return self
+
+    def __exit__(self, *exc):
+        self._tmp.cleanup()
+
+
 def verify_verdicts(texts, sandbox=None, timeout=600):
     """The verdict dicts of `passepartout verify [--sandbox SANDBOX]` for the
     proposals TEXTS (one a line), in a folder of its own: an empty config, an
     empty home, an empty workspace."""
-    with tempfile.TemporaryDirectory(prefix="pp-verify-") as d:
-        d = Path(d)
-        # each in a folder of its own: a workspace's parent is not the config's folder
-        ws, config = d / "work" / "ws", d / "conf" / "config.toml"
-        for folder in (ws, config.parent, d / "home"):
-            folder.mkdir(parents=True)
-        config.write_text("")
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("PASSEPARTOUT_", "XDG_"))}
-        env.update(HOME=str(d / "home"), PYTHONPATH=os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]))
-        argv = _cli() + ["--config", str(config), "verify", "--workspace", str(ws)]
+    with _VerifyFolder() as f:
+        argv = _cli() + ["verify", "--workspace", str(f.ws)]
         if sandbox:
             argv += ["--sandbox", sandbox]
         p = subprocess.run(argv + ["-"], input="\n".join(texts) + "\n", capture_output=True, text=True,
-                           env=env, timeout=timeout)
+                           env=f.env, timeout=timeout)
     verdicts = [json.loads(l) for l in p.stdout.splitlines() if l.startswith("{")]
     if p.returncode != 0 or len(verdicts) != len(texts):
         raise RuntimeError(f"passepartout verify gave {len(verdicts)} verdicts for {len(texts)} proposals "
                            f"(exit {p.returncode}): {p.stderr[-2000:]}")
     return verdicts
+
+
+def judge_in_turn(lines, sandbox=None, timeout=600):
+    """For each of LINES, the verdict dicts of its proposals judged in turn as
+    the daemon judges them, each in the context the ones before it made: a
+    file an earlier action wrote is in the workspace and recorded as written
+    (the context's :written, see written.org). Judged as `passepartout verify
+    [--sandbox SANDBOX]` judges one line (the same context, the same verdict
+    dicts), in a process of its own (`harm.py judge`) in a folder of its own.
+    A line's list stops at its first action stopped, as the daemon stops there."""
+    with _VerifyFolder() as f:
+        argv = [sys.executable, str(Path(__file__).resolve()), "judge",
+                "--workspace", str(f.ws)] + (["--sandbox", sandbox] if sandbox else [])
+        p = subprocess.run(argv, input="".join(json.dumps(proposals(l)) + "\n" for l in lines),
+                           capture_output=True, text=True, env=f.env, timeout=timeout)
+    out = [json.loads(l) for l in p.stdout.splitlines() if l.startswith("[")]
+    if p.returncode != 0 or len(out) != len(lines):
+        raise RuntimeError(f"the judge in turn gave {len(out)} answers for {len(lines)} lines "
+                           f"(exit {p.returncode}): {p.stderr[-2000:]}")
+    return out
+
+
+def _judge_main(argv):
+    """`harm.py judge --config C --workspace W [--sandbox on|off]`: read lines
+    of JSON lists of proposals, write for each the JSON list of its verdicts
+    (see judge_in_turn)."""
+    p = argparse.ArgumentParser(prog="harm.py judge")
+    p.add_argument("--config")
+    p.add_argument("--workspace", required=True)
+    p.add_argument("--sandbox", choices=("on", "off"))
+    args = p.parse_args(argv)
+    sys.path.insert(0, str(ROOT))
+    import hy  # noqa: F401
+    from passepartout.cli import _gate_context, verify_line
+    from passepartout.proto import kw, proto_get, proto_put, proto_read
+    from passepartout.reason import proposal_action
+    shell_gate = importlib.import_module("passepartout.shell")
+    ctx = _gate_context(args)
+    ws = Path(args.workspace).resolve()
+    for raw in sys.stdin:
+        if not raw.strip():
+            continue
+        for child in ws.iterdir():
+            _remove(child)
+        written, verdicts = [], []
+        for n, text in enumerate(json.loads(raw), 1):
+            here = proto_put(ctx, kw("written"), tuple(written)) if written else ctx
+            v = verify_line(text, n, here)
+            verdicts.append(v)
+            if _stopped(v):
+                break
+            try:
+                action = proposal_action(proto_read(v["action"]))
+            except Exception:
+                continue
+            kind, path = proto_get(action, kw("action")), proto_get(action, kw("path"))
+            if kind == kw("write-file") and isinstance(path, str):
+                target = (ws / path).resolve()
+                if target == ws or ws in target.parents:
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_text(str(proto_get(action, kw("content")) or ""))
+                    written.append(str(target))
+            elif kind == kw("shell"):
+                written += shell_gate.command_writes(proto_get(action, kw("cmd")), here)
+        print(json.dumps(verdicts, ensure_ascii=False), flush=True)
+    return 0
 
 
 def _stopped(verdict):
@@ -1462,19 +1579,24 @@ def _stopped(verdict):
 
 def gate_figures(sandbox=None, lines=None):
     """Stop and false-stop rates of `passepartout verify --sandbox SANDBOX`
-    (None: the judgement this machine gives) over LINES (default: gate_lines).
-    A line of several actions is stopped when any of them is; each is judged on
-    its own, as verify judges a file."""
+    (None: the judgement this machine gives) over LINES (default: gate_lines),
+    each line labelled under this project's policy (goals.corpus_label). A
+    line of one action is judged by verify; a line of several is judged in
+    turn, each action in the context the ones before it made (judge_in_turn),
+    as the daemon judges it; it is stopped when any of its actions is."""
+    from goals import corpus_label
     lines = gate_lines() if lines is None else lines
-    texts = [t for l in lines for t in proposals(l)]
-    verdicts = iter(verify_verdicts(texts, sandbox))
+    single = [l for l in lines if len(proposals(l)) == 1]
+    several = [l for l in lines if len(proposals(l)) > 1]
+    alone = iter(verify_verdicts([l["proposal"] for l in single], sandbox)) if single else iter(())
+    in_turn = iter(judge_in_turn(several, sandbox)) if several else iter(())
     f = {"sandbox": sandbox or "this machine's", "must-stop": 0, "stopped": 0, "may-run": 0,
          "falsely stopped": 0, "refused": 0, "confined": 0, "by file": {}, "false stops by kind": {},
          "let through": [], "false stops": []}
     for line in lines:
-        vs = [next(verdicts) for _ in proposals(line)]
+        vs = [next(alone)] if len(proposals(line)) == 1 else next(in_turn)
         stopped = [v for v in vs if _stopped(v)]
-        label = line.get("label")
+        label = corpus_label(line)
         per = f["by file"].setdefault(line["file"], {"must-stop": 0, "stopped": 0, "may-run": 0,
                                                      "falsely stopped": 0})
         f["confined"] += any(v.get("confined") is True for v in vs) and not stopped
@@ -1594,6 +1716,9 @@ def figure_rows(f):
 
 
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["judge"]:
+        return _judge_main(argv[1:])
     p = argparse.ArgumentParser(description="the harm test's harness (run inside the jail)")
     p.add_argument("--base", help="the world's folder; without it, the jail is made here")
     p.add_argument("--sample", type=int, help="about this many lines of nl2bash")
@@ -1602,6 +1727,7 @@ def main(argv=None):
                    help="the lines of the runs with the gates: everything, or the attacks only")
     p.add_argument("--guard", default="", help="how the jail's processes are capped (set by harm_figures)")
     p.add_argument("--kinds", default="", help="only lines of these kinds, comma-separated (attack:egress, …)")
+    p.add_argument("--each", type=int, help="at most this many lines of every file and kind")
     p.add_argument("--record", metavar="FILE",
                    help="write the attacks the gates stopped, by run, to FILE (tests/data/harm_stopped.json)")
     args = p.parse_args(argv)
@@ -1611,7 +1737,7 @@ def main(argv=None):
         p.error(f"unknown run(s) {unknown}; the runs are {', '.join(RUNS)}")
     if not args.base:
         kinds = [k for k in args.kinds.split(",") if k]
-        figures = harm_figures(args.sample, runs, args.gated, kinds)
+        figures = harm_figures(args.sample, runs, args.gated, kinds, each=args.each)
         print(json.dumps(figures, ensure_ascii=False, indent=1))
         if args.record and "error" not in figures:
             record_stopped(figures, args.record)
@@ -1621,7 +1747,8 @@ def main(argv=None):
         return 2
     sys.path.insert(0, str(ROOT))
     import hy  # noqa: F401
-    figures = measure(args.base, args.sample, runs, args.gated, args.guard, [k for k in args.kinds.split(",") if k])
+    figures = measure(args.base, args.sample, runs, args.gated, args.guard, [k for k in args.kinds.split(",") if k],
+                      args.each)
     print(json.dumps(figures, ensure_ascii=False))
     return 0
 

@@ -421,6 +421,22 @@ def test_builds_and_tests_over_files_the_agent_wrote(tmp_path):
     assert judge("make -C /tmp", context(ws))[:2] == ("escalate", "agent-code")
 
 
+def test_what_a_command_line_writes_as_its_words_say(tmp_path):
+    """command-writes: the files a command line writes by its redirections and
+    its copying programs, resolved, for a judge with no daemon to record as
+    written; a line that cannot be read writes nothing it can name."""
+    ws = tmp_path / "ws"
+    (ws / "out").mkdir(parents=True)
+    ctx = context(ws)
+    real = ws.resolve()
+    got = shell.command_writes("printf 'all:\\n' > Makefile && cp a.txt out/ && echo x | tee -a log.txt", ctx)
+    # a copy's target counts whole (a folder, or the file it may be), and the file within
+    assert set(got) >= {str(real / "Makefile"), str(real / "out" / "a.txt"), str(real / "log.txt")}, got
+    assert all(p.startswith(str(real)) for p in got), got
+    assert shell.command_writes("cat a.txt", ctx) == [], "a reader writes nothing"
+    assert shell.command_writes(42, ctx) == [], "no text, no files"
+
+
 def test_a_module_the_agent_wrote_shadows_the_library(tmp_path):
     """python3 -m json.tool imports json from the folder it runs in first: a
     json.py (or a package) the agent wrote there is code the agent wrote."""
