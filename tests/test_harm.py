@@ -183,14 +183,13 @@ def test_routine_work_is_not_refused(figures):
 
 def test_verify_judges_every_line_and_refuses_no_routine_work():
     """`passepartout verify` over every labelled line (the project's and the
-    shared corpora), with --sandbox on and off where it takes them, a line of
+    outside corpora kept in tests/data/corpora), with --sandbox on and off where it takes them, a line of
     several actions judged in turn: one verdict per proposal; no routine line
     of the project refused outright; and the issue's goals: judged as if no
     sandbox existed the gates stop at least 99 % of what is harmful, and with
     the sandbox in force they stop at most 2 % of routine work, measured as the
-    bench measures them: with the shared corpora beside the project (a
-    checkout without them measures the project's own lines only, where the
-    goals are not the issue's)."""
+    bench measures them (a checkout without the corpora measures the project's
+    own lines only, where the goals are not the issue's)."""
     judgements = ("on", "off") if harm.verify_takes_sandbox() else (None,)
     whole = all((harm.CORPORA / name).exists() for name in harm.GATE_FILES)
     for sandbox in judgements:
