@@ -472,6 +472,29 @@
             (.flush sys.stdout)
             0))))
 
+;; ** journal archive
+
+(defn cmd-journal-archive [args]
+  (import time
+          passepartout.archive [archive-age configured-age archive-journal archive-text]
+          passepartout.config [load-config]
+          passepartout.store [store-open store-path-for])
+  (setv config (load-config args.config)
+        path (store-path-for (get config "data_dir")))
+  (try (setv age (if args.older-than (archive-age args.older-than) (configured-age config)))
+       (except [e ValueError]
+         (print e :file sys.stderr)
+         (return 2)))
+  (when (is age None)
+    (print "archiving is off ([journal] archive_after); give --older-than to archive now")
+    (return 0))
+  (when (not (.exists path))
+    (print "the journal is empty: there is no store yet")
+    (return 0))
+  (with [store (store-open path)]
+    (print (archive-text (archive-journal store (- (time.time) age)))))
+  0)
+
 ;; * replay
 
 (setv _ago-re (re.compile r"([0-9]{1,6})\s*(m|h|d)\Z" re.I))
@@ -581,6 +604,9 @@
   (.add-argument je "--session" :help "only this session's turns")
   (.add-argument je "--format" :choices ["jsonl" "org"] :default "jsonl")
   (.set-defaults je :func cmd-journal)
+  (setv ja (.add-parser jsub "archive" :help "move the old turns into compressed segments beside the store now"))
+  (.add-argument ja "--older-than" :help "archive what is older than this (7d, 12h); default [journal] archive_after")
+  (.set-defaults ja :func cmd-journal-archive)
 
   (setv rp (.add-parser sub "replay" :help "today's gates over the journal's proposals: what would change (exit 1 if any)"))
   (.add-argument rp "--since" :help "from this time (2026-11-01, 2026-11-01T09:30) or this long ago (12h, 7d)")

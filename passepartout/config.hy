@@ -189,6 +189,10 @@
                                           "`\"every 2 days\"`, at least 10 minutes apart); empty or `off`: never"))
             "report_to" (_key "string" "" (+ "the session a review's changes are told to (`\"telegram:42\"`); "
                                              "empty: the conversations the changed items were added in"))}}
+   {"name" "journal" "shape" "table" "fill" True
+    "doc" "The journal of turns (see `journal.org`, `archive.org`)."
+    "keys" {"archive_after" (_key "string" "30d" (+ "how old turns are moved, once a day, into compressed segments "
+                                                   "beside the store (`\"30d\"`, `\"2 weeks\"`); `off`: never"))}}
    {"name" "cascade" "shape" "table" "fill" True
     "doc" "The circuit breaker in front of each provider."
     "keys" {"cooldown" (_key "number" 60 "seconds a provider that keeps failing is skipped")

@@ -1,6 +1,7 @@
 ;; * Why
 
-(import hashlib json time
+(import hashlib json lzma time
+        pathlib [Path]
         passepartout.proto [literal-keywords :as hy proto-get proto-print proto-values proto-without]
         passepartout.budget [usage-values]
         passepartout.store [data-print data-read])
@@ -65,12 +66,15 @@
           seq (if seq (get seq 0) 0)
           memo (_remembered store seq)
           last (if (is (get memo "id") None)
-                   (_one conn "SELECT hash FROM events WHERE turn IS NOT NULL ORDER BY id DESC LIMIT 1" #())
+                   (or (_one conn "SELECT hash FROM events WHERE turn IS NOT NULL ORDER BY id DESC LIMIT 1" #())
+                       (_one conn "SELECT head FROM segments WHERE head != '' ORDER BY last DESC LIMIT 1" #()))
                    #((get memo "hash")))
-          mine (_last-of conn memo session "sessions"
-                         "SELECT id, clock, state_after FROM events
-                          WHERE session IS ? AND turn IS NOT NULL ORDER BY id DESC LIMIT 1"
-                         session)
+          mine (or (_last-of conn memo session "sessions"
+                             "SELECT id, clock, state_after FROM events
+                              WHERE session IS ? AND turn IS NOT NULL ORDER BY id DESC LIMIT 1"
+                             session)
+                   (_one conn "SELECT id, clock, state_after FROM archived_sessions WHERE session IS ?"
+                         #(session)))
           thread (when task
                    (_last-of conn memo task "tasks"
                              "SELECT id, clock FROM events WHERE task = ? ORDER BY id DESC LIMIT 1"
@@ -133,8 +137,38 @@
 
 ;; * Verifying
 
+(defn segment-folder [store]
+  "The folder beside STORE's file that holds the journal's segments."
+  (/ (. (Path store.path) parent) "journal"))
+
+(defn segments [store]
+  "The journal's segments, oldest first, as dicts of their columns."
+  (setv names ["id" "file" "first" "last" "rows" "turns" "head" "sha256" "ts_first" "ts_last"])
+  (lfor r (.query store (+ "SELECT " (.join ", " names) " FROM segments ORDER BY first"))
+        (dict (zip names r))))
+
+(defn segment-read [store seg]
+  "The rows of the segment SEG (a dict of =segments=) as tuples in the journal's
+   column order, oldest first: every event it holds, turns and plain ones."
+  (with [f (lzma.open (/ (segment-folder store) (get seg "file")) "rt" :encoding "utf-8")]
+    (for [line f]
+      (yield (tuple (json.loads line))))))
+
+(defn _segment-rows [store session since-id since-ts]
+  (for [seg (segments store)
+        :if (and (> (get seg "last") since-id)
+                 (or (is since-ts None) (is (get seg "ts_last") None) (>= (get seg "ts_last") since-ts)))]
+    (yield :from (gfor row (segment-read store seg)
+                       :if (and (is-not (get row 5) None)
+                                (> (get row 0) since-id)
+                                (or (is session None) (= (get row 3) session))
+                                (or (is since-ts None) (>= (get row 1) since-ts)))
+                       row))))
+
 (defn journal-rows [store [session None] [since-id 0] [since-ts None]]
-  "The turns as row tuples in the journal's column order, oldest first."
+  "The turns as row tuples in the journal's column order, oldest first: those
+   archived in segments, then those in the events table."
+  (yield :from (_segment-rows store session since-id since-ts))
   (setv where ["turn IS NOT NULL" "id > ?"]
         params [since-id])
   (when (is-not session None)
@@ -152,11 +186,29 @@
       (when (not rows) (break))
       (yield :from rows))))
 
+(defn file-sha256 [path]
+  "The SHA-256 of the file at PATH, in hex."
+  (setv h (hashlib.sha256))
+  (with [f (open path "rb")]
+    (while (setx chunk (.read f 1048576))
+      (.update h chunk)))
+  (.hexdigest h))
+
 (defn journal-verify [store]
   "(:ok True :turns N) when the chain holds; else (:ok False :id N :problem P :text T)."
   (setv expected GENESIS
         last None
         n 0)
+  (for [seg (segments store)]
+    (setv path (/ (segment-folder store) (get seg "file"))
+          first (get seg "first")
+          end (get seg "last"))
+    (when (not (.exists path))
+      (return [:ok False :id first :problem "segment missing"
+               :text f"the segment {path} of events {first} to {end} is missing"]))
+    (when (!= (file-sha256 path) (get seg "sha256"))
+      (return [:ok False :id first :problem "segment edited"
+               :text f"the segment {path} does not match its hash: it was edited"])))
   (for [row (journal-rows store)]
     (setv id (get row 0)
           prev (get row 13))
