@@ -2,7 +2,7 @@
 
 (import hashlib json lzma time
         pathlib [Path]
-        passepartout.proto [literal-keywords :as hy proto-get proto-print proto-values proto-without]
+        passepartout.proto [literal-keywords :as hy proto-get proto-print proto-put proto-values proto-without]
         passepartout.budget [usage-values]
         passepartout.store [data-print data-read])
 
@@ -56,7 +56,7 @@
         kind (str kind)
         session (if (is session None) None (str session))
         data (or data [])
-        text (data-print data)
+        text (data-print (if (= kind "outcome") (outcome-compact data) data))
         [task usage] (proto-values data ':task ':usage)
         task (if (is task None) None (str task))
         figures (when usage (usage-values usage))
@@ -134,6 +134,49 @@
   (setv rows (.query store "SELECT data FROM contexts WHERE hash = ?" #(hash)))
   (when rows
     (+ [:now (proto-get data ':now)] (data-read (get rows 0 0)))))
+
+;; ** An outcome, written once
+
+(defn _bare-allow [d]
+  "The gate's name when the decision D is an allow and nothing more, else None."
+  (when (and (= (len d) 4) (= (proto-get d ':verdict) ':allow) (isinstance (proto-get d ':gate) str))
+    (proto-get d ':gate)))
+
+(defn outcome-compact [data]
+  "The outcome DATA as it is stored: what repeats, written once (see =outcome-data=)."
+  (setv action (proto-get data ':action)
+        proposed (proto-get data ':proposed)
+        out data)
+  (when (and (is-not proposed None) (= proposed action))
+    (setv out (proto-put out ':proposed ':same)))
+  (setv same (if (is proposed None) action proposed)
+        decisions (proto-get out ':decisions)
+        attempts (proto-get out ':attempts))
+  (when decisions
+    (setv out (proto-put out ':decisions (lfor d decisions (or (_bare-allow d) d)))))
+  (when (and attempts (is-not same None))
+    (setv out (proto-put out ':attempts
+                         (lfor a attempts
+                               (if (= (proto-get a ':proposed) same) (proto-put a ':proposed ':same) a)))))
+  out)
+
+(defn outcome-data [data]
+  "The outcome as it was recorded, from DATA as it is stored (=outcome-compact=)."
+  (setv action (proto-get data ':action)
+        out data)
+  (when (= (proto-get out ':proposed) ':same)
+    (setv out (proto-put out ':proposed action)))
+  (setv proposed (proto-get out ':proposed)
+        same (if (is proposed None) action proposed)
+        decisions (proto-get out ':decisions)
+        attempts (proto-get out ':attempts))
+  (when decisions
+    (setv out (proto-put out ':decisions (lfor d decisions (if (isinstance d str) [:gate d :verdict :allow] d)))))
+  (when attempts
+    (setv out (proto-put out ':attempts
+                         (lfor a attempts
+                               (if (= (proto-get a ':proposed) ':same) (proto-put a ':proposed same) a)))))
+  out)
 
 ;; * Verifying
 
@@ -286,7 +329,7 @@
         fresh [:secrets (proto-get today ':secrets []) :runtime (proto-get today ':runtime)])
   (for [row (journal-rows store :session session :since-ts since)
         :if (= (get row 2) "outcome")]
-    (setv data (data-read (get row 4))
+    (setv data (outcome-data (data-read (get row 4)))
           ctx (context-of store data))
     (for [attempt (or (proto-get data ':attempts) [])]
       (setv proposed (proto-get attempt ':proposed))

@@ -303,6 +303,7 @@
     "CREATE TRIGGER IF NOT EXISTS segments_no_delete BEFORE DELETE ON segments BEGIN
        SELECT RAISE (ABORT, 'a segment of the journal is never deleted');
      END"
+    "DROP INDEX IF EXISTS events_turns"
     "DROP TRIGGER IF EXISTS events_no_delete"
     "CREATE TRIGGER events_no_delete BEFORE DELETE ON events
      WHEN OLD.id > (SELECT COALESCE(MAX(last), 0) FROM segments) BEGIN
