@@ -838,6 +838,7 @@
                (fn [] (_tests-rows "model-calls" quick "model calls"))
                (fn [] (_tests-rows "litellm-message" quick "a message through LiteLLM"))
                (fn [] (_tests-rows "workflows" quick "background work"))
+               (fn [] (_tests-rows "store" quick "the store's size"))
                (fn [] (bench-harm quick))
                (fn [] (bench-hung-provider (if quick 3 5)))
                (fn [] (bench-journal (if quick 300 2000)))

@@ -194,8 +194,14 @@ def workflows(quick):
     return m.workflow_rows(3 if quick else 10)
 
 
+def store(quick):
+    import store_figures as m
+    return m.rows(quick)
+
+
 BENCHES = {"telegram": telegram, "one-message": one_message, "harm": harm,
-           "model-calls": model_calls, "litellm-message": litellm_message, "workflows": workflows}
+           "model-calls": model_calls, "litellm-message": litellm_message, "workflows": workflows,
+           "store": store}
 
 
 def main(argv):
