@@ -197,37 +197,41 @@
     (for [line f]
       (yield (tuple (json.loads line))))))
 
-(defn _segment-rows [store session since-id since-ts]
-  (for [seg (segments store)
-        :if (and (> (get seg "last") since-id)
-                 (or (is since-ts None) (is (get seg "ts_last") None) (>= (get seg "ts_last") since-ts)))]
-    (yield :from (gfor row (segment-read store seg)
-                       :if (and (is-not (get row 5) None)
-                                (> (get row 0) since-id)
-                                (or (is session None) (= (get row 3) session))
-                                (or (is since-ts None) (>= (get row 1) since-ts)))
-                       row))))
-
 (defn journal-rows [store [session None] [since-id 0] [since-ts None]]
   "The turns as row tuples in the journal's column order, oldest first: those
-   archived in segments, then those in the events table."
-  (yield :from (_segment-rows store session since-id since-ts))
-  (setv where ["turn IS NOT NULL" "id > ?"]
-        params [since-id])
+   archived in segments, then those in the events table. A pass that archives
+   meanwhile (another process's) takes nothing from under it: the table is read
+   in batches, and a batch read after a segment took its rows is read again
+   from the segment."
+  (setv where ["turn IS NOT NULL"]
+        params [])
   (when (is-not session None)
     (.append where "session = ?")
     (.append params session))
   (when (is-not since-ts None)
     (.append where "ts >= ?")
     (.append params since-ts))
-  (with [_ store.lock]
-    (setv cur (.execute store.conn (+ "SELECT " _columns " FROM events WHERE "
-                                      (.join " AND " where) " ORDER BY id")
-                        params))
-    (while True
-      (setv rows (.fetchmany cur 4096))
-      (when (not rows) (break))
-      (yield :from rows))))
+  (setv sql (+ "SELECT " _columns " FROM events WHERE " (.join " AND " where) " AND id > ? ORDER BY id LIMIT 4096")
+        cursor since-id)
+  (defn wanted [row]
+    (and (is-not (get row 5) None)
+         (> (get row 0) cursor)
+         (or (is session None) (= (get row 3) session))
+         (or (is since-ts None) (>= (get row 1) since-ts))))
+  (defn archived-past [cursor]
+    (lfor seg (segments store) :if (> (get seg "last") cursor) seg))
+  (while True
+    (for [seg (archived-past cursor)]
+      (when (or (is since-ts None) (is (get seg "ts_last") None) (>= (get seg "ts_last") since-ts))
+        (yield :from (gfor row (segment-read store seg) :if (wanted row) row)))
+      (setv cursor (get seg "last")))
+    (setv rows (.query store sql (+ params [cursor])))
+    (when (archived-past cursor)
+      (continue))
+    (when (not rows)
+      (break))
+    (yield :from rows)
+    (setv cursor (get rows -1 0))))
 
 (defn file-sha256 [path]
   "The SHA-256 of the file at PATH, in hex."

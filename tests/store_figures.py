@@ -78,7 +78,15 @@ def bytes_per_message(chats=10, per_chat=20):
     kinds = conn.execute("SELECT kind, COUNT(*), SUM(LENGTH(data)) FROM events GROUP BY kind ORDER BY 3 DESC").fetchall()
     conn.close()
     n = chats * per_chat
-    return {"messages": n, "judged": judged, "file": store.stat().st_size,
+    import hy  # noqa: F401
+    from passepartout.journal import outcome_data
+    from passepartout.store import data_print, data_read
+    conn = sqlite3.connect(str(store))
+    stored = [d for (d,) in conn.execute("SELECT data FROM events WHERE kind = 'outcome'")]
+    conn.close()
+    outcomes = {"stored": sum(len(d.encode()) for d in stored),
+                "recorded": sum(len(data_print(outcome_data(data_read(d))).encode()) for d in stored)}
+    return {"outcomes": outcomes, "messages": n, "judged": judged, "file": store.stat().st_size,
             "tables": tables, "kinds": kinds, "per_message": sum(tables.values()) / n, "folder": str(folder)}
 
 
@@ -160,6 +168,8 @@ def rows(quick=False):
     return [
         [f"{name}: bytes per message (every table and index)", round(load["per_message"]), "bytes", "≤ 3000"],
         [f"{name}: bytes per message in the events table and its indexes", round(events / n), "bytes", ""],
+        [f"{name}: outcome turns' text per message, stored (as recorded)",
+         f"{round(load['outcomes']['stored'] / n)} ({round(load['outcomes']['recorded'] / n)})", "bytes", ""],
         [f"store after a simulated month of {month['messages']} messages, never archived",
          round(kept["store"] / 1e6, 2), "MB", ""],
         [f"store after a simulated month of {month['messages']} messages, archived daily after 1 day",

@@ -215,3 +215,19 @@ def test_the_service_archives_when_the_daemon_starts_unless_off(tmp_path):
         asyncio.run(run({}))
         assert store.query("SELECT COUNT(*) FROM events") == [(0,)], "the default thirty days archived it"
         assert verdict(store) == {"ok": True, "turns": 4}
+
+
+def test_a_pass_in_another_process_midway_through_a_read_loses_and_doubles_nothing(tmp_path):
+    from passepartout.journal import journal_rows
+    path = store_path_for(tmp_path)
+    with store_open(path) as reader, store_open(path) as daemon:
+        a_task(daemon, ts=1000)
+        a_task(daemon, task="t2", ts=1000 + DAY)
+        a_task(daemon, task="t3", ts=1000 + 2 * DAY)
+        archive_journal(daemon, 1000 + DAY)
+        rows = journal_rows(reader)
+        seen = [next(rows)[0] for _ in range(5)]
+        archive_journal(daemon, 1e12)
+        seen += [r[0] for r in rows]
+        assert seen == list(range(1, 13)), f"every turn once, in order: {seen}"
+        assert verdict(reader) == {"ok": True, "turns": 12}
