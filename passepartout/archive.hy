@@ -130,7 +130,8 @@
       (when (!= (get (.fetchone (.execute store.conn "PRAGMA auto_vacuum")) 0) 2)
         (.execute store.conn "PRAGMA auto_vacuum = INCREMENTAL")
         (.execute store.conn "VACUUM"))
-      (.fetchall (.execute store.conn "PRAGMA incremental_vacuum"))
+      ;; run to its end by executescript: each step of the pragma frees one page
+      (.executescript store.conn "PRAGMA incremental_vacuum;")
       (.fetchall (.execute store.conn "PRAGMA wal_checkpoint(TRUNCATE)")))
     True
     (except [e sqlite3.OperationalError]

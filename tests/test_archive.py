@@ -231,3 +231,20 @@ def test_a_pass_in_another_process_midway_through_a_read_loses_and_doubles_nothi
         seen += [r[0] for r in rows]
         assert seen == list(range(1, 13)), f"every turn once, in order: {seen}"
         assert verdict(reader) == {"ok": True, "turns": 12}
+
+
+def test_the_file_gives_the_archived_space_back(tmp_path):
+    path = store_path_for(tmp_path)
+    with store_open(path) as store:
+        for n in range(400):
+            a_task(store, task=f"t{n}", ts=1000 + n)
+        a_task(store, task="last", ts=1000 + DAY)
+        store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        before = path.stat().st_size
+        archive_journal(store, 1000 + DAY)
+        after = path.stat().st_size
+        free = store.query("PRAGMA freelist_count")[0][0]
+        mode = store.query("PRAGMA auto_vacuum")[0][0]
+        assert mode == 2 and free == 0, f"incremental auto-vacuum, no free page left: {mode}, {free}"
+        assert after < before / 2, f"the file shrank: {before} -> {after}"
+        assert verdict(store) == {"ok": True, "turns": 1604}
