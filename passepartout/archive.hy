@@ -75,7 +75,8 @@
         ts-first None
         ts-last None
         sessions {})
-  (with [f (lzma.open part "wt" :encoding "utf-8" :preset 6)]
+  (with [raw (open part "wb" :opener (fn [p flags] (os.open p flags 0o600)))
+         f (lzma.open raw "wt" :encoding "utf-8" :preset 6)]
     (setv at first)
     (while (<= at last)
       (setv rows (.query store _select #(at (min last (+ at 4095)))))

@@ -83,6 +83,7 @@ def test_old_turns_move_to_a_segment_and_the_journal_reads_the_same(tmp_path):
         live = store.query("SELECT COUNT(*) FROM events")[0][0]
         assert live == 5, f"the third day's four turns and the plain event stay: {live}"
         files = list(segment_folder(store).glob("events-*.jsonl.xz"))
+        assert all(f.stat().st_mode & 0o777 == 0o600 for f in files), "a segment is private, as the store is"
         assert len(files) == 1 and len(lzma.open(files[0], "rt").read().splitlines()) == 8, files
         assert exported(store) == before, "export reads the segment first, then the live table"
         assert verdict(store) == {"ok": True, "turns": 12}
