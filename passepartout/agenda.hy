@@ -452,10 +452,11 @@
                          (proto-merge (proto-without payload [':ends-task])
                                       [:text (+ "The agenda review asks:\n" (str (proto-get payload ':text)))])))
       (proto-get payload ':ends-task)
-      (do (.discard self.running session)
-          (setv changes (review-changes self.services.store session))
-          (when changes
-            (await (self._tell (self._targets changes) [:kind :notice :text (changes-text changes)])))))
+      ;; the review counts as running until the person has been told
+      (try (setv changes (review-changes self.services.store session))
+           (when changes
+             (await (self._tell (self._targets changes) [:kind :notice :text (changes-text changes)])))
+           (finally (.discard self.running session))))
     True))
 
 (defn :async agenda-review-service [env hub]

@@ -763,7 +763,7 @@
         (journal-append store [:event kind :session session :data data])))
     (defn call [session task own]
       (setv [cone _] (task-history store session task)
-            flat (cut (lfor [_ _ m] (get (turns-since store session 0) 2) m) (- HISTORY-TURNS) None)
+            flat (cut (lfor [_ _ m _] (get (turns-since store session 0) 2) m) (- HISTORY-TURNS) None)
             shown (sfor m cone (get m "content")))
       (nonlocal missing)
       (+= missing (sum (gfor c own :if (not (in c shown)) 1)))
@@ -838,6 +838,7 @@
                (fn [] (_tests-rows "model-calls" quick "model calls"))
                (fn [] (_tests-rows "litellm-message" quick "a message through LiteLLM"))
                (fn [] (_tests-rows "workflows" quick "background work"))
+               (fn [] (_tests-rows "memory" quick "memory: recall, compaction, dreaming"))
                (fn [] (_tests-rows "store" quick "the store's size"))
                (fn [] (bench-harm quick))
                (fn [] (bench-hung-provider (if quick 3 5)))

@@ -360,6 +360,19 @@
                        f"{(os.path.join (get config "data_dir") "checkpoints")}; the last {(get s "keep")} kept"))
       #("undo" "warn" "no checkpoints ([undo] enabled = false): /undo has nothing to restore")))
 
+(defn _memory-check [config]
+  "The row that says how memory is recalled (=memory.org=)."
+  (import passepartout.store [store-open store-path-for]
+          passepartout.memory [recall-summary embedding-settings])
+  (setv path (store-path-for (get config "data_dir")))
+  (if (.exists path)
+      (with [store (store-open path)]
+        #("memory" "ok" (recall-summary store config)))
+      #("memory" "ok" (+ (if (embedding-settings config)
+                             "by words and meaning"
+                             "by words; no embedding model is configured")
+                         " (there is no store yet)"))))
+
 (defn doctor-checks [config-path]
   "Rows #(check status detail) about the machine and the config at CONFIG-PATH."
   (import passepartout.config [load-config config-file]
@@ -386,6 +399,7 @@
         f", network = {(get config "sandbox" "network")}"))
    (_limits-check config)
    (_undo-check config)
+   (_memory-check config)
    #("gateways" (if gateways "ok" "warn") (if gateways (.join ", " gateways) "none is turned on"))
    #* (lfor name gateways #(f"gateway {name}" #* (_gateway-check name (get config "gateways" name))))
    #* (_model-checks config)])
@@ -535,6 +549,57 @@
                 "")))
   (if changes 1 0))
 
+;; * prompt
+
+(defn cmd-prompt [args]
+  (import passepartout.prompt [prompt-report report-text configured-model]
+          passepartout.history [task-history history-budget]
+          passepartout.proto [proto-get proto-put])
+  (setv ctx (_gate-context args)
+        runtime (proto-get ctx ':runtime)
+        config (get runtime "config")
+        store (_journal-store args)
+        session args.session
+        signal [:type :event :session session :source [:gateway :terminal]
+                :payload [:sensor :user-input :text (.join " " args.text)]])
+  (setv (get runtime "store") store
+        ctx (proto-put ctx ':session session))
+  (try
+    (setv history (if store (get (task-history store session None :budget (history-budget config)) 0) []))
+    (print (report-text (prompt-report signal ctx history :model (configured-model config))
+                        :full (not args.brief)))
+    (finally (when store (.close store))))
+  0)
+
+;; * memory
+
+(defn cmd-memory [args]
+  (import passepartout.memory [memory-history change-line memory-revert dream]
+          passepartout.display [display-text]
+          passepartout.proto [proto-get])
+  (setv store (_journal-store args))
+  (when (is store None)
+    (print "memory is empty: there is no store yet")
+    (return 0))
+  (with [store store]
+    (cond
+      (= args.memory-command "history")
+      (do (setv changes (memory-history store :limit args.limit))
+          (when (not changes) (print "no memory changes yet"))
+          (for [c changes] (print (display-text (change-line c))))
+          0)
+      (= args.memory-command "revert")
+      (try (setv turn (memory-revert store args.turn))
+           (print f"reverted turn {args.turn} (the revert is turn {turn})")
+           0
+           (except [e ValueError]
+             (print f"passepartout memory revert: {e}" :file sys.stderr)
+             1))
+      True
+      (do (setv r (dream store))
+          (print f"{(proto-get r ':before)} notes before, {(proto-get r ':after)} after: {(proto-get r ':merged)} merged, {(proto-get r ':forgotten)} forgotten, {(proto-get r ':stale)} marked stale")
+          0))))
+
 ;; * The parser
 
 (defn make-parser []
@@ -607,6 +672,21 @@
   (setv ja (.add-parser jsub "archive" :help "move the old turns into compressed segments beside the store now"))
   (.add-argument ja "--older-than" :help "archive what is older than this (7d, 12h); default [journal] archive_after")
   (.set-defaults ja :func cmd-journal-archive)
+
+  (setv mm (.add-parser sub "memory" :help "long-term memory: its changes, undoing one, consolidating it")
+        msub (.add-subparsers mm :dest "memory_command" :metavar "COMMAND" :required True)
+        mh (.add-parser msub "history" :help "the changes: forgotten, merged, marked stale, reverted")
+        mr (.add-parser msub "revert" :help "undo the change of one turn")
+        md (.add-parser msub "dream" :help "consolidate now: merge near-duplicates, drop what was forgotten, mark stale notes"))
+  (.add-argument mh "--limit" :type int :default 50 :help "the last this many changes")
+  (.add-argument mr "turn" :type int :metavar "TURN" :help "the turn's number, as history shows it")
+  (for [x [mh mr md]] (.set-defaults x :func cmd-memory))
+
+  (setv pr (.add-parser sub "prompt" :help "the prompt a message would get, section by section with token counts"))
+  (.add-argument pr "text" :nargs "*" :metavar "TEXT" :help "the message (its words find the memories)")
+  (.add-argument pr "--session" :default "terminal:local" :help "the conversation (default terminal:local)")
+  (.add-argument pr "--brief" :action "store_true" :help "the sections and their counts, not their text")
+  (.set-defaults pr :func cmd-prompt)
 
   (setv rp (.add-parser sub "replay" :help "today's gates over the journal's proposals: what would change (exit 1 if any)"))
   (.add-argument rp "--since" :help "from this time (2026-11-01, 2026-11-01T09:30) or this long ago (12h, 7d)")

@@ -189,6 +189,18 @@
                                           "`\"every 2 days\"`, at least 10 minutes apart); empty or `off`: never"))
             "report_to" (_key "string" "" (+ "the session a review's changes are told to (`\"telegram:42\"`); "
                                              "empty: the conversations the changed items were added in"))}}
+   {"name" "memory" "shape" "table" "fill" True
+    "doc" (+ "What the model is given of its memory and its past (see `prompt.org` and `history.org`). "
+             "The editable base prompt and persona are `DATA_DIR/prompt/base.md` and `persona.md`.")
+    "keys" {"prompt_memories" (_key "whole number" 5 "notes of long-term memory put into each prompt, those that best match the message")
+            "file_cap" (_key "whole number" 4000 "characters of the base prompt and of the persona used; the rest is cut, with a line saying so")
+            "history_share" (_key "number" 0.5 "the share of the model's context a conversation's history may fill before its older turns are summarised")
+            "context_tokens" (_key "whole number" 0 "the model's context in tokens; `0`: from LiteLLM's model list, else 8192")
+            "keep_turns" (_key "whole number" 6 "the most recent turns never summarised")
+            "compaction_model" (_key "string" "" "the model that summarises older turns (the `compaction` role): the name of a `[[providers]]` table, or a LiteLLM model string; empty, or when it fails: the configured models in order")
+            "embedding_model" (_key "string" "" "the LiteLLM embedding model that lets memory be found by meaning (`openai/text-embedding-3-small`, `ollama/nomic-embed-text`); empty: by words alone")
+            "embedding_api_base" (_key "string" "" "the embedding server's address, for local and compatible servers")
+            "embedding_api_key_env" (_key "string" "" "the environment variable that holds the embedding server's key")}}
    {"name" "journal" "shape" "table" "fill" True
     "doc" "The journal of turns (see `journal.org`, `archive.org`)."
     "keys" {"archive_after" (_key "string" "30d" (+ "how old turns are moved, once a day, into compressed segments "

@@ -30,7 +30,7 @@
 
 (defn protected-paths [config]
   "The daemon's own files: its config, its store, its runtime folder, its logs,
-   skills and checkpoints. The workspace usually lives in the data folder, so the data folder as a
+   skills, checkpoints and editable prompt (=prompt.org=). The workspace usually lives in the data folder, so the data folder as a
    whole is not on the list, only what the daemon keeps there."
   (setv data (.get config "data_dir")
         out [])
@@ -38,7 +38,7 @@
     (when p (.append out (_real p))))
   (when data
     (for [name ["passepartout.sqlite3" "passepartout.sqlite3-wal" "passepartout.sqlite3-shm"
-                "skills" "logs" "checkpoints" "daemon.pid"]]
+                "skills" "logs" "checkpoints" "daemon.pid" "prompt"]]
       (.append out (_real (os.path.join data name)))))
   out)
 

@@ -51,8 +51,8 @@
 
 (defn journal-append [store record [ts None]]
   "Append the event RECORD (see =task.org=) as a turn; its id."
-  (setv [kind session data state-after turn]
-          (proto-values record ':event ':session ':data ':state-after ':turn)
+  (setv [kind session data state-after turn given]
+          (proto-values record ':event ':session ':data ':state-after ':turn ':parents)
         kind (str kind)
         session (if (is session None) None (str session))
         data (or data [])
@@ -85,7 +85,10 @@
           after (or state-after before)
           id (+ 1 seq)
           row #(id ts kind session text (turn-type kind data turn) clock
-                (if parent (str (get parent 0)) "") task before after
+                (cond given (.join " " (gfor p given (str (int p))))
+                      parent (str (get parent 0))
+                      True "")
+                task before after
                 (when figures (+ (get figures 0) (get figures 1))) (when figures (float (get figures 2)))
                 (if last (get last 0) GENESIS))
           hash (row-hash row))

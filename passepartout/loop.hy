@@ -6,7 +6,9 @@
         passepartout.perceive [perceive as-signal reply-signal sensor-of]
         passepartout.reason [reason refusal-text]
         passepartout.validators [review-reply]
-        passepartout.history [task-history cone-figures]
+        passepartout.history [step-history cone-figures]
+        passepartout.memory [prepare-recall]
+        passepartout.prompt [signal-text]
         passepartout.journal [context-record]
         passepartout.task [task-state after-outcome after-act is-answer refused-again refusal-lines
                            not-approvable finish stop intent cut-off cut-off-text event-record
@@ -128,7 +130,8 @@
         payload (proto-get signal ':payload)
         tool-result (= (sensor-of signal) "tool-result")
         state (task-state signal)
-        [history size] (task-history services.store session (proto-get state ':task) services.histories)
+        [history size] (await (step-history services session (proto-get state ':task)))
+        _ (await (prepare-recall services.store services.config (signal-text signal)))
         figures (cone-figures history size)
         interrupted (cut-off services.store signal state))
   (when interrupted

@@ -262,8 +262,6 @@
 
 ;; * Think
 
-(setv IDENTITY "You are Passepartout, a personal agent. You act only by proposing one action at a time; deterministic gates check every proposal before it runs, and a person approves what they escalate.")
-
 (setv RULES "Answer with exactly one action: as a plist such as (:action :shell :cmd \"ls -la\" :explanation \"list the workspace\"), as JSON such as {\"action\": \"shell\", \"cmd\": \"ls -la\", \"explanation\": \"list the workspace\"}, or as a tool call. To answer the person, use (:action :message :text \"…\"). Every action that changes anything needs an :explanation, as listed below. If a proposal is refused, the reason is given: propose something acceptable instead, or explain to the person.")
 
 (defn tool-belt [registry]
@@ -352,15 +350,13 @@
 (defn build-request [signal ctx [history None] [rejections None]]
   "The request plist for the cascade."
   (setv registry (context-runtime ctx "skills")
-        augments (_call-each (skill-functions registry "augment") ctx)
         prompt-skill (next (gfor s (all-skills registry)
                                  :if (and (get s "prompt") (get s "trigger")
                                           (try ((get s "trigger") ctx) (except [Exception] False)))
                                  s)
                            None)
-        system (.join "\n\n" (+ [IDENTITY RULES (+ "Actions:\n" (tool-belt registry))
-                                 f"Workspace: {(proto-get ctx ':workspace)}"]
-                                augments))
+        system (hy.I.passepartout/prompt.system-text
+                 (hy.I.passepartout/prompt.prompt-sections signal ctx))
         messages (+ [{"role" "system" "content" system}]
                     (list (or history []))
                     [(_signal-message signal)]))

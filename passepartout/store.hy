@@ -265,7 +265,7 @@
        finished REAL)"
     "CREATE INDEX IF NOT EXISTS workers_workflow ON workers (workflow, id)"
     "CREATE INDEX IF NOT EXISTS workers_state ON workers (state)"]
-   ;; 11: the agenda: goals the person or the model keeps (see =agenda.org=)
+   ;; 10: the agenda: goals the person or the model keeps (see =agenda.org=)
    ["CREATE TABLE IF NOT EXISTS agenda (
        id INTEGER PRIMARY KEY AUTOINCREMENT,
        text TEXT NOT NULL,
@@ -279,7 +279,25 @@
        reason TEXT,
        closed_by TEXT)"
     "CREATE INDEX IF NOT EXISTS agenda_state ON agenda (state, id)"]
-   ;; 14: the journal's archived segments; an event is deleted once archived (see =archive.org=)
+   ;; 11: memory by meaning: each note's vector, the vectors of texts by their
+   ;; hash, and the mark dreaming puts on a stale note (see =memory.org=)
+   ["CREATE TABLE IF NOT EXISTS memory_vectors (
+       memory INTEGER PRIMARY KEY,
+       model TEXT NOT NULL,
+       vector BLOB NOT NULL)"
+    "CREATE TABLE IF NOT EXISTS embeddings (
+       hash TEXT NOT NULL,
+       model TEXT NOT NULL,
+       vector BLOB NOT NULL,
+       PRIMARY KEY (hash, model))"
+    "CREATE TRIGGER IF NOT EXISTS memory_vectors_delete AFTER DELETE ON memory BEGIN
+       DELETE FROM memory_vectors WHERE memory = old.id;
+     END"
+    "CREATE TRIGGER IF NOT EXISTS memory_vectors_update AFTER UPDATE OF text ON memory BEGIN
+       DELETE FROM memory_vectors WHERE memory = old.id;
+     END"
+    "ALTER TABLE memory ADD COLUMN stale REAL"]
+   ;; 12: the journal's archived segments; an event is deleted once archived (see =archive.org=)
    ["CREATE TABLE IF NOT EXISTS segments (
        id INTEGER PRIMARY KEY AUTOINCREMENT,
        file TEXT NOT NULL UNIQUE,

@@ -101,15 +101,11 @@
                           ["/agenda drop N [REASON]" "drop goal N"]
                           ["/agenda update N TEXT" "say goal N anew"]])
 
-(defn agenda-augment [ctx]
-  (agenda-brief (context-runtime ctx "store")))
-
 (defskill agenda
   "Keeps the agenda of open goals: the :agenda action, its evidence gate, /agenda, and the open items in the prompt."
   :priority 85
   :gate agenda-gate
   :handlers [on-agenda]
-  :augment agenda-augment
   :actuators {"agenda" {"run" run-agenda
                         "schema" [:op [:type "any" :required True
                                        :doc "add, update, complete or drop"]

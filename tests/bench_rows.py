@@ -194,6 +194,11 @@ def workflows(quick):
     return m.workflow_rows(3 if quick else 10)
 
 
+def memory(quick):
+    import memory_figures as m
+    return m.memory_rows(quick)
+
+
 def store(quick):
     import store_figures as m
     return m.rows(quick)
@@ -201,7 +206,7 @@ def store(quick):
 
 BENCHES = {"telegram": telegram, "one-message": one_message, "harm": harm,
            "model-calls": model_calls, "litellm-message": litellm_message, "workflows": workflows,
-           "store": store}
+           "memory": memory, "store": store}
 
 
 def main(argv):

@@ -24,6 +24,13 @@ every kind of provider at once:
                                        so one provider can fail, recover and fail again
 
 Both /<script>/v1/chat/completions and /<script>/chat/completions are served.
+
+/<script>/v1/embeddings (and /<script>/embeddings) answers with deterministic
+vectors of `embedding_dims` numbers (`embedding_vector`): the character
+trigrams of each lower-cased word, hashed into the vector's places, so texts
+sharing words or most of a word's letters (a misspelling) come out near each
+other. They stand for an embedding model's plumbing, not for its quality.
+`embedding_script` "error500" fails them instead.
 Every request is recorded, in arrival order, as a dict with its script, path and
 parsed JSON body.
 
@@ -35,8 +42,13 @@ that server does: HTTP 500 with the Jinja error as the message. The usage then
 counts the prompt's words as its prompt tokens, so a part of the conversation
 the template drops shows in the figures, as it does on a real server.
 """
+import base64
+import hashlib
 import json
+import math
+import re
 import select
+import struct
 import socket
 import threading
 import time
@@ -200,6 +212,8 @@ class ScriptedOpenAIServer:
         self.live = "ok"
         self.trickle_seconds = 3.0
         self.template = None
+        self.embedding_dims = 64
+        self.embedding_script = "ok"
         self.requests = []
         self.hangs_closed = []
         self.most_hanging = 0
@@ -369,6 +383,19 @@ def _json(value):
     return json.dumps(value).encode("utf-8")
 
 
+def embedding_vector(text, dims=64):
+    """The scripted server's vector of TEXT: its words' character trigrams hashed into DIMS places."""
+    v = [0.0] * dims
+    for word in re.findall(r"[^\W_]+", text.lower()):
+        padded = f"^{word}$"
+        for i in range(max(1, len(padded) - 2)):
+            h = hashlib.blake2b(padded[i:i + 3].encode("utf-8"), digest_size=4).digest()
+            n = int.from_bytes(h, "little")
+            v[n % dims] += 1.0 if (n >> 16) & 1 else -1.0
+    norm = math.sqrt(sum(x * x for x in v)) or 1.0
+    return [x / norm for x in v]
+
+
 def _handler_for(server):
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *args):
@@ -377,6 +404,9 @@ def _handler_for(server):
         def do_POST(self):
             parts = [p for p in self.path.split("?")[0].split("/") if p]
             script = parts[0] if parts else ""
+            if parts[1:] in (["v1", "embeddings"], ["embeddings"]):
+                self._embeddings(script)
+                return
             if parts[1:] not in (["v1", "chat", "completions"], ["chat", "completions"]):
                 self._send(404, "application/json", _json({"error": {"message": "unknown path"}}))
                 return
@@ -405,6 +435,27 @@ def _handler_for(server):
                 return
             status, ctype, payload = server.answer(script, body, n)
             self._send(status, ctype, payload)
+
+        def _embeddings(self, script):
+            length = int(self.headers.get("Content-Length") or 0)
+            body = json.loads(self.rfile.read(length) or b"null") if length else None
+            server._record(script, self.path, body)
+            if script == "error500" or server.embedding_script == "error500":
+                self._send(500, "application/json",
+                           _json({"error": {"message": "the scripted server failed on purpose"}}))
+                return
+            texts = body.get("input") if isinstance(body, dict) else None
+            texts = [texts] if isinstance(texts, str) else list(texts or [])
+            data = []
+            for i, text in enumerate(texts):
+                vector = embedding_vector(str(text), server.embedding_dims)
+                if body.get("encoding_format") == "base64":
+                    vector = base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode("ascii")
+                data.append({"object": "embedding", "index": i, "embedding": vector})
+            tokens = sum(len(str(t).split()) for t in texts)
+            self._send(200, "application/json",
+                       _json({"object": "list", "data": data, "model": body.get("model", "scripted"),
+                              "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}))
 
         def _send(self, status, ctype, payload, trickle=0):
             try:
