@@ -863,6 +863,7 @@
                (fn [] (_tests-rows "workflows" quick "background work"))
                (fn [] (_tests-rows "memory" quick "memory: recall, compaction, dreaming"))
                (fn [] (_tests-rows "routines" quick "routines"))
+               (fn [] (_tests-rows "store" quick "the store's size"))
                (fn [] (bench-harm quick))
                (fn [] (bench-hung-provider (if quick 3 5)))
                (fn [] (bench-journal (if quick 300 2000)))

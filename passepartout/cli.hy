@@ -542,6 +542,29 @@
             (.flush sys.stdout)
             0))))
 
+;; ** journal archive
+
+(defn cmd-journal-archive [args]
+  (import time
+          passepartout.archive [archive-age configured-age archive-journal archive-text]
+          passepartout.config [load-config]
+          passepartout.store [store-open store-path-for])
+  (setv config (load-config args.config)
+        path (store-path-for (get config "data_dir")))
+  (try (setv age (if args.older-than (archive-age args.older-than) (configured-age config)))
+       (except [e ValueError]
+         (print e :file sys.stderr)
+         (return 2)))
+  (when (is age None)
+    (print "archiving is off ([journal] archive_after); give --older-than to archive now")
+    (return 0))
+  (when (not (.exists path))
+    (print "the journal is empty: there is no store yet")
+    (return 0))
+  (with [store (store-open path)]
+    (print (archive-text (archive-journal store (- (time.time) age)))))
+  0)
+
 ;; * replay
 
 (setv _ago-re (re.compile r"([0-9]{1,6})\s*(m|h|d)\Z" re.I))
@@ -719,6 +742,9 @@
   (.add-argument je "--raw" :action "store_const" :dest "format" :const "jsonl"
                  :help "every field as it is stored: the same as --format jsonl")
   (.set-defaults je :func cmd-journal)
+  (setv ja (.add-parser jsub "archive" :help "move the old turns into compressed segments beside the store now"))
+  (.add-argument ja "--older-than" :help "archive what is older than this (7d, 12h); default [journal] archive_after")
+  (.set-defaults ja :func cmd-journal-archive)
 
   (setv mm (_command sub "memory" :help "long-term memory: its changes, undoing one, consolidating it")
         msub (.add-subparsers mm :dest "memory_command" :metavar "COMMAND" :required True)

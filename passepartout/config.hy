@@ -208,6 +208,10 @@
             "min_minutes" (_key "number" 5 "a routine may not run more often than this many minutes")
             "catch_up" (_key "string" "once" "what a routine that missed runs while the daemon was down does by default: `once` (runs once at start) or `skip`"
                              :choices #("once" "skip"))}}
+   {"name" "journal" "shape" "table" "fill" True
+    "doc" "The journal of turns (see `journal.org`, `archive.org`)."
+    "keys" {"archive_after" (_key "string" "30d" (+ "how old turns are moved, once a day, into compressed segments "
+                                                   "beside the store (`\"30d\"`, `\"2 weeks\"`); `off`: never"))}}
    {"name" "cascade" "shape" "table" "fill" True
     "doc" "The circuit breaker in front of each provider."
     "keys" {"cooldown" (_key "number" 60 "seconds a provider that keeps failing is skipped")

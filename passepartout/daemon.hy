@@ -418,11 +418,13 @@
 (defn daemon-services []
   "The services every daemon runs: the REPL socket, hot reload of skill files,
    the approvals (expiry, answers given on the host, stored notices), and the
-   agenda's periodic review (=agenda.org=; nothing unless [agenda] review asks)."
+   agenda's periodic review (=agenda.org=; nothing unless [agenda] review asks),
+   and the journal's daily archive (=archive.org=; off when [journal] archive_after is)."
   (import passepartout.repl [serve-repl]
           passepartout.hitl [approvals-service]
-          passepartout.agenda [agenda-review-service])
-  [serve-repl _watch-skills approvals-service agenda-review-service])
+          passepartout.agenda [agenda-review-service]
+          passepartout.archive [archive-service])
+  [serve-repl _watch-skills approvals-service agenda-review-service archive-service])
 
 (defn start-banner [env [states None] [listening True]]
   "What a person starting the daemon is told: what runs (STATES, {gateway:

@@ -1,7 +1,8 @@
 ;; * Why
 
-(import hashlib json time
-        passepartout.proto [literal-keywords :as hy ProtoError proto-get proto-print proto-read proto-values proto-without]
+(import hashlib json lzma time
+        pathlib [Path]
+        passepartout.proto [literal-keywords :as hy ProtoError proto-get proto-print proto-put proto-read proto-values proto-without]
         passepartout.display [action-words display-text status-words when-words]
         passepartout.budget [usage-values]
         passepartout.store [data-print data-read])
@@ -56,7 +57,7 @@
         kind (str kind)
         session (if (is session None) None (str session))
         data (or data [])
-        text (data-print data)
+        text (data-print (if (= kind "outcome") (outcome-compact data) data))
         [task usage] (proto-values data ':task ':usage)
         task (if (is task None) None (str task))
         figures (when usage (usage-values usage))
@@ -66,12 +67,15 @@
           seq (if seq (get seq 0) 0)
           memo (_remembered store seq)
           last (if (is (get memo "id") None)
-                   (_one conn "SELECT hash FROM events WHERE turn IS NOT NULL ORDER BY id DESC LIMIT 1" #())
+                   (or (_one conn "SELECT hash FROM events WHERE turn IS NOT NULL ORDER BY id DESC LIMIT 1" #())
+                       (_one conn "SELECT head FROM segments WHERE head != '' ORDER BY last DESC LIMIT 1" #()))
                    #((get memo "hash")))
-          mine (_last-of conn memo session "sessions"
-                         "SELECT id, clock, state_after FROM events
-                          WHERE session IS ? AND turn IS NOT NULL ORDER BY id DESC LIMIT 1"
-                         session)
+          mine (or (_last-of conn memo session "sessions"
+                             "SELECT id, clock, state_after FROM events
+                              WHERE session IS ? AND turn IS NOT NULL ORDER BY id DESC LIMIT 1"
+                             session)
+                   (_one conn "SELECT id, clock, state_after FROM archived_sessions WHERE session IS ?"
+                         #(session)))
           thread (when task
                    (_last-of conn memo task "tasks"
                              "SELECT id, clock FROM events WHERE task = ? ORDER BY id DESC LIMIT 1"
@@ -135,32 +139,127 @@
   (when rows
     (+ [:now (proto-get data ':now)] (data-read (get rows 0 0)))))
 
+;; ** An outcome, written once
+
+(defn _bare-allow [d]
+  "The gate's name when the decision D is an allow and nothing more, else None."
+  (when (and (= (len d) 4) (= (proto-get d ':verdict) ':allow) (isinstance (proto-get d ':gate) str))
+    (proto-get d ':gate)))
+
+(defn outcome-compact [data]
+  "The outcome DATA as it is stored: what repeats, written once (see =outcome-data=)."
+  (setv action (proto-get data ':action)
+        proposed (proto-get data ':proposed)
+        out data)
+  (when (and (is-not proposed None) (= proposed action))
+    (setv out (proto-put out ':proposed ':same)))
+  (setv same (if (is proposed None) action proposed)
+        decisions (proto-get out ':decisions)
+        attempts (proto-get out ':attempts))
+  (when decisions
+    (setv out (proto-put out ':decisions (lfor d decisions (or (_bare-allow d) d)))))
+  (when (and attempts (is-not same None))
+    (setv out (proto-put out ':attempts
+                         (lfor a attempts
+                               (if (= (proto-get a ':proposed) same) (proto-put a ':proposed ':same) a)))))
+  out)
+
+(defn outcome-data [data]
+  "The outcome as it was recorded, from DATA as it is stored (=outcome-compact=)."
+  (setv action (proto-get data ':action)
+        out data)
+  (when (= (proto-get out ':proposed) ':same)
+    (setv out (proto-put out ':proposed action)))
+  (setv proposed (proto-get out ':proposed)
+        same (if (is proposed None) action proposed)
+        decisions (proto-get out ':decisions)
+        attempts (proto-get out ':attempts))
+  (when decisions
+    (setv out (proto-put out ':decisions (lfor d decisions (if (isinstance d str) [:gate d :verdict :allow] d)))))
+  (when attempts
+    (setv out (proto-put out ':attempts
+                         (lfor a attempts
+                               (if (= (proto-get a ':proposed) ':same) (proto-put a ':proposed same) a)))))
+  out)
+
 ;; * Verifying
 
+(defn segment-folder [store]
+  "The folder beside STORE's file that holds the journal's segments."
+  (/ (. (Path store.path) parent) "journal"))
+
+(defn segments [store]
+  "The journal's segments, oldest first, as dicts of their columns."
+  (setv names ["id" "file" "first" "last" "rows" "turns" "head" "sha256" "ts_first" "ts_last"])
+  (lfor r (.query store (+ "SELECT " (.join ", " names) " FROM segments ORDER BY first"))
+        (dict (zip names r))))
+
+(defn segment-read [store seg]
+  "The rows of the segment SEG (a dict of =segments=) as tuples in the journal's
+   column order, oldest first: every event it holds, turns and plain ones."
+  (with [f (lzma.open (/ (segment-folder store) (get seg "file")) "rt" :encoding "utf-8")]
+    (for [line f]
+      (yield (tuple (json.loads line))))))
+
 (defn journal-rows [store [session None] [since-id 0] [since-ts None]]
-  "The turns as row tuples in the journal's column order, oldest first."
-  (setv where ["turn IS NOT NULL" "id > ?"]
-        params [since-id])
+  "The turns as row tuples in the journal's column order, oldest first: those
+   archived in segments, then those in the events table. A pass that archives
+   meanwhile (another process's) takes nothing from under it: the table is read
+   in batches, and a batch read after a segment took its rows is read again
+   from the segment."
+  (setv where ["turn IS NOT NULL"]
+        params [])
   (when (is-not session None)
     (.append where "session = ?")
     (.append params session))
   (when (is-not since-ts None)
     (.append where "ts >= ?")
     (.append params since-ts))
-  (with [_ store.lock]
-    (setv cur (.execute store.conn (+ "SELECT " _columns " FROM events WHERE "
-                                      (.join " AND " where) " ORDER BY id")
-                        params))
-    (while True
-      (setv rows (.fetchmany cur 4096))
-      (when (not rows) (break))
-      (yield :from rows))))
+  (setv sql (+ "SELECT " _columns " FROM events WHERE " (.join " AND " where) " AND id > ? ORDER BY id LIMIT 4096")
+        cursor since-id)
+  (defn wanted [row]
+    (and (is-not (get row 5) None)
+         (> (get row 0) cursor)
+         (or (is session None) (= (get row 3) session))
+         (or (is since-ts None) (>= (get row 1) since-ts))))
+  (defn archived-past [cursor]
+    (lfor seg (segments store) :if (> (get seg "last") cursor) seg))
+  (while True
+    (for [seg (archived-past cursor)]
+      (when (or (is since-ts None) (is (get seg "ts_last") None) (>= (get seg "ts_last") since-ts))
+        (yield :from (gfor row (segment-read store seg) :if (wanted row) row)))
+      (setv cursor (get seg "last")))
+    (setv rows (.query store sql (+ params [cursor])))
+    (when (archived-past cursor)
+      (continue))
+    (when (not rows)
+      (break))
+    (yield :from rows)
+    (setv cursor (get rows -1 0))))
+
+(defn file-sha256 [path]
+  "The SHA-256 of the file at PATH, in hex."
+  (setv h (hashlib.sha256))
+  (with [f (open path "rb")]
+    (while (setx chunk (.read f 1048576))
+      (.update h chunk)))
+  (.hexdigest h))
 
 (defn journal-verify [store]
   "(:ok True :turns N) when the chain holds; else (:ok False :id N :problem P :text T)."
   (setv expected GENESIS
         last None
         n 0)
+  (for [seg (segments store)]
+    (setv path (/ (segment-folder store) (get seg "file"))
+          first (get seg "first")
+          end (get seg "last"))
+    (when (not (.exists path))
+      (return [:ok False :id first :problem "segment missing"
+               :text f"the segment {path} of events {first} to {end} is missing"]))
+    (when (!= (file-sha256 path) (get seg "sha256"))
+      (return [:ok False :id first :problem "segment edited"
+               :text f"the segment {path} does not match its hash: it was edited"])))
   (for [row (journal-rows store)]
     (setv id (get row 0)
           prev (get row 13))
@@ -272,7 +371,7 @@
         fresh [:secrets (proto-get today ':secrets []) :runtime (proto-get today ':runtime)])
   (for [row (journal-rows store :session session :since-ts since)
         :if (= (get row 2) "outcome")]
-    (setv data (data-read (get row 4))
+    (setv data (outcome-data (data-read (get row 4)))
           ctx (context-of store data))
     (for [attempt (or (proto-get data ':attempts) [])]
       (setv proposed (proto-get attempt ':proposed))

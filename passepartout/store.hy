@@ -326,7 +326,37 @@
        finished REAL,
        result TEXT,
        PRIMARY KEY (routine, due))"
-    "CREATE INDEX IF NOT EXISTS routine_runs_workflow ON routine_runs (workflow)"]])
+    "CREATE INDEX IF NOT EXISTS routine_runs_workflow ON routine_runs (workflow)"]
+   ;; 13: the journal's archived segments; an event is deleted once archived (see =archive.org=)
+   ["CREATE TABLE IF NOT EXISTS segments (
+       id INTEGER PRIMARY KEY AUTOINCREMENT,
+       file TEXT NOT NULL UNIQUE,
+       first INTEGER NOT NULL,
+       last INTEGER NOT NULL,
+       rows INTEGER NOT NULL,
+       turns INTEGER NOT NULL,
+       head TEXT NOT NULL,
+       sha256 TEXT NOT NULL,
+       ts_first REAL,
+       ts_last REAL,
+       made REAL NOT NULL)"
+    "CREATE TABLE IF NOT EXISTS archived_sessions (
+       session TEXT PRIMARY KEY,
+       id INTEGER NOT NULL,
+       clock INTEGER,
+       state_after TEXT)"
+    "CREATE TRIGGER IF NOT EXISTS segments_no_update BEFORE UPDATE ON segments BEGIN
+       SELECT RAISE (ABORT, 'a segment of the journal is never changed');
+     END"
+    "CREATE TRIGGER IF NOT EXISTS segments_no_delete BEFORE DELETE ON segments BEGIN
+       SELECT RAISE (ABORT, 'a segment of the journal is never deleted');
+     END"
+    "DROP INDEX IF EXISTS events_turns"
+    "DROP TRIGGER IF EXISTS events_no_delete"
+    "CREATE TRIGGER events_no_delete BEFORE DELETE ON events
+     WHEN OLD.id > (SELECT COALESCE(MAX(last), 0) FROM segments) BEGIN
+       SELECT RAISE (ABORT, 'the journal is append-only: an event is deleted only once archived');
+     END"]])
 
 (setv SCHEMA-VERSION (len _schema))
 

@@ -202,10 +202,15 @@ def routines(quick):
     return m.routine_rows(quick)
 
 
+def store(quick):
+    import store_figures as m
+    return m.rows(quick)
+
+
 BENCHES = {"telegram": telegram, "one-message": one_message, "harm": harm,
            "model-calls": model_calls, "litellm-message": litellm_message, "workflows": workflows,
            "memory": memory,
-           "routines": routines}
+           "routines": routines, "store": store}
 
 
 def main(argv):

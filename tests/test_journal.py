@@ -349,3 +349,40 @@ def test_a_context_is_kept_once_and_an_edited_one_is_found(booted):
         conn.execute("UPDATE contexts SET data = replace(data, 'test:c', 'test:x')")
     verdict = journal_verify(env.store)
     assert proto_get(verdict, k("ok")) is False and proto_get(verdict, k("problem")) == "context edited", verdict
+
+
+def test_replay_and_export_read_through_archived_segments(recorded):
+    """Once every turn is archived into segments, replay judges the same
+    proposals in the same contexts, and the export holds the same turns."""
+    home = recorded('[skills]\ndisabled = ["explanation"]\n')
+    before = cli(home, "journal", "export").stdout
+    r = cli(home, "journal", "archive", "--older-than", "0s")
+    assert r.returncode == 0 and "archived" in r.stdout, (r.stdout, r.stderr)
+    assert cli(home, "journal", "export").stdout == before
+    r = cli(home, "replay")
+    assert r.returncode == 1 and "replayed 3 proposals: 1 decisions would change" in r.stdout, (r.stdout, r.stderr)
+    r = cli(home, "journal", "verify")
+    assert r.returncode == 0 and "intact" in r.stdout, (r.stdout, r.stderr)
+
+
+def test_an_outcome_is_stored_once_over_and_read_back_whole(tmp_path):
+    """What repeats in an outcome (the action as proposed, the last attempt's
+    proposal, bare allows) is stored once; outcome_data gives the record back."""
+    from passepartout.journal import outcome_data
+    from passepartout.store import data_read
+    action = plist(action=k("shell"), cmd="echo hi >> ledger.txt", explanation="note it")
+    refused = plist(action=k("shell"), cmd="rm -rf /")
+    outcome = plist(verdict=k("allow"), gate=None, action=action, proposed=list(action),
+                    decisions=[plist(gate="schema", verdict=k("allow")),
+                               plist(gate="shell-safety", verdict=k("allow"), rule="redirect-write"),
+                               plist(gate="sandbox", verdict=k("allow"))],
+                    attempts=[plist(attempt=1, verdict=k("reject"), gate="shell-safety", proposed=refused),
+                              plist(attempt=2, verdict=k("allow"), proposed=list(action))],
+                    task="t1")
+    with store_open(store_path_for(tmp_path)) as store:
+        with store.transaction():
+            write_records(store, [event_record("outcome", "s", outcome)])
+        (text,) = store.query("SELECT data FROM events WHERE kind = 'outcome'")[0]
+        assert text.count("ledger.txt") == 1 and "rm -rf /" in text, text
+        assert '"schema" (:gate "shell-safety" :verdict :allow :rule "redirect-write") "sandbox"' in text, text
+        assert outcome_data(data_read(text)) == outcome, data_read(text)
