@@ -7,7 +7,7 @@
                             HEARTBEAT-KEY store-unwell]
         passepartout.proto [literal-keywords :as hy proto-get]
         passepartout.skills [Registry load-skills set-immutable-skills]
-        passepartout.cascade [make-cascade providers-from-config]
+        passepartout.cascade [make-cascade providers-from-config warm-litellm]
         passepartout.hitl [escalate approvals-boot]
         passepartout.sandbox [sandbox-status]
         passepartout.services [Services]
@@ -43,7 +43,9 @@
         cascade-cfg (| (config-defaults "cascade") (.get config "cascade" {}))
         cascade (make-cascade (if (is providers None) (_providers config environ) providers)
                               :cooldown (get cascade-cfg "cooldown")
-                              :failure-threshold (get cascade-cfg "failure_threshold")))
+                              :failure-threshold (get cascade-cfg "failure_threshold")
+                              :store store))
+  (warm-litellm (get cascade "providers"))
   (for [r report]
     (when (proto-get r ':error)
       (.error log "skill file %s failed to load: %s"

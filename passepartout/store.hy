@@ -264,7 +264,15 @@
        started REAL,
        finished REAL)"
     "CREATE INDEX IF NOT EXISTS workers_workflow ON workers (workflow, id)"
-    "CREATE INDEX IF NOT EXISTS workers_state ON workers (state)"]])
+    "CREATE INDEX IF NOT EXISTS workers_state ON workers (state)"]
+   ;; 13: each model's circuit breaker, so the next process does not wait again (see =cascade.org=)
+   ["CREATE TABLE IF NOT EXISTS breakers (
+       provider TEXT PRIMARY KEY,
+       failures INTEGER NOT NULL,
+       opened_at REAL,
+       incident TEXT,
+       clause TEXT,
+       updated REAL NOT NULL)"]])
 
 (setv SCHEMA-VERSION (len _schema))
 

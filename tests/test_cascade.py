@@ -625,10 +625,18 @@ async def test_the_fallback_says_it_is_the_fallback_and_names_the_reason_once(op
     text = proto_get(first, "text")
     assert "I am the built-in fallback, not a language model (why is said just above)" in text, text
     assert "refused the key" not in text and "passepartout doctor" in text, text
-    # not told this time: the answer names the reason itself
+    # the same incident again: no block of commands a second time, one line pointing to help
     text = proto_get(second, "text")
-    assert f"I am the built-in fallback, not a language model: {reason}." in text, text
-    assert text.count("refused the key") == 1, text
+    assert "built-in fallback" in text and "`help`" in text, text
+    assert "remember TEXT" not in text and len(text.splitlines()) == 1, text
+    # a command it understands is answered as such, without the block either
+    third = proto_read(proto_get(await cascade_complete(cascade, told(heard, "list the files")), "text"))
+    assert proto_get(third, "action") == K("shell") and proto_get(third, "cmd") == "ls -la", third
+    # help asked for is the whole block, with the reason named
+    fourth = proto_read(proto_get(await cascade_complete(cascade, told(heard, "help")), "text"))
+    text = proto_get(fourth, "text")
+    assert "not a language model: model openai/scripted-error401" in text and "refused the key" in text, text
+    assert "remember TEXT" in text, text
     # nobody to tell: the answer names it, and only the log heard the line
     quiet = make_cascade([scripted(openai_server, "error401"), make_provider("symbolic")])
     text = proto_get(proto_read(proto_get(await cascade_complete(quiet, told(None, "hello")), "text")), "text")
