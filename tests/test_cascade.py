@@ -904,3 +904,112 @@ async def test_an_empty_answer_to_the_tools_is_asked_again_without_them(openai_s
     openai_server.requests.clear()
     result = await cascade_complete(make_cascade([scripted(openai_server, "empty")]), request(tools=TOOLS))
     assert outcomes(result) == [K("empty")] and len(openai_server.requests) == 2, openai_server.requests
+
+
+# * Faults as providers mean them
+
+@on_loop
+async def test_a_long_retry_after_falls_through_and_is_the_cool_down(openai_server, key):
+    openai_server.retry_after = "20"
+    heard = Heard()
+    clock = FakeClock()
+    cascade = make_cascade([scripted(openai_server, "ratelimit"), scripted(openai_server, "ok")], clock=clock)
+    first = await cascade_complete(cascade, told(heard))
+    assert outcomes(first) == [K("error"), K("ok")], first
+    assert "retry after 20 s" in proto_get(proto_get(first, "attempts")[0], "detail"), first
+    assert len(heard.lines) == 1 and "rate limit" in heard.lines[0], heard.lines
+    second = await cascade_complete(cascade, told(heard))
+    assert outcomes(second) == [K("skipped"), K("ok")], second
+    clock.now += 21.0
+    third = await cascade_complete(cascade, told(heard))
+    assert outcomes(third) == [K("error"), K("ok")], third
+    # one request per message that asked it: neither LiteLLM nor its HTTP client tried again
+    assert openai_server.scripts_seen() == ["ratelimit", "ok", "ok", "ratelimit", "ok"], openai_server.scripts_seen()
+
+
+@on_loop
+async def test_a_short_retry_after_is_waited_and_the_person_told(openai_server, key):
+    openai_server.retry_after = "0.2"
+    heard = Heard()
+    cascade = make_cascade([scripted(openai_server, "ratelimit"), scripted(openai_server, "ok")])
+    result = await cascade_complete(cascade, told(heard))
+    assert openai_server.scripts_seen() == ["ratelimit", "ratelimit", "ok"], openai_server.scripts_seen()
+    assert outcomes(result) == [K("error"), K("ok")], result
+    assert heard.lines[0] == "model openai/scripted-ratelimit is over its rate limit; asking it again in 0.2 s", \
+        heard.lines
+
+
+@on_loop
+async def test_an_html_page_is_not_an_api_answer_and_names_the_host(openai_server, key):
+    heard = Heard()
+    cascade = make_cascade([scripted(openai_server, "html200"), scripted(openai_server, "ok")])
+    result = await cascade_complete(cascade, told(heard))
+    assert outcomes(result) == [K("garbage"), K("ok")], result
+    assert len(heard.lines) == 1, heard.lines
+    line = heard.lines[0]
+    assert "127.0.0.1 answered with a web page, not an API answer" in line and "500" not in line, line
+
+
+@on_loop
+async def test_a_timeout_with_a_healthy_model_behind_opens_the_breaker_at_once(openai_server, key):
+    _litellm_module()
+    cascade = make_cascade([scripted(openai_server, "hang", timeout=1.0), scripted(openai_server, "ok")])
+    assert outcomes(await cascade_complete(cascade, request())) == [K("timeout"), K("ok")]
+    for _ in range(3):
+        assert outcomes(await cascade_complete(cascade, request())) == [K("skipped"), K("ok")]
+    assert openai_server.scripts_seen().count("hang") == 1, openai_server.scripts_seen()
+
+
+@on_loop
+async def test_a_model_that_timed_out_gets_a_short_probe_before_a_full_deadline(openai_server, key):
+    _litellm_module()
+    cascade = make_cascade([scripted(openai_server, "live", timeout=1.0), make_provider("symbolic")],
+                           probe_deadline=0.5)
+    openai_server.live = "hang"
+    assert outcomes(await cascade_complete(cascade, request())) == [K("timeout"), K("ok")]
+    assert proto_get(cascade_status(cascade)[0], "state") == K("closed"), "no healthy model behind: not opened"
+    # the next message: a one-token probe first, which hangs too: no full request is sent
+    second = await cascade_complete(cascade, request())
+    assert outcomes(second) == [K("timeout"), K("ok")], second
+    bodies = [r["body"] for r in openai_server.requests]
+    assert bodies[1]["max_tokens"] == 1 and len(bodies) == 2, bodies
+    assert "short probe" in proto_get(proto_get(second, "attempts")[0], "detail"), second
+    # it answers again: the probe, then the full request
+    openai_server.live = "ok"
+    third = await cascade_complete(cascade, request())
+    assert outcomes(third) == [K("ok")], third
+    bodies = [r["body"] for r in openai_server.requests]
+    assert [b["max_tokens"] for b in bodies[2:]] == [1, 1024], bodies[2:]
+    fourth = await cascade_complete(cascade, request())
+    assert len(openai_server.requests) == 5, "no probe once it answered"
+
+
+@on_loop
+async def test_the_breakers_outlive_the_process_in_the_store(openai_server, key, tmp_path):
+    from passepartout.store import store_open, store_close
+    _litellm_module()
+    store = store_open(tmp_path / "p.db")
+    try:
+        providers = [scripted(openai_server, "hang", timeout=1.0), scripted(openai_server, "ok")]
+        first = make_cascade(providers, store=store)
+        assert outcomes(await cascade_complete(first, request())) == [K("timeout"), K("ok")]
+        again = make_cascade(providers, store=store)
+        assert proto_get(cascade_status(again)[0], "state") == K("open"), cascade_status(again)
+        assert outcomes(await cascade_complete(again, request())) == [K("skipped"), K("ok")]
+        assert openai_server.scripts_seen().count("hang") == 1, openai_server.scripts_seen()
+    finally:
+        store_close(store)
+
+
+def test_litellm_is_imported_in_the_background_when_a_model_is_configured():
+    got = run_python("""
+        import json, sys
+        import hy
+        from passepartout.cascade import warm_litellm, make_provider, default_providers
+        none = warm_litellm(default_providers())
+        before = 'litellm' in sys.modules
+        t = warm_litellm([make_provider("openai/gpt-4o-mini"), make_provider("symbolic")])
+        t.join(120)
+        print(json.dumps([none is None, before, 'litellm' in sys.modules]))
+    """)
+    assert got == [True, False, True], got
