@@ -347,7 +347,9 @@
     (setv (get kwargs "api_base") (get provider "api_base")))
   (setv native (and tools offer-tools (_native-tools litellm provider)))
   (when native
-    (.update kwargs {"tools" tools "tool_choice" "auto" #** _tool-flags}))
+    (.update kwargs {"tools" tools "tool_choice" "auto" #** _tool-flags})
+    (setv (get kwargs "messages") (without-text-protocol (get kwargs "messages")
+                                                         (proto-get request ':text-protocol))))
   (setv (get kwargs "messages") (if (and native (= (_tool-results litellm provider) "native"))
                                     (native-messages (get kwargs "messages"))
                                     (text-messages (get kwargs "messages"))))
@@ -391,6 +393,34 @@
         True (try (if (litellm.supports-function-calling :model (get provider "model")) "native" "text")
                   (except [Exception] "text"))))
 
+(defn without-text-protocol [messages protocol]
+  "MESSAGES with each text of PROTOCOL taken out of the system message: a model
+   that receives the tools as definitions is not also told to write them as text."
+  (if (and protocol messages (= (.get (get messages 0) "role") "system"))
+      (do (setv content (or (.get (get messages 0) "content") ""))
+          (for [part protocol]
+            (setv content (.replace (.replace content (+ part " ") "") part "")))
+          (+ [(| (get messages 0) {"content" (.strip (re.sub r"\n{3,}" "\n\n" content))})]
+             (cut messages 1 None)))
+      messages))
+
+(defn _alternating [messages]
+  "MESSAGES with turns of one role in a row (user or assistant, with no tool
+   call) joined into one, and no assistant turn right after the system message:
+   the order every chat template renders."
+  (setv out [])
+  (for [m messages]
+    (setv prev (when out (get out -1)))
+    (cond
+      (and prev (in (get m "role") #("user" "assistant")) (= (get prev "role") (get m "role"))
+           (not (.get prev "tool_calls")) (not (.get m "tool_calls")))
+      (setv (get out -1) (| prev {"content" (.join "\n\n" (gfor c [(get prev "content") (get m "content")]
+                                                                 :if c c))}))
+      (and (= (get m "role") "assistant") (not (.get m "tool_calls")) prev (= (get prev "role") "system"))
+      None
+      True (.append out m)))
+  out)
+
 (defn _with-content [m]
   "The message M with a content, \"\" when it has none."
   (if (is (.get m "content") None) (| m {"content" ""}) m))
@@ -402,12 +432,12 @@
     (setv call (.get m CALL-KEY))
     (if (not call)
         (.append out (_with-content m))
-        (.extend out [{"role" "assistant" "content" ""
+        (.extend out [{"role" "assistant" "content" (.get call "said" "")
                        "tool_calls" [{"id" (get call "id") "type" "function"
                                       "function" {"name" (get call "name")
                                                   "arguments" (get call "arguments")}}]}
                       {"role" "tool" "tool_call_id" (get call "id") "content" (or (.get m "content") "")}])))
-  out)
+  (_alternating out))
 
 (defn call-text [call]
   "The tool CALL (a dict of name and JSON arguments) as the text protocol writes it."
@@ -421,19 +451,13 @@
   "MESSAGES as plain chat messages: each call a result answers as the
    assistant's turn in text, and turns of one role in a row joined into one."
   (setv out [])
-  (defn add [m]
-    (setv m (_with-content m))
-    (if (and out (in (get m "role") #("user" "assistant")) (= (get (get out -1) "role") (get m "role")))
-        (setv (get out -1) (| (get out -1)
-                              {"content" (.join "\n\n" (gfor c [(get (get out -1) "content") (get m "content")]
-                                                              :if c c))}))
-        (.append out m)))
   (for [m messages]
     (setv call (.get m CALL-KEY))
     (when call
-      (add {"role" "assistant" "content" (call-text call)}))
-    (add (if call (dfor [k v] (.items m) :if (!= k CALL-KEY) k v) m)))
-  out)
+      (.append out {"role" "assistant" "content" (.join "\n\n" (gfor c [(.get call "said") (call-text call)]
+                                                                  :if c c))}))
+    (.append out (_with-content (if call (dfor [k v] (.items m) :if (!= k CALL-KEY) k v) m))))
+  (_alternating out))
 
 ;; ** Reading the answer
 

@@ -1013,3 +1013,39 @@ def test_litellm_is_imported_in_the_background_when_a_model_is_configured():
         print(json.dumps([none is None, before, 'litellm' in sys.modules]))
     """)
     assert got == [True, False, True], got
+
+
+def test_every_request_alternates_in_both_forms():
+    from passepartout.cascade import native_messages, text_messages
+    neutral = [{"role": "system", "content": "rules"},
+               {"role": "assistant", "content": "an answer the cut history begins with"},
+               {"role": "user", "content": "list my files"},
+               {"role": "user", "content": "Your previous proposals were refused: …"},
+               {"role": "user", "content": "Result of (:action :shell :cmd \"ls\"):\nnotes.txt"},
+               {"role": "assistant", "content": "first"},
+               {"role": "assistant", "content": "second"}]
+    for form in (native_messages, text_messages):
+        out = form(neutral)
+        assert [m["role"] for m in out] == ["system", "user", "assistant"], (form, out)
+        assert "refused" in out[1]["content"] and "notes.txt" in out[1]["content"], out
+        assert out[2]["content"] == "first\n\nsecond", out
+
+
+def test_words_beside_a_call_are_the_assistant_turn_that_made_it():
+    from passepartout.cascade import native_messages, text_messages
+    call = {"id": "c1", "name": "shell", "arguments": '{"cmd": "ls"}', "said": "I'll list the files first."}
+    neutral = [{"role": "system", "content": "rules"}, {"role": "user", "content": "go"},
+               {"role": "user", "content": "Result of ls:\nnotes.txt", "passepartout_call": call}]
+    native = native_messages(neutral)
+    assert native[2]["content"] == "I'll list the files first." and native[2]["tool_calls"], native
+    text = text_messages(neutral)
+    assert text[2]["content"].startswith("I'll list the files first.\n\n{"), text
+
+
+def test_the_text_protocol_is_left_out_when_the_tools_go_natively():
+    from passepartout.cascade import without_text_protocol
+    system = "IDENTITY\n\nAnswer as a plist. RULES\n\nActions:\n(:action :shell)\n\nWorkspace: /w"
+    out = without_text_protocol([{"role": "system", "content": system}, {"role": "user", "content": "hi"}],
+                                ["Answer as a plist.", "Actions:\n(:action :shell)"])
+    assert out[0]["content"] == "IDENTITY\n\nRULES\n\nWorkspace: /w", out
+    assert out[1] == {"role": "user", "content": "hi"}, out
