@@ -194,7 +194,17 @@ def workflows(quick):
     return m.workflow_rows(3 if quick else 10)
 
 
-BENCHES = {"telegram": telegram, "one-message": one_message, "harm": harm,
+def reader(quick):
+    import parse_figures as m
+    return m.parse_rows()
+
+
+def conversation(quick):
+    import conversation_figures as m
+    return m.conversation_rows(quick)
+
+
+BENCHES = {"reader": reader, "conversation": conversation, "telegram": telegram, "one-message": one_message, "harm": harm,
            "model-calls": model_calls, "litellm-message": litellm_message, "workflows": workflows}
 
 

@@ -113,6 +113,20 @@ def hanging(messages=10, deadline=2.0):
     return times
 
 
+def conversation_rows(quick=False):
+    """The bench rows: [name, value, unit, goal]."""
+    sent, rendered, _ = session(messages=3 if quick else 7)
+    nsent, nok, _ = session(messages=3 if quick else 7, native=True)
+    times = hanging()
+    return [["requests a strict alternation template renders (text form, refusals, results, two calls)",
+             round(100 * rendered / max(1, sent), 1), "%", "100 %"],
+            ["requests that alternate with the tools sent natively", round(100 * nok / max(1, nsent), 1), "%",
+             "100 %"],
+            ["hanging model + healthy second: first message", round(times[0], 2), "s", "the deadline (2 s)"],
+            ["hanging model + healthy second: messages 2-10, median", round(statistics.median(times[1:]), 3), "s",
+             "no deadline waited"]]
+
+
 def main():
     sent, rendered, errors = session()
     print(f"strict alternation (Llama-2/Mistral-v0.1 template): {rendered}/{sent} requests rendered "

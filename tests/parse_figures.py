@@ -60,6 +60,22 @@ def by_family(path):
     return table, quoted_taken, misses
 
 
+def parse_rows(path=None):
+    """The bench rows: [name, value, unit, goal]."""
+    path = path or Path(__file__).parent / "data" / "model_outputs.jsonl"
+    table, quoted_taken, _ = by_family(path)
+    cases = [json.loads(l) for l in open(path, encoding="utf-8") if l.strip()]
+    families = sorted({c["family"] for c in cases if c.get("family")})
+    rows = []
+    for fam in families + ["(all)"]:
+        c = table[fam]
+        n = sum(c.values())
+        rows.append([f"reader, {fam}: read as intended ({n} answers; raw {c['raw']}, wrong {c['wrong']}, "
+                     f"retry {c['retry']})", round(100 * c["intended"] / n, 1), "%", ">= 98 %, 0 raw"])
+    rows.append(["reader: quoted calls taken as the proposal", quoted_taken, "", "0"])
+    return rows
+
+
 def main(argv):
     path = argv[1] if len(argv) > 1 else Path(__file__).parent / "data" / "model_outputs.jsonl"
     table, quoted_taken, misses = by_family(path)
