@@ -192,3 +192,16 @@
     (assert (= (proto-get r ':tool-calls) []) f"got {r}")
     (assert (= (proto-get r ':usage) [:prompt-tokens 0 :completion-tokens 0 :cost 0.0]) f"got {r}")
     (assert (= (symbolic-action (user-says text)) action) f"symbolic-action differs for {text !r}")))
+
+(defn test-the-fallback-gives-its-commands-once-per-incident []
+  (setv later (message-text (+ (user-says "hello")
+                               [:fallback [:told [] :untold ["model m refused the key"] :kinds ["http-401"]
+                                           :fresh False]])))
+  (assert (in "`help`" later) f"a pointer to help: {later}")
+  (assert (not (in "remember TEXT" later)) f"no block of commands again: {later}")
+  (assert (= (len (.splitlines later)) 1) f"one line: {later}"))
+
+(defn test-list-the-files-is-understood []
+  (for [text ["list the files" "ls" "list" "show files"]]
+    (setv a (symbolic-action (user-says text)))
+    (assert (= (proto-get a ':cmd) "ls -la") f"{text}: {a}")))
