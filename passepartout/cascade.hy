@@ -1,6 +1,6 @@
 ;; * Why
 
-(import asyncio inspect json logging os re socket threading time
+(import asyncio inspect json logging os re socket threading time warnings
         importlib.util [find-spec]
         urllib.parse [urlsplit]
         passepartout.config [did-you-mean schema-keys]
@@ -303,6 +303,10 @@
     (when (is _litellm None)
       (os.environ.setdefault "LITELLM_LOCAL_MODEL_COST_MAP" "True")
       (import litellm)
+      ;; a server that sends a call's arguments as an object rather than JSON text
+      ;; makes the response model warn on every answer; the arguments are read
+      ;; either way (see /Reading the answer/), so the warning tells no one anything
+      (warnings.filterwarnings "ignore" :message "Pydantic serializer warnings" :category UserWarning)
       (setv litellm.suppress-debug-info True
             _tool-flags (if (and (is (find-spec "mcp") None)
                                  (is-not (find-spec "litellm.responses.mcp.chat_completions_handler") None))

@@ -185,6 +185,8 @@ class ScriptedOpenAIServer:
     template        strict mode: the name of a chat template in TEMPLATES every
                     request is rendered through first (None: no rendering)
     retry_after     the `retry-after` header `ratelimit` sends (seconds, as text)
+    arguments_as_objects  `toolcall` sends each call's arguments as a JSON object rather
+                    than a string (what some non-conformant servers do)
 
     and may read:
 
@@ -210,6 +212,7 @@ class ScriptedOpenAIServer:
         self.trickle_seconds = 3.0
         self.template = None
         self.retry_after = "20"
+        self.arguments_as_objects = False
         self.requests = []
         self.hangs_closed = []
         self.most_hanging = 0
@@ -352,7 +355,8 @@ class ScriptedOpenAIServer:
             return 200, "application/json", _json(self._completion(body, n, message))
         if script == "toolcall":
             calls = [{"id": f"call_{n}_{i}", "type": "function",
-                      "function": {"name": name, "arguments": args}}
+                      "function": {"name": name,
+                                   "arguments": json.loads(args) if self.arguments_as_objects else args}}
                      for i, (name, args) in enumerate(self.tool_calls)]
             message = {"role": "assistant", "content": None, "tool_calls": calls}
             return 200, "application/json", _json(self._completion(body, n, message, "tool_calls"))

@@ -1049,3 +1049,27 @@ def test_the_text_protocol_is_left_out_when_the_tools_go_natively():
                                 ["Answer as a plist.", "Actions:\n(:action :shell)"])
     assert out[0]["content"] == "IDENTITY\n\nRULES\n\nWorkspace: /w", out
     assert out[1] == {"role": "user", "content": "hi"}, out
+
+
+def test_arguments_sent_as_an_object_are_read_without_warnings_on_the_terminal():
+    code = f"""
+import asyncio, json, os, sys
+sys.path.insert(0, {str(ROOT / 'tests')!r})
+import hy
+from hy.models import Keyword as K
+from openai_server import ScriptedOpenAIServer
+from passepartout.cascade import make_cascade, make_provider, cascade_complete
+from passepartout.proto import proto_get
+s = ScriptedOpenAIServer()
+s.arguments_as_objects = True
+os.environ["K"] = "sk"
+c = make_cascade([make_provider("openai/x", api_base=s.url("toolcall"), api_key_env="K")])
+tools = [{{"type": "function", "function": {{"name": "shell", "parameters": {{"type": "object"}}}}}}]
+r = asyncio.run(cascade_complete(c, [K("messages"), [{{"role": "user", "content": "hi"}}], K("tools"), tools]))
+s.stop()
+print(json.dumps(proto_get(proto_get(r, K("tool-calls"))[0], K("arguments"))))
+"""
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(json.loads(out.stdout.strip().splitlines()[-1]))["cmd"] == "ls -la", out.stdout
+    assert "serializer warnings" not in out.stderr, out.stderr
