@@ -106,7 +106,9 @@
 
 ;; * Spans
 
-(setv _pairs {"{" "}" "[" "]" "(" ")"})
+(setv _pairs {"{" "}" "[" "]" "(" ")"}
+      _plain-re (re.compile r"[^\"'{}\[\]()/;\\]+")
+      _in-string-re (re.compile r"[^\"'\\]+"))
 
 (defn _span-end [text start]
   "#(end closed depth) of the form that opens at START in TEXT."
@@ -118,6 +120,13 @@
         i start
         n (len text))
   (while (< i n)
+    ;; runs of characters that change nothing are skipped at C speed
+    (setv run (cond escaped None
+                    quote (.match _in-string-re text i)
+                    True (.match _plain-re text i)))
+    (when run
+      (setv i (.end run))
+      (when (>= i n) (break)))
     (setv c (get text i))
     (cond
       quote (cond escaped (setv escaped False)
@@ -440,11 +449,31 @@
             (raise (ProtoError f"Action Input for {name} must be a JSON object of its fields")))
           #({field value} line-end))))
 
+(setv MAX-CALLS 64)
+
+(defn _count-markers [text]
+  "How many call markers of any family TEXT holds, counting up to MAX-CALLS + 1."
+  (setv n 0)
+  (for [r [_tool-call-re _invoke-re _function-tag-re _deepseek-call-re _mistral-re _kimi-re
+           _qwen-agent-re _react-re _functionary-re]]
+    (for [_ (.finditer r text)]
+      (+= n 1)
+      (when (> n MAX-CALLS) (return n))))
+  n)
+
 (defn _family-spans [text known]
-  "#(start end proposals error) of every call written in a family's call syntax in TEXT."
-  (setv out [])
+  "#(start end proposals error) of every call written in a family's call syntax in TEXT.
+   More than MAX-CALLS calls in one answer is no proposal but a ProtoError: no
+   model means that many, and reading each would cost the loop seconds."
+  (when (> (_count-markers text) MAX-CALLS)
+    (raise (ProtoError f"the answer holds more than {MAX-CALLS} calls: propose one action")))
+  (setv out []
+        unclosed-from (len text))
   (defn free [start]
-    (not (any (gfor s out (<= (get s 0) start (- (get s 1) 1))))))
+    ;; a call that starts inside one already read, or after one left open (all
+    ;; the rest of the answer is inside that one), is not read again
+    (and (< start unclosed-from)
+         (not (any (gfor s out (<= (get s 0) start (- (get s 1) 1)))))))
   (defn add [start end read]
     (when (free start) (.append out (_span start end read))))
   (for [m (.finditer _tool-call-re text)]
@@ -457,10 +486,13 @@
     (add (.start m) (.end m) (fn [[body (.group m 1)]] (_deepseek-calls body))))
   (defn add-at [m read]
     "A call whose end only reading it tells."
+    (nonlocal unclosed-from)
     (when (free (.start m))
       (try (setv [calls end] (read))
            (.append out #((.start m) end calls None))
            (except [e ProtoError]
+             (when (in "not closed" (str e))
+               (setv unclosed-from (.start m)))
              (.append out #((.start m) (.end m) None (str e)))))))
   (for [m (.finditer _mistral-re text)]
     (add-at m (fn [[m m]] (_mistral-calls text (.end m)))))
@@ -480,6 +512,7 @@
       (add-at m (fn [[m m]] (setv [v end] (_json-at text (.end m)))
                   #([(call-action (.group m 1) v)] end)))))
   (for [m (.finditer _bare-name-re text)]
+    (when (>= (len out) MAX-CALLS) (break))
     (when (in (try (action-name (.group m 1)) (except [ProtoError] "")) known)
       (add-at m (fn [[m m]] (setv [v end] (_json-at text (.end m)))
                   #([(call-action (.group m 1) v)] end)))))

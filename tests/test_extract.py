@@ -31,6 +31,13 @@ def test_every_format_of_the_issue_is_labelled():
     "[shell(cmd=__import__('os').getcwd())]",
     "(:action :shell :cmd #.(run))",
     "x" * 70000,
+    "shell\n{" * 5000,
+    ">>>shell\n{" * 5000,
+    "functions.shell:0{" * 3000,
+    "[TOOL_CALLS]shell[ARGS]{" * 2000,
+    "✿FUNCTION✿: shell ✿ARGS✿: {" * 2000,
+    "<function=shell><parameter=cmd>" * 2000,
+    '>>>shell\n{"cmd": "rm -rf ~"}' * 3000,
 ])
 def test_hostile_answers_are_refused_not_run(text):
     try:
