@@ -224,7 +224,7 @@
   (import asyncio
           passepartout.daemon [boot shutdown skill-failures]
           passepartout.sandbox [sandbox-summary])
-  (setv env (boot :config-path args.config :workspace args.workspace :gates "process"))
+  (setv env (boot :config-path args.config :workspace args.workspace :gates "process" :warm True))
   (for [line (skill-failures env)] (print "passepartout:" line :file sys.stderr))
   (print (+ "Passepartout — workspace " (get env.config "workspace") ". Type /help for the commands, /quit or Ctrl-D to leave."))
   (print (+ "Protection: " (sandbox-summary env.sandbox) "."))

@@ -25,11 +25,13 @@
     (except [e ValueError]
       (raise (ConfigError f"providers: {e}")))))
 
-(defn boot [[config-path None] [workspace None] [environ None] [providers None] [gates "inline"]]
+(defn boot [[config-path None] [workspace None] [environ None] [providers None] [gates "inline"]
+            [warm False]]
   "The services of a running daemon (=services.org=). PROVIDERS, when given,
    replaces the configured cascade. GATES \"process\" judges proposals in a
    gate process of the daemon's own (=gatekeeper.org=), started by
-   start-services; \"inline\" in this process."
+   start-services; \"inline\" in this process. WARM starts importing LiteLLM in
+   the background when a model is configured (a daemon or a chat that serves)."
   (setv environ (if (is environ None) os.environ environ)
         config (load-config config-path environ))
   (when workspace
@@ -45,7 +47,6 @@
                               :cooldown (get cascade-cfg "cooldown")
                               :failure-threshold (get cascade-cfg "failure_threshold")
                               :store store))
-  (warm-litellm (get cascade "providers"))
   (for [r report]
     (when (proto-get r ':error)
       (.error log "skill file %s failed to load: %s"
@@ -59,6 +60,8 @@
                           :environ environ))
   (when (= gates "process")
     (setv services.gates (ProcessGates services)))
+  (when warm
+    (warm-litellm (get cascade "providers")))
   (approvals-boot services)
   services)
 
@@ -395,7 +398,8 @@
 (defn cmd-daemon [args]
   "Run the headless daemon; the exit status."
   (import passepartout.sandbox [sandbox-summary])
-  (setv env (boot :config-path args.config :workspace (getattr args "workspace" None) :gates "process")
+  (setv env (boot :config-path args.config :workspace (getattr args "workspace" None) :gates "process"
+                  :warm True)
         handlers (setup-logging env.config))
   (for [line (skill-failures env)]
     (.error log "%s" line))
