@@ -866,6 +866,8 @@
                (fn [] (_tests-rows "store" quick "the store's size"))
                (fn [] (bench-harm quick))
                (fn [] (bench-hung-provider (if quick 3 5)))
+               (fn [] (_tests-rows "reader" quick "the reader by model family"))
+               (fn [] (_tests-rows "conversation" quick "the conversation strict servers accept"))
                (fn [] (bench-journal (if quick 300 2000)))
                bench-cone
                bench-function-entries

@@ -1,10 +1,10 @@
 ;; * Why
 
-(import asyncio inspect json logging os re socket threading time
+(import asyncio inspect json logging os re socket threading time warnings
         importlib.util [find-spec]
         urllib.parse [urlsplit]
         passepartout.config [did-you-mean schema-keys]
-        passepartout.proto [literal-keywords :as hy proto-get]
+        passepartout.proto [literal-keywords :as hy proto-get is-plist]
         passepartout.display [valid-unicode]
         passepartout.symbolic [symbolic-complete])
 
@@ -23,6 +23,8 @@
       OLLAMA-BASE "http://127.0.0.1:11434"
       DEFAULT-MAX-TOKENS 1024
       TOOL-RESULTS #("native" "text")
+      RETRY-AFTER-SHORT 5.0
+      PROBE-DEADLINE 3.0
       _provider-keys (schema-keys "providers"))
 
 (defn _local-model [model]
@@ -111,16 +113,23 @@
 
 ;; * The circuit breaker
 
-(defn make-cascade [providers [cooldown 60.0] [failure-threshold 3] [clock time.monotonic]]
-  "The state of a cascade over PROVIDERS, with one circuit breaker each."
-  (setv providers (list providers))
-  {"providers" providers
-   "cooldown" (float cooldown)
-   "failure-threshold" (max 1 (int failure-threshold))
-   "clock" clock
-   "breakers" (lfor _ providers {"failures" 0 "opened-at" None
-                                 "incident" None "clause" None "heard" (set)})
-   "lock" (threading.Lock)})
+(defn make-cascade [providers [cooldown 60.0] [failure-threshold 3] [clock time.monotonic]
+                    [store None] [probe-deadline PROBE-DEADLINE]]
+  "The state of a cascade over PROVIDERS, with one circuit breaker each; with a
+   STORE, the breakers are read from it and written back (see below)."
+  (setv providers (list providers)
+        cascade {"providers" providers
+                 "cooldown" (float cooldown)
+                 "failure-threshold" (max 1 (int failure-threshold))
+                 "clock" clock
+                 "probe-deadline" (float probe-deadline)
+                 "store" store
+                 "breakers" (lfor _ providers {"failures" 0 "opened-at" None
+                                               "incident" None "clause" None "heard" (set)})
+                 "lock" (threading.Lock)})
+  (when store
+    (_load-breakers cascade))
+  cascade)
 
 (defn _admit [cascade i]
   "True when provider I may be called now."
@@ -139,26 +148,47 @@
       (do (.add (get b "heard") session)
           True)))
 
-(defn _record [cascade i ok [kind None] [clause None] [session None]]
+(defn _record [cascade i ok [kind None] [clause None] [session None] [open-for None]]
   "Count a call of provider I. After a failure of KIND (told by CLAUSE), True
-   when SESSION has not heard of this incident yet."
+   when SESSION has not heard of this incident yet. OPEN-FOR, when given, opens
+   the breaker at once for that many seconds (a long retry-after, a timeout with
+   a healthy provider behind)."
   (with [(get cascade "lock")]
-    (setv b (get cascade "breakers" i))
+    (setv b (get cascade "breakers" i)
+          was (get b "failures"))
     (if ok
         (do (setv (get b "failures") 0
                   (get b "opened-at") None
                   (get b "incident") None
                   (get b "clause") None)
             (.clear (get b "heard"))
-            False)
+            (setv fresh False))
         (do (+= (get b "failures") 1)
-            (when (>= (get b "failures") (get cascade "failure-threshold"))
-              (setv (get b "opened-at") ((get cascade "clock"))))
+            (setv now ((get cascade "clock")))
+            (cond (is-not open-for None)
+                  (setv (get b "failures") (max (get b "failures") (get cascade "failure-threshold"))
+                        (get b "opened-at") (- now (- (get cascade "cooldown") open-for)))
+                  (>= (get b "failures") (get cascade "failure-threshold"))
+                  (setv (get b "opened-at") now))
             (when (!= (get b "incident") kind)
               (setv (get b "incident") kind)
               (.clear (get b "heard")))
-            (setv (get b "clause") clause)
-            (_first-hearing b session)))))
+            (setv (get b "clause") clause
+                  fresh (_first-hearing b session))))
+    (when (or (not ok) was)
+      (_save-breaker cascade i b))
+    fresh))
+
+(defn _suspect [cascade i]
+  "True when provider I's last call timed out: it gets a short probe before a full deadline."
+  (with [(get cascade "lock")]
+    (= (get cascade "breakers" i "incident") "timeout")))
+
+(defn _healthy-after [cascade i]
+  "True when a model after provider I (not the built-in commands) has not failed lately."
+  (with [(get cascade "lock")]
+    (any (gfor [p b] (cut (list (zip (get cascade "providers") (get cascade "breakers"))) (+ i 1) None)
+               (and (!= (get p "model") SYMBOLIC) (= (get b "failures") 0))))))
 
 (defn cascade-status [cascade]
   "One plist per provider: (:provider NAME :model M :state :closed|:open|:half-open :failures N)."
@@ -171,6 +201,40 @@
                         (>= (- now (get b "opened-at")) (get cascade "cooldown")) ':half-open
                         True ':open)
            :failures (get b "failures")])))
+
+;; ** The breakers outlive the process
+
+(defn _load-breakers [cascade]
+  (setv store (get cascade "store")
+        now ((get cascade "clock"))
+        wall (time.time))
+  (try (setv rows (.query store "SELECT provider, failures, opened_at, incident, clause FROM breakers"))
+       (except [e Exception]
+         (.warning log "could not read the breakers: %s" e)
+         (return None)))
+  (setv saved (dfor [name failures opened incident clause] rows name #(failures opened incident clause)))
+  (for [[p b] (zip (get cascade "providers") (get cascade "breakers"))]
+    (setv row (.get saved (.get p "name")))
+    (when row
+      (setv [failures opened incident clause] row)
+      (.update b {"failures" (int failures)
+                  "opened-at" (when (is-not opened None) (- now (- wall opened)))
+                  "incident" incident
+                  "clause" clause}))))
+
+(defn _save-breaker [cascade i b]
+  (setv store (get cascade "store"))
+  (when store
+    (setv opened (get b "opened-at")
+          wall (when (is-not opened None) (- (time.time) (- ((get cascade "clock")) opened))))
+    (try (.write store (+ "INSERT INTO breakers (provider, failures, opened_at, incident, clause, updated) "
+                          "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (provider) DO UPDATE SET "
+                          "failures = excluded.failures, opened_at = excluded.opened_at, "
+                          "incident = excluded.incident, clause = excluded.clause, updated = excluded.updated")
+                 #((.get (get cascade "providers" i) "name") (get b "failures") wall
+                   (get b "incident") (get b "clause") (time.time)))
+         (except [e Exception]
+           (.warning log "could not keep the breaker of %s: %s" (.get (get cascade "providers" i) "name") e)))))
 
 ;; * Calling one provider
 
@@ -239,6 +303,10 @@
     (when (is _litellm None)
       (os.environ.setdefault "LITELLM_LOCAL_MODEL_COST_MAP" "True")
       (import litellm)
+      ;; a server that sends a call's arguments as an object rather than JSON text
+      ;; makes the response model warn on every answer; the arguments are read
+      ;; either way (see /Reading the answer/), so the warning tells no one anything
+      (warnings.filterwarnings "ignore" :message "Pydantic serializer warnings" :category UserWarning)
       (setv litellm.suppress-debug-info True
             _tool-flags (if (and (is (find-spec "mcp") None)
                                  (is-not (find-spec "litellm.responses.mcp.chat_completions_handler") None))
@@ -246,6 +314,16 @@
                             {})
             _litellm litellm)))
   _litellm)
+
+(defn warm-litellm [providers]
+  "Import LiteLLM in a background thread when PROVIDERS name a model it serves;
+   the thread, or None. A daemon or a chat calls it as it starts, so the first
+   message does not wait for the import (seconds, on a small machine)."
+  (when (and (is _litellm None)
+             (any (gfor p providers (and (!= (get p "model") SYMBOLIC) (not (get p "probe"))))))
+    (setv t (threading.Thread :target _litellm-module :name "litellm-import" :daemon True))
+    (.start t)
+    t))
 
 (defn :async _litellm-ready []
   "LiteLLM, imported in a worker thread if it is not yet."
@@ -263,7 +341,8 @@
                 "messages" (valid-unicode (proto-get request ':messages []))
                 "timeout" (get provider "timeout")
                 "max_tokens" (.get provider "max_tokens" DEFAULT-MAX-TOKENS)
-                "num_retries" 0})
+                "num_retries" 0
+                "max_retries" 0})
   (when key-env
     (when (not (.get os.environ key-env))
       (raise (_Failure ':error f"the environment variable {key-env} (the API key) is not set" "no-key")))
@@ -272,11 +351,13 @@
     (setv (get kwargs "api_base") (get provider "api_base")))
   (setv native (and tools offer-tools (_native-tools litellm provider)))
   (when native
-    (.update kwargs {"tools" tools "tool_choice" "auto" #** _tool-flags}))
+    (.update kwargs {"tools" tools "tool_choice" "auto" #** _tool-flags})
+    (setv (get kwargs "messages") (without-text-protocol (get kwargs "messages")
+                                                         (proto-get request ':text-protocol))))
   (setv (get kwargs "messages") (if (and native (= (_tool-results litellm provider) "native"))
                                     (native-messages (get kwargs "messages"))
                                     (text-messages (get kwargs "messages"))))
-  (setv seconds (+ (get provider "timeout") DEADLINE-GRACE)
+  (setv seconds (+ (get provider "timeout") (.get provider "grace" DEADLINE-GRACE))
         deadline (asyncio.timeout seconds))
   (try
     (with [:async deadline]
@@ -316,6 +397,34 @@
         True (try (if (litellm.supports-function-calling :model (get provider "model")) "native" "text")
                   (except [Exception] "text"))))
 
+(defn without-text-protocol [messages protocol]
+  "MESSAGES with each text of PROTOCOL taken out of the system message: a model
+   that receives the tools as definitions is not also told to write them as text."
+  (if (and protocol messages (= (.get (get messages 0) "role") "system"))
+      (do (setv content (or (.get (get messages 0) "content") ""))
+          (for [part protocol]
+            (setv content (.replace (.replace content (+ part " ") "") part "")))
+          (+ [(| (get messages 0) {"content" (.strip (re.sub r"\n{3,}" "\n\n" content))})]
+             (cut messages 1 None)))
+      messages))
+
+(defn _alternating [messages]
+  "MESSAGES with turns of one role in a row (user or assistant, with no tool
+   call) joined into one, and no assistant turn right after the system message:
+   the order every chat template renders."
+  (setv out [])
+  (for [m messages]
+    (setv prev (when out (get out -1)))
+    (cond
+      (and prev (in (get m "role") #("user" "assistant")) (= (get prev "role") (get m "role"))
+           (not (.get prev "tool_calls")) (not (.get m "tool_calls")))
+      (setv (get out -1) (| prev {"content" (.join "\n\n" (gfor c [(get prev "content") (get m "content")]
+                                                                 :if c c))}))
+      (and (= (get m "role") "assistant") (not (.get m "tool_calls")) prev (= (get prev "role") "system"))
+      None
+      True (.append out m)))
+  out)
+
 (defn _with-content [m]
   "The message M with a content, \"\" when it has none."
   (if (is (.get m "content") None) (| m {"content" ""}) m))
@@ -327,12 +436,12 @@
     (setv call (.get m CALL-KEY))
     (if (not call)
         (.append out (_with-content m))
-        (.extend out [{"role" "assistant" "content" ""
+        (.extend out [{"role" "assistant" "content" (.get call "said" "")
                        "tool_calls" [{"id" (get call "id") "type" "function"
                                       "function" {"name" (get call "name")
                                                   "arguments" (get call "arguments")}}]}
                       {"role" "tool" "tool_call_id" (get call "id") "content" (or (.get m "content") "")}])))
-  out)
+  (_alternating out))
 
 (defn call-text [call]
   "The tool CALL (a dict of name and JSON arguments) as the text protocol writes it."
@@ -346,19 +455,13 @@
   "MESSAGES as plain chat messages: each call a result answers as the
    assistant's turn in text, and turns of one role in a row joined into one."
   (setv out [])
-  (defn add [m]
-    (setv m (_with-content m))
-    (if (and out (in (get m "role") #("user" "assistant")) (= (get (get out -1) "role") (get m "role")))
-        (setv (get out -1) (| (get out -1)
-                              {"content" (.join "\n\n" (gfor c [(get (get out -1) "content") (get m "content")]
-                                                              :if c c))}))
-        (.append out m)))
   (for [m messages]
     (setv call (.get m CALL-KEY))
     (when call
-      (add {"role" "assistant" "content" (call-text call)}))
-    (add (if call (dfor [k v] (.items m) :if (!= k CALL-KEY) k v) m)))
-  out)
+      (.append out {"role" "assistant" "content" (.join "\n\n" (gfor c [(.get call "said") (call-text call)]
+                                                                  :if c c))}))
+    (.append out (_with-content (if call (dfor [k v] (.items m) :if (!= k CALL-KEY) k v) m))))
+  (_alternating out))
 
 ;; ** Reading the answer
 
@@ -446,6 +549,34 @@
 (defn _where [provider]
   (or (get provider "api_base") (get provider "model")))
 
+(setv _page-re (re.compile r"<!doctype html|<html[\s>]" re.I))
+
+(defn _host [provider]
+  (setv base (get provider "api_base"))
+  (if base (or (. (urlsplit (if (in "://" base) base (+ "http://" base))) hostname) base) (get provider "model")))
+
+(defn _retry-after [e]
+  "The seconds the =retry-after= (or =retry-after-ms=) header of the error E asks
+   to wait, or None."
+  (setv seen (set))
+  (while (and (is-not e None) (not (in (id e) seen)) (< (len seen) 16))
+    (.add seen (id e))
+    (for [headers [(getattr e "litellm_response_headers" None)
+                   (getattr (getattr e "response" None) "headers" None)]]
+      (when headers
+        (try
+          (setv ms (.get headers "retry-after-ms")
+                value (.get headers "retry-after"))
+          (when ms (return (/ (float ms) 1000)))
+          (when value
+            (return (try (max 0.0 (float value))
+                         (except [ValueError]
+                           (import email.utils [parsedate-to-datetime])
+                           (max 0.0 (- (.timestamp (parsedate-to-datetime value)) (time.time)))))))
+          (except [Exception]))))
+    (setv e (or e.__cause__ e.__context__)))
+  None)
+
 (defn _classify [litellm provider e]
   "(outcome detail kind) for the exception E raised while calling PROVIDER."
   (setv bad-json (_cause-of e json.JSONDecodeError)
@@ -453,6 +584,8 @@
         status (_status-of e))
   (cond
     (isinstance e _Failure) #(e.outcome e.detail e.kind)
+    (.search _page-re (str e))
+    #(':garbage f"{(_host provider)} answered with a web page, not an API answer" "not-api")
     (or (and litellm (isinstance e litellm.Timeout)) (_cause-of e TimeoutError))
     #(':timeout (+ "no answer within " (format (get provider "timeout") "g") " s") "timeout")
     bad-json #(':garbage (_short f"the answer is not JSON ({bad-json})") "garbage")
@@ -506,8 +639,11 @@
     (except [e Exception]
       (when (> (_cancelling) cancelling)
         (raise (asyncio.CancelledError) :from e))
-      (setv [outcome detail kind] (_classify litellm provider e))
-      #(outcome detail None kind))))
+      (setv [outcome detail kind] (_classify litellm provider e)
+            wait (when (= kind "http-429") (_retry-after e)))
+      (if (is wait None)
+          #(outcome detail None kind)
+          #(outcome (+ detail f"; retry after {wait :g} s") [:retry-after wait] kind)))))
 
 ;; * Telling the person
 
@@ -525,6 +661,7 @@
     (= kind "http-404") f"does not know this model or address ({detail})"
     (.startswith kind "http-") f"answered with an error ({detail})"
     (= kind "garbage") f"answered something that is not a chat completion ({detail})"
+    (= kind "not-api") f"gave no API answer: {detail} (is api_base right, or is a login page in the way?)"
     (= kind "empty") "answered nothing"
     True f"failed ({detail})"))
 
@@ -537,7 +674,8 @@
           wait (max 0 (- (get cascade "cooldown") (- ((get cascade "clock")) (get b "opened-at")))))
     #(f"circuit open after {failures} failures in a row; next try in {wait :.0f} s"
       (get b "incident")
-      (+ f"is paused for {wait :.0f} s after {failures} failures in a row"
+      (+ f"is paused for {wait :.0f} s"
+         (if (in (get b "incident") #("timeout" "http-429")) "" f" after {failures} failures in a row")
          (if (get b "clause") f" (it {(get b "clause")})" ""))
       (_first-hearing b session))))
 
@@ -548,6 +686,28 @@
       f"trying {(.get provider "name" (.get provider "model"))}"))
 
 ;; * The cascade
+
+(setv _PROBE-REQUEST [:messages [{"role" "user" "content" "Say ok."}]])
+
+(defn :async _try [cascade i provider request say]
+  "The attempt of provider I at REQUEST: after a short probe when its last call
+   timed out, and once more after a short retry-after (SAY tells the person)."
+  (setv name (.get provider "name" (.get provider "model")))
+  (when (and (!= (get provider "model") SYMBOLIC) (_suspect cascade i))
+    (setv probe (await (_attempt (| provider {"timeout" (get cascade "probe-deadline") "grace" 1.0
+                                              "max_tokens" 1})
+                                 _PROBE-REQUEST)))
+    (when (not (in (get probe 0) #(':ok ':empty)))
+      (return #((get probe 0) (+ "the short probe after a timeout: " (get probe 1))
+                (get probe 2) (get probe 3)))))
+  (setv result (await (_attempt provider request))
+        wait (when (and (!= (get result 0) ':ok) (is-plist (get result 2)))
+               (proto-get (get result 2) ':retry-after)))
+  (when (and (is-not wait None) (<= wait RETRY-AFTER-SHORT))
+    (await (say f"model {name} is over its rate limit; asking it again in {wait :g} s"))
+    (await (asyncio.sleep wait))
+    (setv result (await (_attempt provider request))))
+  result)
 
 (defn _failure-reason [attempts]
   (+ "all providers failed: "
@@ -569,20 +729,24 @@
         waiting []
         told []
         untold []
-        kinds [])
+        kinds []
+        fresh-any False)
   (defn failed [name kind clause fresh]
+    (nonlocal fresh-any)
     (.append kinds kind)
+    (when fresh (setv fresh-any True))
     (.append (if fresh waiting untold) f"model {name} {clause}"))
+  (defn :async say [line]
+    (.warning log "%s" line)
+    (when notify
+      (try (setv said (notify line))
+           (when (inspect.isawaitable said)
+             (await said))
+           (except [e Exception]
+             (.warning log "could not tell the person: %s" (_error-text e))))))
   (defn :async tell [next-words]
     (for [what waiting]
-      (setv line f"{what}, {next-words}")
-      (.warning log "%s" line)
-      (when notify
-        (try (setv said (notify line))
-             (when (inspect.isawaitable said)
-               (await said))
-             (except [e Exception]
-               (.warning log "could not tell the person: %s" (_error-text e))))))
+      (await (say f"{what}, {next-words}")))
     (.extend (if notify told untold) waiting)
     (.clear waiting))
   (for [[i provider] (enumerate (get cascade "providers"))]
@@ -595,14 +759,19 @@
           (do (await (tell (_next-words provider)))
               (setv asked (if (and kinds (= (.get provider "model") SYMBOLIC))
                               (+ (list (or request []))
-                                 [:fallback [:told (list told) :untold (list untold) :kinds (list kinds)]])
+                                 [:fallback [:told (list told) :untold (list untold) :kinds (list kinds)
+                                             :fresh fresh-any]])
                               request)
                     start (time.perf-counter)
-                    [outcome detail answer kind] (await (_attempt provider asked))
+                    [outcome detail answer kind] (await (_try cascade i provider asked say))
                     seconds (round (- (time.perf-counter) start) 3)
                     ok (= outcome ':ok)
+                    wait (when (and (not ok) (is-plist answer)) (proto-get answer ':retry-after))
+                    open-for (cond (and wait (> wait RETRY-AFTER-SHORT)) wait
+                                   (and (= kind "timeout") (_healthy-after cascade i)) (get cascade "cooldown")
+                                   True None)
                     clause (when (not ok) (_clause provider kind detail))
-                    fresh (_record cascade i ok kind clause session))
+                    fresh (_record cascade i ok kind clause session open-for))
               (.append attempts [:provider name :outcome outcome :detail detail :seconds seconds])
               (when ok
                 (return [:status :ok
@@ -645,7 +814,7 @@
       "text"))
 
 (defn _prompt-tokens [answer]
-  (when answer
+  (when (and answer (proto-get answer ':usage))
     (proto-get (proto-get answer ':usage) ':prompt-tokens)))
 
 (defn :async check-provider [provider [deadline CHECK-DEADLINE]]

@@ -119,6 +119,54 @@
   (if out (.flush out) (.flush sys.stdout))
   0)
 
+;; * parse
+
+(defn _arguments-text [a]
+  (if (isinstance a str) a (json.dumps a)))
+
+(defn parse-line [line n]
+  "The dict parse prints for LINE, the Nth of its input."
+  (import passepartout.extract [extract ACTIONS]
+          passepartout.proto [ProtoError proto-get proto-has proto-to-data])
+  (defn failed [why] {"action" None "error" why "unrun" 0})
+  (try (setv value (json.loads line))
+       (except [e ValueError]
+         (return (failed f"line {n} is not a JSON-encoded string: {e}"))))
+  (setv [text calls] (cond (isinstance value str) [value None]
+                           (isinstance value dict)
+                           [(.get value "text")
+                            (lfor c (or (.get value "tool_calls") [])
+                                  :if (isinstance c dict)
+                                  [:name (.get c "name")
+                                   :arguments (_arguments-text (.get c "arguments" "{}"))])]
+                           True [None None]))
+  (when (and (is text None) (not calls))
+    (return (failed f"line {n} is neither a JSON string nor {{\"text\": …, \"tool_calls\": […]}}")))
+  (try (setv r (extract text calls))
+       (except [e ProtoError]
+         (return (failed (str e))))
+       (except [e Exception]
+         (return (failed f"line {n}: {(. (type e) __name__)}: {e}"))))
+  (if (proto-has r ':message)
+      {"action" "message" "fields" {"text" (proto-get r ':message)} "unrun" 0}
+      (do (setv p (proto-get r ':proposal)
+                inner (proto-get p ':payload)
+                action (if (and (isinstance inner list) (proto-get inner ':action)) inner p)
+                data (proto-to-data action))
+          (| {"action" (.pop data "action") "fields" data "unrun" (len (proto-get r ':unrun))}
+             (if (proto-get r ':said) {"said" (proto-get r ':said)} {})))))
+
+(defn cmd-parse [args]
+  (import passepartout.display [json-line])
+  (setv text (_read-input args.file)
+        out (getattr sys.stdout "buffer" None))
+  (.flush sys.stdout)
+  (for [[i line] (enumerate (input-lines text) 1)]
+    (setv row (+ (json-line (parse-line line i)) "\n"))
+    (if out (.write out (.encode row "utf-8" "replace")) (.write sys.stdout row)))
+  (if out (.flush out) (.flush sys.stdout))
+  0)
+
 ;; * rules test
 
 (defn cmd-rules [args]
@@ -182,7 +230,7 @@
   (import asyncio
           passepartout.daemon [boot shutdown skill-failures]
           passepartout.sandbox [sandbox-summary])
-  (setv env (boot :config-path args.config :workspace args.workspace :gates "process"))
+  (setv env (boot :config-path args.config :workspace args.workspace :gates "process" :warm True))
   (for [line (skill-failures env)] (print "passepartout:" line :file sys.stderr))
   (print (+ "Passepartout — workspace " (get env.config "workspace") ". Type /help for the commands, /quit or Ctrl-D to leave."))
   (print (+ "Protection: " (sandbox-summary env.sandbox) "."))
@@ -693,6 +741,10 @@
   (.add-argument v "--sandbox" :choices ["on" "off"]
                  :help "judge as if the sandbox were in force or not (default: what this machine has)")
   (.set-defaults v :func cmd-verify)
+
+  (setv pa (_command sub "parse" :help "read raw model answers (JSON strings, one a line) into proposals; one JSON line each"))
+  (.add-argument pa "file" :nargs "?" :default "-" :help "file of answers, or - for stdin")
+  (.set-defaults pa :func cmd-parse)
 
   (setv r (_command sub "rules" :help "try the shell rules")
         rsub (.add-subparsers r :dest "rules_command" :metavar "COMMAND" :required True)

@@ -7,7 +7,7 @@
                             HEARTBEAT-KEY store-unwell]
         passepartout.proto [literal-keywords :as hy proto-get]
         passepartout.skills [Registry load-skills set-immutable-skills]
-        passepartout.cascade [make-cascade providers-from-config]
+        passepartout.cascade [make-cascade providers-from-config warm-litellm]
         passepartout.hitl [escalate approvals-boot]
         passepartout.sandbox [sandbox-status]
         passepartout.services [Services]
@@ -26,11 +26,13 @@
     (except [e ValueError]
       (raise (ConfigError f"providers: {e}")))))
 
-(defn boot [[config-path None] [workspace None] [environ None] [providers None] [gates "inline"]]
+(defn boot [[config-path None] [workspace None] [environ None] [providers None] [gates "inline"]
+            [warm False]]
   "The services of a running daemon (=services.org=). PROVIDERS, when given,
    replaces the configured cascade. GATES \"process\" judges proposals in a
    gate process of the daemon's own (=gatekeeper.org=), started by
-   start-services; \"inline\" in this process."
+   start-services; \"inline\" in this process. WARM starts importing LiteLLM in
+   the background when a model is configured (a daemon or a chat that serves)."
   (setv environ (if (is environ None) os.environ environ)
         config (load-config config-path environ))
   (when workspace
@@ -44,7 +46,8 @@
         cascade-cfg (| (config-defaults "cascade") (.get config "cascade" {}))
         cascade (make-cascade (if (is providers None) (_providers config environ) providers)
                               :cooldown (get cascade-cfg "cooldown")
-                              :failure-threshold (get cascade-cfg "failure_threshold")))
+                              :failure-threshold (get cascade-cfg "failure_threshold")
+                              :store store))
   (for [r report]
     (when (proto-get r ':error)
       (.error log "skill file %s failed to load: %s"
@@ -58,6 +61,8 @@
                           :environ environ))
   (when (= gates "process")
     (setv services.gates (ProcessGates services)))
+  (when warm
+    (warm-litellm (get cascade "providers")))
   (approvals-boot services)
   services)
 
@@ -457,7 +462,8 @@
       (for [[path fd] held] (release-pid-file path fd))
       (print f"passepartout daemon: not started: {e}" :file sys.stderr)
       (return 1)))
-  (setv env (boot :config-path args.config :workspace (getattr args "workspace" None) :gates "process")
+  (setv env (boot :config-path args.config :workspace (getattr args "workspace" None) :gates "process"
+                  :warm True)
         handlers (setup-logging env.config :secrets env.secrets))
   (for [note notes]
     (.warning log "%s" note))

@@ -24,7 +24,8 @@
       _stop-re (re.compile
                  (+ r"<\|channel\|>\w+(?:\s+to=[\w.]+)?(?:\s*<\|constrain\|>\w+)?<\|message\|>"
                     r"|<\|[a-z_]+\|>"
-                    r"|<end_of_turn>|<start_of_turn>model|</s>|^assistant\s*\n")
+                    r"|<end_of_turn>|<start_of_turn>model|</s>|^assistant\s*\n"
+                    r"|<｜(?:end▁of▁sentence|begin▁of▁sentence|Assistant|User)｜>")
                  re.I))
 
 (defn strip-reasoning [text]
@@ -78,13 +79,36 @@
     (except [e ValueError]
       (setv first-error e)))
   (try
-    (_json5-loads (_escape-controls text))
-    (except [e #(ValueError RecursionError MemoryError)]
-      (raise (ProtoError f"not valid JSON: {first-error}")))))
+    (return (_json5-loads (_escape-controls text)))
+    (except [e #(ValueError RecursionError MemoryError)]))
+  (setv value (or (_python-literal text) (_requoted text)))
+  (when (is value None)
+    (raise (ProtoError f"not valid JSON: {first-error}")))
+  value)
+
+(setv _skeleton-re (re.compile r"[\s\"'\\]"))
+
+(defn _python-literal [text]
+  "The dict or list TEXT writes as a Python literal, or None."
+  (try (setv value (ast.literal-eval (.strip text)))
+       (except [Exception] (return None)))
+  (when (isinstance value #(dict list)) value))
+
+(defn _requoted [text]
+  "The dict or list json-repair reads in TEXT, when its repair only changed quoting; else None."
+  (import json-repair)
+  (try (setv value (json-repair.loads text :skip-json-loads True))
+       (except [Exception] (return None)))
+  (when (and (isinstance value #(dict list)) value
+             (= (.sub _skeleton-re "" (json.dumps value :ensure-ascii False))
+                (.sub _skeleton-re "" text)))
+    value))
 
 ;; * Spans
 
-(setv _pairs {"{" "}" "[" "]" "(" ")"})
+(setv _pairs {"{" "}" "[" "]" "(" ")"}
+      _plain-re (re.compile r"[^\"'{}\[\]()/;\\]+")
+      _in-string-re (re.compile r"[^\"'\\]+"))
 
 (defn _span-end [text start]
   "#(end closed depth) of the form that opens at START in TEXT."
@@ -96,6 +120,13 @@
         i start
         n (len text))
   (while (< i n)
+    ;; runs of characters that change nothing are skipped at C speed
+    (setv run (cond escaped None
+                    quote (.match _in-string-re text i)
+                    True (.match _plain-re text i)))
+    (when run
+      (setv i (.end run))
+      (when (>= i n) (break)))
     (setv c (get text i))
     (cond
       quote (cond escaped (setv escaped False)
@@ -149,7 +180,11 @@
   (when (is arguments None) (setv arguments {}))
   (when (not (isinstance arguments dict))
     (raise (ProtoError "tool-call arguments must be an object")))
-  arguments)
+  (_given arguments))
+
+(defn _given [d]
+  "The dict D without the keys whose value is null: an argument not given."
+  (dfor [k v] (.items d) :if (is-not v None) k v))
 
 (defn call-action [name arguments]
   "The action plist of a call NAME with ARGUMENTS (a dict, or JSON text)."
@@ -189,7 +224,7 @@
                     fields (if inner
                                (| (dfor [k v] (.items data) :if (!= k inner) k v) (get data inner))
                                data))
-              [(_aliased (proto-normalize (proto-from-data (| fields {"action" (action-name action)}))))])))
+              [(_aliased (proto-normalize (proto-from-data (| (_given fields) {"action" (action-name action)}))))])))
     (and (= (.get data "type") "request") (isinstance (.get data "payload") dict))
     (do (setv inner (object-proposals (get data "payload")))
         (when inner
@@ -270,14 +305,50 @@
                                    k.arg)
                                (_literal k.value))))))
 
-;; * Tagged calls
+;; * Readers by family
 
 (setv _tool-call-re (re.compile r"<(tool_call|function_call)>\s*(.*?)\s*(?:</\1>|\Z)" (| re.S re.I))
-      _function-tag-re (re.compile r"<function=([^>\s]+)>\s*(.*?)\s*(?:</function>|\Z)" re.S)
+      _function-tag-re (re.compile r"<function=([^>\s]+)>\s*(.*?)\s*(?:</function>|(?=<function=)|\Z)" re.S)
+      _parameter-re (re.compile r"<parameter=([^>\s]+)>\n?(.*?)\n?(?:</parameter>|(?=<parameter=)|(?=</function>)|\Z)" re.S)
+      _glm-re (re.compile r"\A([A-Za-z][\w.-]*)\s*(<arg_key>.*)\Z" re.S)
+      _arg-pair-re (re.compile r"<arg_key>\s*(.*?)\s*</arg_key>\s*<arg_value>(.*?)</arg_value>" re.S)
+      _invoke-block-re (re.compile r"<(function_calls|minimax:tool_call)>(.*?)(?:</\1>|\Z)" re.S)
+      _invoke-re (re.compile r"<invoke(?:\s+name=\"([^\"]*)\")?\s*>(.*?)(?:</invoke>|\Z)" re.S)
+      _named-param-re (re.compile r"<parameter\s+name=\"([^\"]*)\"\s*>(.*?)</parameter>" re.S)
+      _old-invoke-re (re.compile r"<tool_name>\s*(.*?)\s*</tool_name>\s*(?:<parameters>(.*?)</parameters>)?" re.S)
+      _xml-field-re (re.compile r"<([A-Za-z_][\w-]*)>(.*?)</\1>" re.S)
+      _deepseek-re (re.compile r"<｜tool▁calls▁begin｜>(.*?)(?:<｜tool▁calls▁end｜>|\Z)" re.S)
+      _deepseek-call-re (re.compile (+ r"<｜tool▁call▁begin｜>(?:function<｜tool▁sep｜>([^\n<]+?)\s*\n"
+                                       r"|([^<｜]+?)<｜tool▁sep｜>)(.*?)(?:<｜tool▁call▁end｜>|\Z)")
+                                    re.S)
+      _kimi-re (re.compile r"(?:\A|(?<=[\s>.:!?\"'`(}\]]))functions\.([A-Za-z][\w-]*):\d+\s*(?=[{\[])")
       _mistral-re (re.compile r"\[TOOL_CALLS\]")
-      _mistral-args-re (re.compile r"\s*([A-Za-z][\w.-]*)\s*\[ARGS\]")
-      _python-tag-re (re.compile r"<\|python_tag\|>")
-      _json-open-re (re.compile r"[\[{]"))
+      _mistral-args-re (re.compile r"\s*([A-Za-z][\w.-]*)\s*(?:\[CALL_ID\]\s*[\w-]*\s*)?\[ARGS\]")
+      _functionary-re (re.compile r"(?:^|(?<=[}\].!?:]))>>>\s*([A-Za-z][\w.-]*)[ \t]*\n?" re.M)
+      _qwen-agent-re (re.compile r"✿FUNCTION✿\s*:\s*([^\n✿]+?)\s*✿ARGS✿\s*:\s*")
+      _qwen-agent-tail-re (re.compile r"\s*✿RESULT✿\s*:?")
+      _react-re (re.compile r"^[ \t]*Action[ \t]*:[ \t]*([A-Za-z][\w.-]*)[ \t]*\n[ \t]*Action[ \t]+Input[ \t]*:[ \t]*" re.M)
+      _react-tail-re (re.compile r"\s*Observation\s*:?")
+      _bare-name-re (re.compile r"^[ \t]*([A-Za-z][\w-]*)[ \t]*\n?[ \t]*(?=\{)" re.M)
+      _json-lead-re (re.compile r"[ \t]*\n?[ \t]*(?:```(?:json)?[ \t]*\n?)?\s*")
+      _json-trail-re (re.compile r"\s*```")
+      _json-open-re (re.compile r"[\[{]")
+      _SOLE-FIELD {"shell" "cmd" "read-file" "path" "memory-search" "query" "message" "text"})
+
+(defn _json-at [text pos]
+  "#(value end) of the JSON value that starts at POS of TEXT, after blanks and a
+   =json= fence (whose closing is taken too); ProtoError when none reads."
+  (setv start (.end (.match _json-lead-re text pos)))
+  (when (or (>= start (len text)) (not (in (get text start) "{[")))
+    (raise (ProtoError "the call's arguments are not a JSON object")))
+  (setv [end closed depth] (_span-end text start))
+  (when (> depth MAX-DEPTH)
+    (raise (ProtoError f"the call's JSON is nested deeper than {MAX-DEPTH}")))
+  (when (not closed)
+    (raise (ProtoError "the call's JSON is not closed (was the answer cut off?)")))
+  (setv value (loads-lenient (cut text start end))
+        fence (.match _json-trail-re text end))
+  #(value (if fence (.end fence) end)))
 
 (defn _json-values [text]
   "Each balanced JSON object or array in TEXT, decoded; ProtoError when one does not read."
@@ -286,14 +357,8 @@
   (while True
     (setv found (.search _json-open-re text i))
     (when (not found) (break))
-    (setv start (.start found)
-          [end closed depth] (_span-end text start))
-    (when (not closed)
-      (raise (ProtoError "the call's JSON is not closed (was the answer cut off?)")))
-    (when (> depth MAX-DEPTH)
-      (raise (ProtoError f"the call's JSON is nested deeper than {MAX-DEPTH}")))
-    (.append out (loads-lenient (cut text start end)))
-    (setv i end))
+    (setv [value i] (_json-at text (.start found)))
+    (.append out value))
   out)
 
 (defn _from-values [values what]
@@ -305,42 +370,188 @@
     (.extend out p))
   out)
 
-(defn tagged-proposals [text]
-  "The proposals in the call tags of TEXT, None when it has no call tag, or ProtoError."
-  (setv found (list (.finditer _tool-call-re text)))
-  (when found
-    (return (_from-values (sum (lfor m found (_json-values (.group m 2))) [])
-                          "<tool_call>")))
-  (setv found (list (.finditer _function-tag-re text)))
-  (when found
-    (return (lfor m found (call-action (.group m 1) (.group m 2)))))
-  (setv m (.search _mistral-re text))
-  (when m
-    (setv rest (cut text (.end m) None)
-          named (.match _mistral-args-re rest))
-    (return
-      (if named
-          (do (setv out []
-                    pos 0)
-              (while True
-                (setv named (.match _mistral-args-re rest pos))
-                (when (not named) (break))
-                (setv start (.end named))
-                (while (and (< start (len rest)) (.isspace (get rest start))) (+= start 1))
-                (setv [end closed _] (if (< start (len rest)) (_span-end rest start) #(start False 0)))
-                (when (not closed)
-                  (raise (ProtoError "[TOOL_CALLS] arguments are not a closed JSON object")))
-                (.append out (call-action (.group named 1) (cut rest start end)))
-                (setv pos end))
-              out)
-          (_from-values (_json-values rest) "[TOOL_CALLS]"))))
-  (setv m (.search _python-tag-re text))
-  (when m
-    (setv rest (.strip (.sub _stop-re "" (cut text (.end m) None))))
-    (return (if (.startswith rest #("{" "["))
-                (_from-values (_json-values rest) "<|python_tag|>")
-                (sum (lfor part (.split rest ";") :if (.strip part) (pythonic-proposals part)) []))))
-  None)
+(defn _span [start end read]
+  "#(start end proposals error) for the call at START..END, READ being the function that reads it."
+  (try #(start end (read) None)
+       (except [e ProtoError]
+         #(start end None (str e)))))
+
+(defn _xml-value [text]
+  "An XML argument's value: its text, trimmed of the newline templates put around it."
+  (.strip text "\n"))
+
+(defn _function-calls [body]
+  "The calls of Qwen3-Coder's (or Llama 3.1's) =<function=…>= elements in BODY."
+  (lfor m (.finditer _function-tag-re body)
+        (do (setv inner (.group m 2))
+            (when (and (in "<parameter=" inner) (not (.endswith (.group m 0) "</function>")))
+              (raise (ProtoError "the <function=…> call is not closed (was the answer cut off?)")))
+            (if (in "<parameter=" inner)
+                (call-action (.group m 1) (dfor p (.finditer _parameter-re inner)
+                                                (.group p 1) (_xml-value (.group p 2))))
+                (call-action (.group m 1) inner)))))
+
+(defn _tool-call-body [body]
+  "The calls inside one =<tool_call>= (JSON, Qwen3-Coder's XML or GLM's pairs)."
+  (setv glm (.match _glm-re body))
+  (cond
+    (.startswith (.lstrip body) "<function=") (_function-calls body)
+    glm (do (setv args (dfor p (.finditer _arg-pair-re (.group glm 2))
+                             (.group p 1) (_xml-value (.group p 2))))
+            (when (not args) (raise (ProtoError "the <arg_key>/<arg_value> pairs do not read")))
+            [(call-action (.group glm 1) args)])
+    True (_from-values (_json-values body) "<tool_call>")))
+
+(defn _invoke-calls [body]
+  "The calls of the =<invoke>= elements in BODY (MiniMax and Anthropic-style XML)."
+  (setv out [])
+  (for [m (.finditer _invoke-re body)]
+    (if (.group m 1)
+        (.append out (call-action (.group m 1) (dfor p (.finditer _named-param-re (.group m 2))
+                                                     (.group p 1) (_xml-value (.group p 2)))))
+        (do (setv old (.search _old-invoke-re (.group m 2)))
+            (when (not old) (raise (ProtoError "an <invoke> names no tool")))
+            (.append out (call-action (.group old 1)
+                                      (dfor p (.finditer _xml-field-re (or (.group old 2) ""))
+                                            (.group p 1) (_xml-value (.group p 2))))))))
+  (when (not out) (raise (ProtoError "the block holds no <invoke>")))
+  out)
+
+(defn _deepseek-calls [body]
+  (setv out (lfor m (.finditer _deepseek-call-re body)
+                  (call-action (.strip (or (.group m 1) (.group m 2))) (get (_json-at (.group m 3) 0) 0))))
+  (when (not out) (raise (ProtoError "the tool-call block holds no call")))
+  out)
+
+(defn _mistral-calls [text pos]
+  "#(calls end) of the Mistral call whose =[TOOL_CALLS]= ends at POS."
+  (setv named (.match _mistral-args-re text pos))
+  (if named
+      (do (setv out [])
+          (while named
+            (setv [value end] (_json-at text (.end named)))
+            (.append out (call-action (.group named 1) value))
+            (setv pos end
+                  named (.match _mistral-args-re text pos)))
+          #(out pos))
+      (do (setv [value end] (_json-at text pos))
+          #((_from-values [value] "[TOOL_CALLS]") end))))
+
+(defn _react-input [name text pos]
+  "#(arguments end) of a ReAct =Action Input= at POS: JSON, or a line for the action's one field."
+  (setv start (.end (.match _json-lead-re text pos)))
+  (if (and (< start (len text)) (in (get text start) "{["))
+      (_json-at text pos)
+      (do (setv line-end (if (>= (.find text "\n" pos) 0) (.find text "\n" pos) (len text))
+                value (.strip (.strip (cut text pos line-end)) "\"'`")
+                field (.get _SOLE-FIELD (action-name name)))
+          (when (not field)
+            (raise (ProtoError f"Action Input for {name} must be a JSON object of its fields")))
+          #({field value} line-end))))
+
+(setv MAX-CALLS 64)
+
+(defn _count-markers [text]
+  "How many call markers of any family TEXT holds, counting up to MAX-CALLS + 1."
+  (setv n 0)
+  (for [r [_tool-call-re _invoke-re _function-tag-re _deepseek-call-re _mistral-re _kimi-re
+           _qwen-agent-re _react-re _functionary-re]]
+    (for [_ (.finditer r text)]
+      (+= n 1)
+      (when (> n MAX-CALLS) (return n))))
+  n)
+
+(defn _family-spans [text known]
+  "#(start end proposals error) of every call written in a family's call syntax in TEXT.
+   More than MAX-CALLS calls in one answer is no proposal but a ProtoError: no
+   model means that many, and reading each would cost the loop seconds."
+  (when (> (_count-markers text) MAX-CALLS)
+    (raise (ProtoError f"the answer holds more than {MAX-CALLS} calls: propose one action")))
+  (setv out []
+        unclosed-from (len text))
+  (defn free [start]
+    ;; a call that starts inside one already read, or after one left open (all
+    ;; the rest of the answer is inside that one), is not read again
+    (and (< start unclosed-from)
+         (not (any (gfor s out (<= (get s 0) start (- (get s 1) 1)))))))
+  (defn add [start end read]
+    (when (free start) (.append out (_span start end read))))
+  (for [m (.finditer _tool-call-re text)]
+    (add (.start m) (.end m) (fn [[body (.group m 2)]] (_tool-call-body body))))
+  (for [m (.finditer _invoke-block-re text)]
+    (add (.start m) (.end m) (fn [[body (.group m 2)]] (_invoke-calls body))))
+  (for [m (.finditer _function-tag-re text)]
+    (add (.start m) (.end m) (fn [[body (.group m 0)]] (_function-calls body))))
+  (for [m (.finditer _deepseek-re text)]
+    (add (.start m) (.end m) (fn [[body (.group m 1)]] (_deepseek-calls body))))
+  (defn add-at [m read]
+    "A call whose end only reading it tells."
+    (nonlocal unclosed-from)
+    (when (free (.start m))
+      (try (setv [calls end] (read))
+           (.append out #((.start m) end calls None))
+           (except [e ProtoError]
+             (when (in "not closed" (str e))
+               (setv unclosed-from (.start m)))
+             (.append out #((.start m) (.end m) None (str e)))))))
+  (for [m (.finditer _mistral-re text)]
+    (add-at m (fn [[m m]] (_mistral-calls text (.end m)))))
+  (for [m (.finditer _kimi-re text)]
+    (add-at m (fn [[m m]] (setv [v end] (_json-at text (.end m)))
+                #([(call-action (.group m 1) v)] end))))
+  (for [m (.finditer _qwen-agent-re text)]
+    (add-at m (fn [[m m]] (setv [v end] (_json-at text (.end m))
+                                tail (.match _qwen-agent-tail-re text end))
+                #([(call-action (.group m 1) v)] (if tail (.end tail) end)))))
+  (for [m (.finditer _react-re text)]
+    (add-at m (fn [[m m]] (setv [v end] (_react-input (.group m 1) text (.end m))
+                                tail (.match _react-tail-re text end))
+                #([(call-action (.group m 1) v)] (if tail (.end tail) end)))))
+  (for [m (.finditer _functionary-re text)]
+    (when (!= (.group m 1) "all")
+      (add-at m (fn [[m m]] (setv [v end] (_json-at text (.end m)))
+                  #([(call-action (.group m 1) v)] end)))))
+  (for [m (.finditer _bare-name-re text)]
+    (when (>= (len out) MAX-CALLS) (break))
+    (when (in (try (action-name (.group m 1)) (except [ProtoError] "")) known)
+      (add-at m (fn [[m m]] (setv [v end] (_json-at text (.end m)))
+                  #([(call-action (.group m 1) v)] end)))))
+  (sorted out :key (fn [s] (get s 0))))
+
+;; ** Harmony
+
+(setv _harmony-token-re
+      (re.compile (+ r"(?:<\|start\|>\s*assistant)?(?:\s*to=([\w.-]+))?\s*<\|channel\|>\s*(analysis|commentary|final)"
+                     r"(?:\s+to=([\w.-]+))?\s*(?:<\|constrain\|>\s*\w+|json)?\s*<\|message\|>"
+                     r"(.*?)(?=<\|end\|>|<\|call\|>|<\|return\|>|<\|start\|>|<\|channel\|>|\Z)")
+                  re.S)
+      _harmony-bare-start-re (re.compile r"\A\s*(?:analysis|commentary|final)(?:[^\s]| to=)")
+      _harmony-bare-re
+      (re.compile (+ r"(?:\A\s*|assistant)(?:\s*to=(functions\.[\w-]+?))?(analysis|commentary|final)"
+                     r"(?:\s+to=([\w.-]+))?(?:\s*json)?(?=\W|[A-Z]|\Z)"
+                     r"(.*?)(?=assistant(?:\s*to=functions\.[\w-]+?)?(?:analysis|commentary|final)|\Z)")
+                  re.S))
+
+(defn harmony-parts [text]
+  "(calls preamble final) of a harmony answer TEXT, calls being #(recipient arguments);
+   None when TEXT is not written in harmony's channels."
+  (setv parts (cond (in "<|channel|>" text) (list (.finditer _harmony-token-re text))
+                    (.match _harmony-bare-start-re text) (list (.finditer _harmony-bare-re text))
+                    True []))
+  (when (not parts)
+    (return None))
+  (setv calls []
+        preamble []
+        final [])
+  (for [m parts]
+    (setv channel (.group m 2)
+          recipient (or (.group m 1) (.group m 3))
+          body (.strip (.group m 4)))
+    (cond (= channel "analysis") None
+          recipient (.append calls #(recipient body))
+          (= channel "commentary") (.append preamble body)
+          True (.append final body)))
+  [calls (.join "\n" (gfor p preamble :if p p)) (.join "\n" (gfor f final :if f f))])
 
 ;; * Proposals in prose
 
@@ -350,12 +561,12 @@
       _boundary-re (re.compile r"[.!?](?=\s)|\n\s*\n")
       _quoting-re (re.compile
                     (+ r"\b(?:e\.g\.|for (?:example|instance)|such as|examples?|like this|look(?:s|ed)? like"
-                       r"|would (?:look|be|run|use|call)|could (?:run|use|try|do|call|be)|can (?:run|use|call)"
+                       r"|would (?:look|be|run|use|call|have)|could (?:run|use|try|do|call|be)|can (?:run|use|call)"
                        r"|might (?:run|use|look)|you (?:could|can|might|would|should)"
                        r"|I (?:did not|didn't|won't|will not|would not|wouldn't|have not|haven't|am not|'m not)"
                        r"|not (?:run|execute|ran|call)|instead of|rather than|do not|don't|never"
                        r"|format|syntax|schema|template|contains?|containing|contained|said|says|reads"
-                       r"|printed|output|returned|returns|shows?|showed|the file|quoted?|mentioned"
+                       r"|printed|output|returned|returns|shows?|showed|quoted?|mentioned"
                        r"|suggests?|suggested|recommends?|hypothetical(?:ly)?|illustrat\w*)\b")
                     re.I)
       _meaning-re (re.compile
@@ -385,10 +596,33 @@
     (return True))
   (setv lead (cut text (max 0 (- start 400)) start)
         cuts (list (.finditer _boundary-re lead))
-        clause (if cuts (cut lead (.end (get cuts -1)) None) lead)
-        cue (_last-cue clause))
+        clause (if cuts (cut lead (.end (get cuts -1)) None) lead))
+  ;; a block after a blank line is introduced by the line before it when that
+  ;; line ends with a colon ("Example of the format:")
+  (when (and (not (.strip clause)) cuts (.endswith (.rstrip (cut lead 0 (.start (get cuts -1)))) ":"))
+    (setv before (cut lead 0 (.start (get cuts -1)))
+          earlier (list (.finditer _boundary-re before))
+          clause (if earlier (cut before (.end (get earlier -1)) None) before)))
+  (setv cue (_last-cue clause))
   (or (= cue "quote")
+      (and (!= cue "mean") (_embedded text start end))
       (and (is cue None) (bool (.search _tail-quoting-re (cut text end (+ end 160)))))))
+
+(setv _sentence-end-re (re.compile r"[.!?;:](?:\s|\Z)")
+      _after-end-re (re.compile r"[.!?](?:\s|\Z)|\n")
+      _word-re (re.compile r"[^\W\d_]{2,}"))
+
+(defn _embedded [text start end]
+  "True when the form at START..END of TEXT sits inside a sentence: words of the
+   same sentence on its line before it and after it."
+  (setv line-start (+ (.rfind text "\n" 0 start) 1)
+        before (cut text line-start start)
+        cuts (list (.finditer _sentence-end-re before))
+        before (if cuts (cut before (.end (get cuts -1)) None) before)
+        after (cut text end (+ end 400))
+        stop (.search _after-end-re after)
+        after (if stop (cut after 0 (.start stop)) after))
+  (and (bool (.search _word-re before)) (bool (.search _word-re after))))
 
 (defn _fences [text]
   "#(start end body-start body-end language) of each Markdown fence in TEXT."
@@ -400,11 +634,12 @@
   (bool (re.search r"(?i)[\"']?\b(?:action|tool_calls|tool|function|arguments|parameters|payload)\b[\"']?\s*:|^\(\s*:(?:action|type)\b"
                    chunk)))
 
-(defn _candidates [text known]
-  "#(start end proposals error) for each candidate form in TEXT, in order."
+(defn _candidates [text known [claimed None]]
+  "#(start end proposals error) for each candidate form in TEXT outside the
+   CLAIMED #(start end) regions (the family readers' calls), in order."
   (setv out []
         fences (_fences text)
-        taken []
+        taken (list (or claimed []))
         unclosed 0)
   (for [[fs fe bs be lang] fences]
     (setv body (cut text bs be)
@@ -460,32 +695,65 @@
 
 ;; * The answer
 
-(defn _result [proposals]
-  [:proposal (get proposals 0) :unrun (list (cut proposals 1 None))])
+(setv _functionary-tokens-re (re.compile r"<\|from\|>\s*assistant\s*<\|recipient\|>\s*([\w.-]+)\s*<\|content\|>")
+      _said-noise-re (re.compile (+ r"^[ \t]*(?:Thought|Question|Observation)[ \t]*:.*$|^>>>\s*all[ \t]*\n?"
+                                    r"|✿(?:THOUGHT|RESULT|RETURN)✿\s*:?|<\|[a-z_]+\|>")
+                                 re.M)
+      _words-channel-re (re.compile r"(?:\A|\n)\s*(?:>>>\s*all[ \t]*\n|✿RETURN✿\s*:|Final Answer\s*:)\s*"))
+
+(defn _said [text spans]
+  "The words of TEXT outside SPANS (the calls taken), or None when there are none."
+  (setv parts []
+        pos 0)
+  (for [[start end _ _] spans]
+    (.append parts (cut text pos start))
+    (setv pos (max pos end)))
+  (.append parts (cut text pos None))
+  (setv words (.strip (.sub _said-noise-re "" (.join "" parts))))
+  (when (.search _word-re words) words))
+
+(defn _message-text [answer]
+  "ANSWER as the person reads it: the words of a family's words channel when it has one."
+  (setv m (list (.finditer _words-channel-re answer)))
+  (.strip (if m (cut answer (.end (get m -1)) None) answer)))
+
+(defn _result [proposals [said None]]
+  (+ [:proposal (get proposals 0) :unrun (list (cut proposals 1 None))]
+     (if said [:said said] [])))
+
+(defn _harmony-result [parts known]
+  "The result of a harmony answer's PARTS (calls preamble final)."
+  (setv [calls preamble final] parts)
+  (when calls
+    (return (_result (lfor [recipient body] calls
+                           (call-action recipient (re.sub r"\A\s*json\s*" "" body :count 1)))
+                     (or preamble None))))
+  (when (or final preamble)
+    (return (extract (or final preamble) :known known)))
+  (raise (ProtoError "the answer holds only reasoning: give the action after it")))
 
 (defn extract [text [tool-calls None] [known None]]
-  "(:proposal P :unrun (…)) for the proposal the model meant in TEXT or TOOL-CALLS
-   (a list of (:name N :arguments A) plists), (:message TEXT) when it said words,
-   or ProtoError with the reason when it tried to propose and failed. KNOWN is
-   the set of action names (ACTIONS by default); it only decides whether a
-   Python-looking call in prose is a call."
+  "(:proposal P :unrun (…) [:said WORDS]) for the proposal the model meant in TEXT
+   or TOOL-CALLS (a list of (:name N :arguments A) plists), (:message TEXT) when
+   it said words, or ProtoError with the reason when it tried to propose and
+   failed. KNOWN is the set of action names (ACTIONS by default); it decides
+   whether a Python-looking call or a bare name line in prose is a call."
   (setv known (set (or known ACTIONS)))
   (when tool-calls
     (return (_result (lfor c tool-calls
-                           (call-action (proto-get c ':name) (proto-get c ':arguments))))))
+                           (call-action (proto-get c ':name) (proto-get c ':arguments)))
+                     (when (and text (.strip text)) (try (strip-reasoning text) (except [ProtoError] None))))))
   (setv text (or text ""))
   (when (> (len text) MAX-TEXT)
     (raise (ProtoError f"answer larger than {MAX-TEXT} characters")))
-  (setv answer (strip-reasoning text))
+  (setv harmony (harmony-parts text))
+  (when harmony
+    (return (_harmony-result harmony known)))
+  (setv answer (strip-reasoning (.sub _functionary-tokens-re ">>>\\1\n" text)))
   (when (not answer)
     (raise (ProtoError (if (.strip text)
                            "the answer holds only reasoning: give the action after it"
                            "the answer is empty"))))
-  (setv tagged (tagged-proposals answer))
-  (when (is-not tagged None)
-    (when (not tagged)
-      (raise (ProtoError "the call tag holds no call")))
-    (return (_result tagged)))
   (when (and (.match _pycall-re answer) (.endswith answer #(")" "]")))
     (try (return (_result (pythonic-proposals answer)))
          (except [e ProtoError]
@@ -499,24 +767,38 @@
       (setv value (try (proto-read answer) (except [ProtoError] None)))
       (when (and (is-not value None) (is (plist-proposal value) None))
         (raise (ProtoError "the plist is not an action: write (:action :NAME …)")))))
-  (setv meant []
+  (setv family (_family-spans answer known)
+        spans (sorted (+ family (_candidates answer known (lfor s family #((get s 0) (- (get s 1) 1)))))
+                      :key (fn [s] (get s 0)))
+        fences (_fences answer)
+        meant []
+        taken []
         failed [])
-  (for [[start end proposals error] (_candidates answer known)]
-    (when (not (_quoted answer start end))
-      (if proposals (.extend meant proposals) (.append failed error))))
+  (for [[start end proposals error] spans]
+    (setv fence (next (gfor f fences :if (and (<= (get f 2) start) (<= end (get f 1)))
+                            f)
+                      None)
+          [qs qe] (if fence [(get fence 0) (get fence 1)] [start end]))
+    (when (not (_quoted answer qs qe))
+      (if proposals
+          (do (.extend meant proposals)
+              (.append taken #(qs qe proposals None)))
+          (.append failed error))))
   (cond
-    meant (_result meant)
+    meant (_result meant (_said answer taken))
     failed (raise (ProtoError (get failed 0)))
-    True [:message answer]))
+    True [:message (_message-text answer)]))
 
 ;; * Figures on the labelled set
 
 (import os)
 
 (setv _markup-re (re.compile
-                   (+ r"</?(?:tool_call|function_call|" _THINK-TAGS r")>|\[/?(?:THINK|TOOL_CALLS|ARGS)\]"
-                      r"|<\|[a-z_]+\|>|<function=|```tool_code|<end_of_turn>")
-                   re.I))
+                   (+ r"</?(?:tool_call|function_call|function_calls|invoke|parameter|arg_key|arg_value|" _THINK-TAGS r")\b"
+                      r"|<minimax:|<function=|<parameter=|\[/?(?:THINK|TOOL_CALLS|ARGS|CALL_ID)\]|<\|[a-z_]+\|>|<｜[^｜]*｜>"
+                      r"|✿[A-Z]+✿|^>>>|^Action(?: Input)?:|to=functions\.|```tool_code|<end_of_turn>"
+                      r"|\A(?:analysis|commentary|assistant)")
+                   (| re.I re.M)))
 
 (defn _fields [p]
   "The action plist inside proposal P as a dict of field name to value."
@@ -562,7 +844,8 @@
                          (= (len (proto-get detail ':unrun)) (.get case "unrun" 0)))))
     (when (= got "retry") (+= retries 1))
     (when (and (= got "message")
-               (or (!= want "message") (.search _markup-re detail)))
+               (or (!= want "message")
+                   (and (not (.get case "quoted")) (.search _markup-re detail))))
       (+= markup 1))
     (if ok (+= right 1) (.append wrong {"id" (.get case "id") "want" want "got" got
                                         "detail" (str detail)})))

@@ -239,16 +239,31 @@
 (defn _known-actions [registry]
   (| ACTIONS (set (actuator-table registry))))
 
-(defn parse-answer [text [tool-calls None] [registry None]]
-  "#(action unrun) for the model's TEXT or TOOL-CALLS: the action to verify and
-   the further actions of the same answer that will not run. The actions
-   REGISTRY's skills add are known by name too.
-   Raises ProtoError when it tried to propose one and failed."
+(defn read-answer [text [tool-calls None] [registry None]]
+  "#(action unrun said) for the model's TEXT or TOOL-CALLS: the action to
+   verify, the further actions of the same answer, and the words the model
+   wrote beside its call (or None). The actions REGISTRY's skills add are known
+   by name too. Raises ProtoError when it tried to propose one and failed."
   (setv r (extract text tool-calls (if registry (_known-actions registry) ACTIONS)))
   (if (proto-has r ':message)
-      #([:action :message :text (proto-get r ':message)] [])
+      #([:action :message :text (proto-get r ':message)] [] None)
       #((proposal-action (proto-get r ':proposal))
-        (lfor p (proto-get r ':unrun) (proposal-action p)))))
+        (lfor p (proto-get r ':unrun) (proposal-action p))
+        (proto-get r ':said))))
+
+(defn parse-answer [text [tool-calls None] [registry None]]
+  "#(action unrun) for the model's TEXT or TOOL-CALLS: the action to verify and
+   the further actions of the same answer that will not run (see read-answer).
+   Raises ProtoError when it tried to propose one and failed."
+  (cut (read-answer text tool-calls registry) 2))
+
+(defn as-written [text tool-calls]
+  "What the model wrote, as a plist to show it back when it does not read: its
+   tool calls as it made them, or its text."
+  (if tool-calls
+      [:tool-calls (lfor c tool-calls [:name (str (proto-get c ':name))
+                                       :arguments (str (or (proto-get c ':arguments) ""))])]
+      [:answer (cut (or text "") 2000)]))
 
 (defn parse-proposal [text [tool-calls None] [registry None]]
   "The action plist the model proposed, from its TEXT or its TOOL-CALLS.
@@ -264,7 +279,9 @@
 
 ;; * Think
 
-(setv RULES "Answer with exactly one action: as a plist such as (:action :shell :cmd \"ls -la\" :explanation \"list the workspace\"), as JSON such as {\"action\": \"shell\", \"cmd\": \"ls -la\", \"explanation\": \"list the workspace\"}, or as a tool call. To answer the person, use (:action :message :text \"…\"). Every action that changes anything needs an :explanation, as listed below. If a proposal is refused, the reason is given: propose something acceptable instead, or explain to the person.")
+(setv TEXT-PROTOCOL "Answer with exactly one action: as a plist such as (:action :shell :cmd \"ls -la\" :explanation \"list the workspace\"), as JSON such as {\"action\": \"shell\", \"cmd\": \"ls -la\", \"explanation\": \"list the workspace\"}, or as a tool call. To answer the person, use (:action :message :text \"…\").")
+
+(setv RULES f"{TEXT-PROTOCOL} Every action that changes anything needs an :explanation, as listed below. If a proposal is refused, the reason is given: propose something acceptable instead, or explain to the person.")
 
 (defn tool-belt [registry]
   "The actions of REGISTRY and their fields, as prompt text."
@@ -325,9 +342,10 @@
    the cascade sends the call and the result in the form the provider renders
    (see \"The conversation after a tool call\" in =cascade.org=)."
   (if (and call (proto-get call ':id))
-      (| message {CALL-KEY {"id" (str (proto-get call ':id))
-                                       "name" (str (proto-get call ':name))
-                                       "arguments" (str (or (proto-get call ':arguments) "{}"))}})
+      (| message {CALL-KEY (| {"id" (str (proto-get call ':id))
+                                "name" (str (proto-get call ':name))
+                                "arguments" (str (or (proto-get call ':arguments) "{}"))}
+                               (if (proto-get call ':said) {"said" (str (proto-get call ':said))} {}))})
       message))
 
 (defn _signal-message [signal]
@@ -352,6 +370,7 @@
 (defn build-request [signal ctx [history None] [rejections None]]
   "The request plist for the cascade."
   (setv registry (context-runtime ctx "skills")
+        belt (+ "Actions:\n" (tool-belt registry))
         prompt-skill (next (gfor s (all-skills registry)
                                  :if (and (get s "prompt") (get s "trigger")
                                           (try ((get s "trigger") ctx) (except [Exception] False)))
@@ -369,7 +388,10 @@
   (when rejections
     (.append messages (_rejection-message rejections)))
   (setv notify (context-runtime ctx "notify"))
-  (+ [:messages messages :tools (tool-definitions registry) :signal signal :rejections (list (or rejections []))]
+  ;; :text-protocol is what the cascade takes out of the system message when the
+  ;; tools go natively: the model then reads them as tool definitions
+  (+ [:messages messages :tools (tool-definitions registry) :signal signal :rejections (list (or rejections []))
+      :text-protocol [TEXT-PROTOCOL belt]]
      (if notify [:notify notify] [])))
 
 ;; ** The person's own command
@@ -399,15 +421,21 @@
   (setv text (proto-get answer ':text)
         calls (proto-get answer ':tool-calls))
   (try
-    (setv [action unrun] (parse-answer text calls (context-runtime ctx "skills"))
-          call (next (gfor c (or calls []) :if (proto-get c ':id) c) None))
+    (setv [action unrun said] (read-answer text calls (context-runtime ctx "skills"))
+          ;; the call each action came from, which its result answers
+          each (if (and calls (= (len calls) (+ 1 (len unrun))))
+                   (lfor c calls (when (proto-get c ':id) (if said (proto-put c ':said said) c)))
+                   [])
+          call (when each (get each 0)))
     (proto-merge answer (+ [:action action]
-                           ;; the call the action came from, which its result answers
                            (if call [:call call] [])
+                           (if (any each) [:calls each] [])
+                           (if said [:said said] [])
                            (if unrun [:unrun unrun :note (unrun-note unrun)] [])))
     (except [e ProtoError]
       (proto-merge answer [:status :unreadable :error (str e)
-                           :text (cut (or text (proto-print (or calls []))) 2000)]))))
+                           :text (cut (or text (proto-print (or calls []))) 2000)
+                           :written (as-written text calls)]))))
 
 ;; * The retry loop
 
@@ -442,7 +470,8 @@
     (cond
       (= status ':unreadable)
       (do (setv trace (_redacted [:gate "proto" :reason (+ "unreadable proposal: " (proto-get thought ':error))
-                                  :action [:action :message :text (proto-get thought ':text)]]
+                                  :action (or (proto-get thought ':written)
+                                              [:answer (proto-get thought ':text)])]
                                  ctx))
           (.append rejections trace)
           (.append tries (+ [:attempt n :verdict :reject] trace)))
@@ -451,32 +480,42 @@
                :reason (or (proto-get thought ':reason) "no provider answered")
                :attempts tries :usage usage :rejections rejections])
       True
-      (do (setv outcome (await (judge (proto-get thought ':action) ctx))
-                rejected (= (proto-get outcome ':verdict) ':reject))
-          ;; A refused proposal is only ever shown, never run: whatever secret it
-          ;; carried is masked before it reaches the model, the person or the store.
-          (when rejected (setv outcome (_redacted outcome ctx)))
-          ;; a rejected attempt is kept whole; the one that passed is the outcome
-          ;; itself, so its attempt keeps only what replay judges again
-          (.append tries (+ [:attempt n :provider (proto-get thought ':provider)]
-                            (if rejected
-                                outcome
-                                [:verdict (proto-get outcome ':verdict) :gate (proto-get outcome ':gate)
-                                 :reason (proto-get outcome ':reason) :proposed (proto-get outcome ':proposed)])))
-          (if rejected
+      (do (setv proposed (+ [(proto-get thought ':action)] (list (or (proto-get thought ':unrun) [])))
+                calls (or (proto-get thought ':calls) []))
+          (for [[k action] (enumerate proposed)]
+            (setv outcome (await (judge action ctx))
+                  rejected (= (proto-get outcome ':verdict) ':reject))
+            ;; A refused proposal is only ever shown, never run: whatever secret it
+            ;; carried is masked before it reaches the model, the person or the store.
+            (when rejected (setv outcome (_redacted outcome ctx)))
+            ;; a rejected attempt is kept whole; the one that passed is the outcome
+            ;; itself, so its attempt keeps only what replay judges again
+            (.append tries (+ [:attempt n :provider (proto-get thought ':provider)]
+                              (if rejected
+                                  outcome
+                                  [:verdict (proto-get outcome ':verdict) :gate (proto-get outcome ':gate)
+                                   :reason (proto-get outcome ':reason) :proposed (proto-get outcome ':proposed)])))
+            (when rejected
               (.append rejections [:gate (proto-get outcome ':gate)
                                    :reason (proto-get outcome ':reason)
                                    :action (proto-get outcome ':action)])
-              (return (proto-merge outcome (+ [:attempts tries :usage usage
-                                               :provider (proto-get thought ':provider)]
-                                              (if (proto-get thought ':call)
-                                                  [:call (proto-get thought ':call)]
-                                                  [])
-                                              (if (proto-get thought ':unrun)
-                                                  [:unrun (proto-get thought ':unrun)
-                                                   :note (proto-get thought ':note)]
-                                                  []))))))))
+              (continue))
+            (setv call (if calls (get calls k) (proto-get thought ':call))
+                  rest (list (cut proposed (+ k 1) None)))
+            (await (_tell-said ctx (proto-get thought ':said)))
+            (return (proto-merge outcome (+ [:attempts tries :usage usage
+                                             :provider (proto-get thought ':provider)]
+                                            (if call [:call call] [])
+                                            (if rest [:unrun rest :note (unrun-note rest)] []))))))))
   [:verdict :refused :rejections rejections :attempts tries :usage usage])
+
+(defn :async _tell-said [ctx said]
+  "Show the person SAID, the words the model wrote beside the call that passed."
+  (setv notify (context-runtime ctx "notify"))
+  (when (and said notify)
+    (try (setv r (notify said))
+         (when (inspect.isawaitable r) (await r))
+         (except [Exception]))))
 
 (defn refusal-text [outcome]
   "What to tell the person when every attempt was refused."

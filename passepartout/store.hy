@@ -356,7 +356,15 @@
     "CREATE TRIGGER events_no_delete BEFORE DELETE ON events
      WHEN OLD.id > (SELECT COALESCE(MAX(last), 0) FROM segments) BEGIN
        SELECT RAISE (ABORT, 'the journal is append-only: an event is deleted only once archived');
-     END"]])
+     END"]
+   ;; 14: each model's circuit breaker, so the next process does not wait again (see =cascade.org=)
+   ["CREATE TABLE IF NOT EXISTS breakers (
+       provider TEXT PRIMARY KEY,
+       failures INTEGER NOT NULL,
+       opened_at REAL,
+       incident TEXT,
+       clause TEXT,
+       updated REAL NOT NULL)"]])
 
 (setv SCHEMA-VERSION (len _schema))
 

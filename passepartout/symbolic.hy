@@ -86,6 +86,12 @@
     (if (.strip tail)
         [:action :memory-search :query (.strip tail) :explanation "the person asked to search memory"]
         (_message "Say what to look for: recall QUERY"))
+    (or (in word #("ls" "dir" "files"))
+        (and (in word #("list" "show")) (re.search r"\bfiles?\b|\bfolder\b|\bdirectory\b|\A\s*\Z" first-line)))
+    [:action :shell :cmd "ls -la" :explanation "the person asked to list the files"]
+    (and fallback (= (proto-get fallback ':fresh True) False))
+    (_message (+ "I could not read that as a command (no model is answering; I am the built-in fallback). "
+                 "`help` lists what I understand."))
     True (_help "I could not read that as a command." fallback operator)))
 
 (setv COMMANDS-TEXT "  !COMMAND        run a shell command, e.g. !ls -la

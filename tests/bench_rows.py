@@ -207,10 +207,19 @@ def store(quick):
     return m.rows(quick)
 
 
-BENCHES = {"telegram": telegram, "one-message": one_message, "harm": harm,
-           "model-calls": model_calls, "litellm-message": litellm_message, "workflows": workflows,
-           "memory": memory,
-           "routines": routines, "store": store}
+def reader(quick):
+    import parse_figures as m
+    return m.parse_rows()
+
+
+def conversation(quick):
+    import conversation_figures as m
+    return m.conversation_rows(quick)
+
+
+BENCHES = {"reader": reader, "conversation": conversation, "telegram": telegram, "one-message": one_message,
+           "harm": harm, "model-calls": model_calls, "litellm-message": litellm_message, "workflows": workflows,
+           "memory": memory, "routines": routines, "store": store}
 
 
 def main(argv):

@@ -477,7 +477,10 @@ def echo_openai_server():
                 held = self.limit is not None and self.admitted > self.limit
             if held:
                 self.gate.wait(60)
-            users = [str(m.get("content")) for m in (body or {}).get("messages", []) if m.get("role") == "user"]
+            # turns of one role in a row reach a server joined into one (blank line
+            # between): each part is read as the turn it was
+            users = [part for m in (body or {}).get("messages", []) if m.get("role") == "user"
+                     for part in str(m.get("content")).split("\n\n")]
             # what the person said: not a result, not the gates' refusal of an earlier proposal
             said = [u for u in users if not u.startswith(("Result of ", "Your previous proposals were refused"))]
             text = said[-1] if said else ""

@@ -22,6 +22,10 @@ every kind of provider at once:
                                        OpenAI-style error body saying `error_message`
     http://127.0.0.1:PORT/live/v1      answers as the script `live` names at the time,
                                        so one provider can fail, recover and fail again
+    http://127.0.0.1:PORT/ratelimit/v1 HTTP 429 with a `retry-after` header of `retry_after`
+                                       seconds (a rate limit as providers announce one)
+    http://127.0.0.1:PORT/html200/v1   HTTP 200 with an HTML page (a captive portal, a proxy's
+                                       login page, a web server where the API should be)
 
 Both /<script>/v1/chat/completions and /<script>/chat/completions are served.
 
@@ -169,7 +173,11 @@ def render(template, body):
     return TEMPLATES[template](body if isinstance(body, dict) else {})
 
 
-SCRIPTS = ("ok", "toolcall", "slow", "error500", "garbage", "empty", "toolsempty", "hang", "trickle", "live")
+SCRIPTS = ("ok", "toolcall", "slow", "error500", "garbage", "empty", "toolsempty", "hang", "trickle", "live",
+           "ratelimit", "html200")
+
+HTML_PAGE = (b"<!DOCTYPE html>\n<html><head><title>Sign in</title></head>"
+             b"<body><form>Sign in to use this network</form></body></html>")
 
 
 class ScriptedOpenAIServer:
@@ -188,6 +196,9 @@ class ScriptedOpenAIServer:
     trickle_seconds how long `trickle` takes to send its body (at most MAX_TRICKLE)
     template        strict mode: the name of a chat template in TEMPLATES every
                     request is rendered through first (None: no rendering)
+    retry_after     the `retry-after` header `ratelimit` sends (seconds, as text)
+    arguments_as_objects  `toolcall` sends each call's arguments as a JSON object rather
+                    than a string (what some non-conformant servers do)
 
     and may read:
 
@@ -214,6 +225,8 @@ class ScriptedOpenAIServer:
         self.template = None
         self.embedding_dims = 64
         self.embedding_script = "ok"
+        self.retry_after = "20"
+        self.arguments_as_objects = False
         self.requests = []
         self.hangs_closed = []
         self.most_hanging = 0
@@ -356,7 +369,8 @@ class ScriptedOpenAIServer:
             return 200, "application/json", _json(self._completion(body, n, message))
         if script == "toolcall":
             calls = [{"id": f"call_{n}_{i}", "type": "function",
-                      "function": {"name": name, "arguments": args}}
+                      "function": {"name": name,
+                                   "arguments": json.loads(args) if self.arguments_as_objects else args}}
                      for i, (name, args) in enumerate(self.tool_calls)]
             message = {"role": "assistant", "content": None, "tool_calls": calls}
             return 200, "application/json", _json(self._completion(body, n, message, "tool_calls"))
@@ -433,6 +447,15 @@ def _handler_for(server):
                 status, ctype, payload, pad = server.trickle(body, n)
                 self._send(status, ctype, payload, trickle=pad)
                 return
+            if now == "ratelimit":
+                error = {"error": {"message": "Rate limit reached for requests", "type": "requests",
+                                   "param": None, "code": "rate_limit_exceeded"}}
+                self._send(429, "application/json", _json(error),
+                           headers={"retry-after": server.retry_after})
+                return
+            if now == "html200":
+                self._send(200, "text/html; charset=utf-8", HTML_PAGE)
+                return
             status, ctype, payload = server.answer(script, body, n)
             self._send(status, ctype, payload)
 
@@ -457,9 +480,11 @@ def _handler_for(server):
                        _json({"object": "list", "data": data, "model": body.get("model", "scripted"),
                               "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}))
 
-        def _send(self, status, ctype, payload, trickle=0):
+        def _send(self, status, ctype, payload, trickle=0, headers=None):
             try:
                 self.send_response(status)
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
                 self.send_header("Content-Type", ctype)
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()

@@ -625,10 +625,18 @@ async def test_the_fallback_says_it_is_the_fallback_and_names_the_reason_once(op
     text = proto_get(first, "text")
     assert "I am the built-in fallback, not a language model (why is said just above)" in text, text
     assert "refused the key" not in text and "passepartout doctor" in text, text
-    # not told this time: the answer names the reason itself
+    # the same incident again: no block of commands a second time, one line pointing to help
     text = proto_get(second, "text")
-    assert f"I am the built-in fallback, not a language model: {reason}." in text, text
-    assert text.count("refused the key") == 1, text
+    assert "built-in fallback" in text and "`help`" in text, text
+    assert "remember TEXT" not in text and len(text.splitlines()) == 1, text
+    # a command it understands is answered as such, without the block either
+    third = proto_read(proto_get(await cascade_complete(cascade, told(heard, "list the files")), "text"))
+    assert proto_get(third, "action") == K("shell") and proto_get(third, "cmd") == "ls -la", third
+    # help asked for is the whole block, with the reason named
+    fourth = proto_read(proto_get(await cascade_complete(cascade, told(heard, "help")), "text"))
+    text = proto_get(fourth, "text")
+    assert "not a language model: model openai/scripted-error401" in text and "refused the key" in text, text
+    assert "remember TEXT" in text, text
     # nobody to tell: the answer names it, and only the log heard the line
     quiet = make_cascade([scripted(openai_server, "error401"), make_provider("symbolic")])
     text = proto_get(proto_read(proto_get(await cascade_complete(quiet, told(None, "hello")), "text")), "text")
@@ -896,3 +904,172 @@ async def test_an_empty_answer_to_the_tools_is_asked_again_without_them(openai_s
     openai_server.requests.clear()
     result = await cascade_complete(make_cascade([scripted(openai_server, "empty")]), request(tools=TOOLS))
     assert outcomes(result) == [K("empty")] and len(openai_server.requests) == 2, openai_server.requests
+
+
+# * Faults as providers mean them
+
+@on_loop
+async def test_a_long_retry_after_falls_through_and_is_the_cool_down(openai_server, key):
+    openai_server.retry_after = "20"
+    heard = Heard()
+    clock = FakeClock()
+    cascade = make_cascade([scripted(openai_server, "ratelimit"), scripted(openai_server, "ok")], clock=clock)
+    first = await cascade_complete(cascade, told(heard))
+    assert outcomes(first) == [K("error"), K("ok")], first
+    assert "retry after 20 s" in proto_get(proto_get(first, "attempts")[0], "detail"), first
+    assert len(heard.lines) == 1 and "rate limit" in heard.lines[0], heard.lines
+    second = await cascade_complete(cascade, told(heard))
+    assert outcomes(second) == [K("skipped"), K("ok")], second
+    clock.now += 21.0
+    third = await cascade_complete(cascade, told(heard))
+    assert outcomes(third) == [K("error"), K("ok")], third
+    # one request per message that asked it: neither LiteLLM nor its HTTP client tried again
+    assert openai_server.scripts_seen() == ["ratelimit", "ok", "ok", "ratelimit", "ok"], openai_server.scripts_seen()
+
+
+@on_loop
+async def test_a_short_retry_after_is_waited_and_the_person_told(openai_server, key):
+    openai_server.retry_after = "0.2"
+    heard = Heard()
+    cascade = make_cascade([scripted(openai_server, "ratelimit"), scripted(openai_server, "ok")])
+    result = await cascade_complete(cascade, told(heard))
+    assert openai_server.scripts_seen() == ["ratelimit", "ratelimit", "ok"], openai_server.scripts_seen()
+    assert outcomes(result) == [K("error"), K("ok")], result
+    assert heard.lines[0] == "model openai/scripted-ratelimit is over its rate limit; asking it again in 0.2 s", \
+        heard.lines
+
+
+@on_loop
+async def test_an_html_page_is_not_an_api_answer_and_names_the_host(openai_server, key):
+    heard = Heard()
+    cascade = make_cascade([scripted(openai_server, "html200"), scripted(openai_server, "ok")])
+    result = await cascade_complete(cascade, told(heard))
+    assert outcomes(result) == [K("garbage"), K("ok")], result
+    assert len(heard.lines) == 1, heard.lines
+    line = heard.lines[0]
+    assert "127.0.0.1 answered with a web page, not an API answer" in line and "500" not in line, line
+
+
+@on_loop
+async def test_a_timeout_with_a_healthy_model_behind_opens_the_breaker_at_once(openai_server, key):
+    _litellm_module()
+    cascade = make_cascade([scripted(openai_server, "hang", timeout=1.0), scripted(openai_server, "ok")])
+    assert outcomes(await cascade_complete(cascade, request())) == [K("timeout"), K("ok")]
+    for _ in range(3):
+        assert outcomes(await cascade_complete(cascade, request())) == [K("skipped"), K("ok")]
+    assert openai_server.scripts_seen().count("hang") == 1, openai_server.scripts_seen()
+
+
+@on_loop
+async def test_a_model_that_timed_out_gets_a_short_probe_before_a_full_deadline(openai_server, key):
+    _litellm_module()
+    cascade = make_cascade([scripted(openai_server, "live", timeout=1.0), make_provider("symbolic")],
+                           probe_deadline=0.5)
+    openai_server.live = "hang"
+    assert outcomes(await cascade_complete(cascade, request())) == [K("timeout"), K("ok")]
+    assert proto_get(cascade_status(cascade)[0], "state") == K("closed"), "no healthy model behind: not opened"
+    # the next message: a one-token probe first, which hangs too: no full request is sent
+    second = await cascade_complete(cascade, request())
+    assert outcomes(second) == [K("timeout"), K("ok")], second
+    bodies = [r["body"] for r in openai_server.requests]
+    assert bodies[1]["max_tokens"] == 1 and len(bodies) == 2, bodies
+    assert "short probe" in proto_get(proto_get(second, "attempts")[0], "detail"), second
+    # it answers again: the probe, then the full request
+    openai_server.live = "ok"
+    third = await cascade_complete(cascade, request())
+    assert outcomes(third) == [K("ok")], third
+    bodies = [r["body"] for r in openai_server.requests]
+    assert [b["max_tokens"] for b in bodies[2:]] == [1, 1024], bodies[2:]
+    fourth = await cascade_complete(cascade, request())
+    assert len(openai_server.requests) == 5, "no probe once it answered"
+
+
+@on_loop
+async def test_the_breakers_outlive_the_process_in_the_store(openai_server, key, tmp_path):
+    from passepartout.store import store_open, store_close
+    _litellm_module()
+    store = store_open(tmp_path / "p.db")
+    try:
+        providers = [scripted(openai_server, "hang", timeout=1.0), scripted(openai_server, "ok")]
+        first = make_cascade(providers, store=store)
+        assert outcomes(await cascade_complete(first, request())) == [K("timeout"), K("ok")]
+        again = make_cascade(providers, store=store)
+        assert proto_get(cascade_status(again)[0], "state") == K("open"), cascade_status(again)
+        assert outcomes(await cascade_complete(again, request())) == [K("skipped"), K("ok")]
+        assert openai_server.scripts_seen().count("hang") == 1, openai_server.scripts_seen()
+    finally:
+        store_close(store)
+
+
+def test_litellm_is_imported_in_the_background_when_a_model_is_configured():
+    got = run_python("""
+        import json, sys
+        import hy
+        from passepartout.cascade import warm_litellm, make_provider, default_providers
+        none = warm_litellm(default_providers())
+        before = 'litellm' in sys.modules
+        t = warm_litellm([make_provider("openai/gpt-4o-mini"), make_provider("symbolic")])
+        t.join(120)
+        print(json.dumps([none is None, before, 'litellm' in sys.modules]))
+    """)
+    assert got == [True, False, True], got
+
+
+def test_every_request_alternates_in_both_forms():
+    from passepartout.cascade import native_messages, text_messages
+    neutral = [{"role": "system", "content": "rules"},
+               {"role": "assistant", "content": "an answer the cut history begins with"},
+               {"role": "user", "content": "list my files"},
+               {"role": "user", "content": "Your previous proposals were refused: …"},
+               {"role": "user", "content": "Result of (:action :shell :cmd \"ls\"):\nnotes.txt"},
+               {"role": "assistant", "content": "first"},
+               {"role": "assistant", "content": "second"}]
+    for form in (native_messages, text_messages):
+        out = form(neutral)
+        assert [m["role"] for m in out] == ["system", "user", "assistant"], (form, out)
+        assert "refused" in out[1]["content"] and "notes.txt" in out[1]["content"], out
+        assert out[2]["content"] == "first\n\nsecond", out
+
+
+def test_words_beside_a_call_are_the_assistant_turn_that_made_it():
+    from passepartout.cascade import native_messages, text_messages
+    call = {"id": "c1", "name": "shell", "arguments": '{"cmd": "ls"}', "said": "I'll list the files first."}
+    neutral = [{"role": "system", "content": "rules"}, {"role": "user", "content": "go"},
+               {"role": "user", "content": "Result of ls:\nnotes.txt", "passepartout_call": call}]
+    native = native_messages(neutral)
+    assert native[2]["content"] == "I'll list the files first." and native[2]["tool_calls"], native
+    text = text_messages(neutral)
+    assert text[2]["content"].startswith("I'll list the files first.\n\n{"), text
+
+
+def test_the_text_protocol_is_left_out_when_the_tools_go_natively():
+    from passepartout.cascade import without_text_protocol
+    system = "IDENTITY\n\nAnswer as a plist. RULES\n\nActions:\n(:action :shell)\n\nWorkspace: /w"
+    out = without_text_protocol([{"role": "system", "content": system}, {"role": "user", "content": "hi"}],
+                                ["Answer as a plist.", "Actions:\n(:action :shell)"])
+    assert out[0]["content"] == "IDENTITY\n\nRULES\n\nWorkspace: /w", out
+    assert out[1] == {"role": "user", "content": "hi"}, out
+
+
+def test_arguments_sent_as_an_object_are_read_without_warnings_on_the_terminal():
+    code = f"""
+import asyncio, json, os, sys
+sys.path.insert(0, {str(ROOT / 'tests')!r})
+import hy
+from hy.models import Keyword as K
+from openai_server import ScriptedOpenAIServer
+from passepartout.cascade import make_cascade, make_provider, cascade_complete
+from passepartout.proto import proto_get
+s = ScriptedOpenAIServer()
+s.arguments_as_objects = True
+os.environ["K"] = "sk"
+c = make_cascade([make_provider("openai/x", api_base=s.url("toolcall"), api_key_env="K")])
+tools = [{{"type": "function", "function": {{"name": "shell", "parameters": {{"type": "object"}}}}}}]
+r = asyncio.run(cascade_complete(c, [K("messages"), [{{"role": "user", "content": "hi"}}], K("tools"), tools]))
+s.stop()
+print(json.dumps(proto_get(proto_get(r, K("tool-calls"))[0], K("arguments"))))
+"""
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(json.loads(out.stdout.strip().splitlines()[-1]))["cmd"] == "ls -la", out.stdout
+    assert "serializer warnings" not in out.stderr, out.stderr

@@ -421,3 +421,35 @@ def test_bench_marks_every_figure_that_misses_its_goal():
     assert goal_missed(25.0, "ms (median)", "< 20 ms") is True
     assert goal_missed(1200, "", "≤ 1 100") is True and goal_missed(1000, "", "≤ 1 100") is False
     assert goal_missed(1.0, "s", "≈ 1 s") is None and goal_missed(2, "", "") is None
+
+
+# * parse
+
+def test_parse_prints_one_line_per_answer(home):
+    lines = [
+        json.dumps("<tool_call>\n<function=shell>\n<parameter=cmd>\nls\n</parameter>\n</function>\n</tool_call>"),
+        json.dumps('I\'ll read it.\n[TOOL_CALLS]read_file[CALL_ID]abc[ARGS]{"path": "a"}'
+                   '[TOOL_CALLS]shell[CALL_ID]xyz[ARGS]{"cmd": "ls"}'),
+        json.dumps("analysisthinking hereassistantfinalThe answer is 4."),
+        "not json",
+        json.dumps('{"action": "shell", "cmd": '),
+        json.dumps({"text": "", "tool_calls": [{"name": "read_file", "arguments": {"path": "b"}}]}),
+    ]
+    out = passepartout("parse", "-", input="\n".join(lines), env=home)
+    assert out.returncode == 0, out.stderr
+    got = [json.loads(line) for line in out.stdout.splitlines()]
+    assert len(got) == len(lines), got
+    assert got[0] == {"action": "shell", "fields": {"cmd": "ls"}, "unrun": 0}, got[0]
+    assert got[1]["action"] == "read-file" and got[1]["unrun"] == 1 and got[1]["said"] == "I'll read it.", got[1]
+    assert got[2] == {"action": "message", "fields": {"text": "The answer is 4."}, "unrun": 0}, got[2]
+    assert got[3]["action"] is None and "line 4" in got[3]["error"], got[3]
+    assert got[4]["action"] is None and "not closed" in got[4]["error"], got[4]
+    assert got[5] == {"action": "read-file", "fields": {"path": "b"}, "unrun": 0}, got[5]
+
+
+def test_parse_does_not_import_litellm(home):
+    code = ("import sys\nfrom passepartout.cli import parse_line\n"
+            "print(parse_line('\"hi\"', 1))\n"
+            "assert 'litellm' not in sys.modules, 'litellm was imported'\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=home, timeout=120)
+    assert out.returncode == 0, out.stderr

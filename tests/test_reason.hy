@@ -371,3 +371,49 @@
   (setv trace (get (proto-get (get requests 1) ':rejections) 0))
   (expect (proto-get trace ':gate) "elsewhere" "the judge's gate, in the trace")
   (expect (proto-get trace ':reason) "judged elsewhere" "the judge's reason, in the trace"))
+
+;; * Several calls, words beside a call, calls that do not read
+
+(defn test-an-unknown-tool-first-does-not-keep-a-valid-one-from-running [registry ctx]
+  (setv [complete requests]
+        (scripted [[:status :ok :provider "script" :text None
+                    :tool-calls [[:name "teleport" :arguments "{\"to\": \"mars\"}" :id "call_1"]
+                                 [:name "shell" :arguments "{\"cmd\": \"ls\", \"explanation\": \"look\"}" :id "call_2"]
+                                 [:name "shell" :arguments "{\"cmd\": \"pwd\", \"explanation\": \"where\"}" :id "call_3"]]]]))
+  (setv out (run (reason SIGNAL ctx complete)))
+  (expect (V out) "allow" "verdict")
+  (expect (len requests) 1 "one model call")
+  (expect (proto-get (proto-get out ':action) ':cmd) "ls" "the valid call runs")
+  (expect (proto-get (proto-get out ':call) ':id) "call_2" "its result answers its own call")
+  (setv first-try (get (proto-get out ':attempts) 0))
+  (expect (V first-try) "reject" "the unknown tool has its own verdict")
+  (expect (len (proto-get out ':unrun)) 1 "the call after the one that ran is not run")
+  (assert (in "pwd" (proto-get out ':note)) (proto-get out ':note)))
+
+(defn test-a-call-whose-arguments-do-not-read-is-shown-back-as-it-was [registry ctx]
+  (setv [complete requests]
+        (scripted [[:status :ok :provider "script" :text None
+                    :tool-calls [[:name "shell" :arguments "{\"cmd\": \"ls" :id "call_1"]]]
+                   "(:action :message :text \"ok\")"]))
+  (setv out (run (reason SIGNAL ctx complete)))
+  (expect (V out) "allow" "verdict")
+  (setv told (get (proto-get (get requests 1) ':messages) -1 "content"))
+  (assert (in ":tool-calls" told) f"the model is shown its call: {told}")
+  (assert (in "{\\\"cmd\\\": \\\"ls" told) f"with its arguments as written: {told}")
+  (assert (not (in ":action :message" told)) f"not as a message it never wrote: {told}"))
+
+(defn test-words-beside-a-call-are-shown-and-kept-with-the-call [registry]
+  (setv heard []
+        ctx (context-of registry :notify heard.append)
+        [complete requests]
+        (scripted [[:status :ok :provider "script" :text "I'll list the files first."
+                    :tool-calls [[:name "shell" :arguments "{\"cmd\": \"ls\", \"explanation\": \"look\"}" :id "c1"]]]]))
+  (setv out (run (reason SIGNAL ctx complete)))
+  (expect heard ["I'll list the files first."] "what the person was shown")
+  (expect (proto-get (proto-get out ':call) ':said) "I'll list the files first." "kept with the call"))
+
+(defn test-the-request-names-the-text-protocol-for-native-tools [registry ctx]
+  (setv request (build-request SIGNAL ctx))
+  (setv system (get (proto-get request ':messages) 0 "content"))
+  (for [part (proto-get request ':text-protocol)]
+    (assert (in part system) f"each part is in the system message as it is: {part}")))

@@ -209,3 +209,16 @@
   (for [detail ["127.0.0.1" "PASSEPARTOUT_MODELS" "OPENAI_API_KEY" "config.toml"]]
     (assert (not (in detail text)) f"{detail} shown to a chat user: {text !r}"))
   (assert (and (in "!COMMAND" text) (in "runs this assistant" text)) text))
+
+(defn test-the-fallback-gives-its-commands-once-per-incident []
+  (setv later (message-text (+ (user-says "hello")
+                               [:fallback [:told [] :untold ["model m refused the key"] :kinds ["http-401"]
+                                           :fresh False]])))
+  (assert (in "`help`" later) f"a pointer to help: {later}")
+  (assert (not (in "remember TEXT" later)) f"no block of commands again: {later}")
+  (assert (= (len (.splitlines later)) 1) f"one line: {later}"))
+
+(defn test-list-the-files-is-understood []
+  (for [text ["list the files" "ls" "list" "show files"]]
+    (setv a (symbolic-action (user-says text)))
+    (assert (= (proto-get a ':cmd) "ls -la") f"{text}: {a}")))

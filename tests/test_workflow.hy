@@ -261,8 +261,11 @@
   (shutdown services))
 
 (defn last-said [body]
-  "What the model is asked about: the last message of the request BODY."
-  (str (or (get (get body "messages") -1 "content") "")))
+  "What the model is asked about: the last message of the request BODY, from
+   its last result or refusal on when turns of one role were joined into it."
+  (setv text (str (or (get (get body "messages") -1 "content") ""))
+        at (max (.rfind text "\n\nResult of ") (.rfind text "\n\nYour previous proposals were refused")))
+  (if (>= at 0) (cut text (+ at 2) None) text))
 
 (defn says [text]
   (+ "(:action :message :text \"" text "\")"))
@@ -660,8 +663,9 @@
   (setv openai-server.responder
         (fn [body]
           (setv said (lfor m (get body "messages") (str (or (get m "content") "")))
-                last (get said -1)
-                mine (.join "\n" said))
+                last (last-said body)
+                mine (.join "\n" said)
+                results (.count mine "Result of"))
           (cond (.startswith last "Result of (:action :plan")
                 (do (setv found (re.search r":id \"(w[0-9a-f]+)\" :step \"c\"" last))
                     (+ f"(:action :spawn :objective \"count the rest\" :continue \"{(.group found 1)}\""
@@ -670,7 +674,7 @@
                 (says (if (in "counted the rest" last) "counted, after one continuation" "not counted"))
                 (in "This goes on with the work of the worker" mine) (says "counted the rest")
                 (in "Your objective:\ncount" mine)
-                f"(:action :shell :cmd \"echo {(len said)}\" :explanation \"count one more\")"
+                f"(:action :shell :cmd \"echo {results}\" :explanation \"count one more\")"
                 True
                 "(:action :plan :title \"count\" :explanation \"count in the background\"
                   :steps ((:id \"c\" :objective \"count\" :tools (\"shell\"))))")))

@@ -44,7 +44,11 @@ def services_in(folder, server):
 
 
 def last_said(body):
-    return str(body["messages"][-1].get("content") or "")
+    """The last message of BODY, from its last result on when turns of one role
+    were joined into it."""
+    text = str(body["messages"][-1].get("content") or "")
+    cut = max(text.rfind("\n\nResult of "), text.rfind("\n\nYour previous proposals were refused"))
+    return text[cut + 2:] if cut >= 0 else text
 
 
 def says(text):

@@ -96,6 +96,9 @@ def parent(kills, seed):
 
     def respond(body):
         last = str(body["messages"][-1].get("content") or "")
+        at = max(last.rfind("\n\nResult of "), last.rfind("\n\nYour previous proposals were refused"))
+        if at >= 0:  # turns of one role joined: from the last result or refusal on
+            last = last[at + 2:]
         if "Your objective:\nnode " in last:
             node = last.split("Your objective:\nnode ")[1].split()[0]
             return (f'(:action :shell :cmd "echo ran >> {node}.txt; sleep 0.2" '
