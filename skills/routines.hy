@@ -87,12 +87,17 @@
 (defn _runtime [ctx]
   (getattr (context-runtime ctx "services") "routines" None))
 
+(defn _refused [check kind nothing action ctx]
+  "The error result when ACTION may not be carried out (what CHECK finds wrong
+   with it, refusing the KIND) or no routines run here (so NOTHING); else None."
+  (setv why (check action ctx))
+  (cond why (error-result f"{kind} refused: {why}")
+        (is (_runtime ctx) None) (error-result f"routines are not running in this daemon, so {nothing}")))
+
 (defn :async run-schedule [action ctx]
   (setv runtime (_runtime ctx)
-        why (schedule-problem action ctx))
-  (when why (return (error-result f"schedule refused: {why}")))
-  (when (is runtime None)
-    (return (error-result "routines are not running in this daemon, so nothing was scheduled")))
+        refused (_refused schedule-problem "schedule" "nothing was scheduled" action ctx))
+  (when refused (return refused))
   (setv now (proto-get ctx ':now)
         tz (config-zone (_config ctx))
         [spec _] (parse-when (proto-get action ':when) tz now)
@@ -113,10 +118,8 @@
 
 (defn :async run-routine [action ctx]
   (setv runtime (_runtime ctx)
-        why (routine-problem action ctx))
-  (when why (return (error-result f"routine refused: {why}")))
-  (when (is runtime None)
-    (return (error-result "routines are not running in this daemon, so nothing was changed")))
+        refused (_refused routine-problem "routine" "nothing was changed" action ctx))
+  (when refused (return refused))
   (setv op (_text (proto-get action ':op))
         id (_text (proto-get action ':id))
         state (get {"pause" "paused" "resume" "active" "delete" "deleted"} op))

@@ -20,6 +20,17 @@
 (defn text-of [signal]
   (proto-get (proto-get signal ':payload) ':text))
 
+(defn last-said [body]
+  "What a scripted model is asked about: the last message of the request BODY,
+   from its last result or refusal on when turns of one role were joined into it."
+  (setv text (str (or (get (get body "messages") -1 "content") ""))
+        at (max (.rfind text "\n\nResult of ") (.rfind text "\n\nYour previous proposals were refused")))
+  (if (>= at 0) (cut text (+ at 2) None) text))
+
+(defn says [text]
+  "A scripted model's answer that says TEXT."
+  (+ "(:action :message :text \"" text "\")"))
+
 (defn is-reply [signal]
   (= (proto-get signal ':type) (kw "reply")))
 

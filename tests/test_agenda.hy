@@ -205,7 +205,7 @@
         passepartout.daemon [boot shutdown]
         passepartout.gateway [Hub]
         passepartout.task [ends-task]
-        steps [user-says text-of run-task symbolic-env])
+        steps [user-says text-of run-task symbolic-env last-said])
 
 (setv KEY-ENV "PASSEPARTOUT_TEST_SCRIPTED_KEY")
 
@@ -216,9 +216,6 @@
         :environ {"PASSEPARTOUT_DATA_DIR" (str (/ tmp-path "data")) "HOME" (str tmp-path)}
         :providers [(make-provider "openai/scripted" :api-base (.url openai-server "ok")
                                    :api-key-env KEY-ENV :tool-results "native")]))
-
-(defn last-said [body]
-  (str (or (get (get body "messages") -1 "content") "")))
 
 (defn [pytest.fixture] symbolic [tmp-path]
   (yield :from (symbolic-env tmp-path)))

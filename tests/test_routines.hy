@@ -172,6 +172,7 @@
         passepartout.gateway [Hub]
         passepartout.routines [routines-of]
         passepartout.journal [journal-export]
+        steps [last-said says]
         time)
 
 (setv KEY-ENV "PASSEPARTOUT_TEST_SCRIPTED_KEY")
@@ -191,12 +192,6 @@
                                                   :api-key-env KEY-ENV :tool-results "native")]))
   (yield services)
   (shutdown services))
-
-(defn last-said [body]
-  (str (or (get (get body "messages") -1 "content") "")))
-
-(defn says [text]
-  (+ "(:action :message :text \"" text "\")"))
 
 (defn :async until [test [timeout 60]]
   (setv deadline (+ (time.monotonic) timeout))

@@ -238,7 +238,7 @@
         passepartout.task [ends-task]
         passepartout.store [events]
         passepartout.workflow [workflows-of]
-        steps [user-says text-of kind-of])
+        steps [user-says text-of kind-of last-said says])
 
 (setv KEY-ENV "PASSEPARTOUT_TEST_SCRIPTED_KEY")
 
@@ -259,16 +259,6 @@
   (setv services (boot-daemon tmp-path openai-server))
   (yield services)
   (shutdown services))
-
-(defn last-said [body]
-  "What the model is asked about: the last message of the request BODY, from
-   its last result or refusal on when turns of one role were joined into it."
-  (setv text (str (or (get (get body "messages") -1 "content") ""))
-        at (max (.rfind text "\n\nResult of ") (.rfind text "\n\nYour previous proposals were refused")))
-  (if (>= at 0) (cut text (+ at 2) None) text))
-
-(defn says [text]
-  (+ "(:action :message :text \"" text "\")"))
 
 (defn :async converse [services text [timeout 120]]
   "Say TEXT in the chat test:1 of a hub of SERVICES and wait for the reply
