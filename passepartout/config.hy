@@ -213,7 +213,10 @@
     "keys" {"archive_after" (_key "string" "30d" (+ "how old turns are moved, once a day, into compressed segments "
                                                    "beside the store (`\"30d\"`, `\"2 weeks\"`); `off`: never"))}}
    {"name" "cascade" "shape" "table" "fill" True
-    "doc" "The circuit breaker in front of each provider."
+    "doc" (+ "The circuit breaker in front of each provider. Its state is kept in the store, so a new process "
+             "does not wait again for a model that just hung; a model that did not answer in time is skipped at "
+             "once when a model behind it is healthy, and a rate limit's `retry-after` is waited (up to 5 s, the "
+             "person told) or taken as the cool-down.")
     "keys" {"cooldown" (_key "number" 60 "seconds a provider that keeps failing is skipped")
             "failure_threshold" (_key "number" 3 "failures in a row that make it skipped")}}
    {"name" "skills" "shape" "table" "fill" True
