@@ -200,7 +200,8 @@
             "compaction_model" (_key "string" "" "the model that summarises older turns (the `compaction` role): the name of a `[[providers]]` table, or a LiteLLM model string; empty, or when it fails: the configured models in order")
             "embedding_model" (_key "string" "" "the LiteLLM embedding model that lets memory be found by meaning (`openai/text-embedding-3-small`, `ollama/nomic-embed-text`); empty: by words alone")
             "embedding_api_base" (_key "string" "" "the embedding server's address, for local and compatible servers")
-            "embedding_api_key_env" (_key "string" "" "the environment variable that holds the embedding server's key")}}
+            "embedding_api_key_env" (_key "string" "" "the environment variable that holds the embedding server's key")
+            "dream_at" (_key "string" "03:00" "the time of day (`\"03:00\"`, in `[routines] time_zone`) the daemon consolidates memory, once a night, as `/dream` does; a night it was down is made up once when it starts; empty or `off`: never")}}
    {"name" "routines" "shape" "table" "fill" True
     "doc" (+ "Routines and reminders (`:schedule`; see `routines.org`): the person's time zone, "
              "and how often a routine may run.")

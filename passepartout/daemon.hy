@@ -424,12 +424,14 @@
   "The services every daemon runs: the REPL socket, hot reload of skill files,
    the approvals (expiry, answers given on the host, stored notices), and the
    agenda's periodic review (=agenda.org=; nothing unless [agenda] review asks),
-   and the journal's daily archive (=archive.org=; off when [journal] archive_after is)."
+   the journal's daily archive (=archive.org=; off when [journal] archive_after is),
+   and memory's nightly dream (=memory.org=; off when [memory] dream_at is)."
   (import passepartout.repl [serve-repl]
           passepartout.hitl [approvals-service]
           passepartout.agenda [agenda-review-service]
-          passepartout.archive [archive-service])
-  [serve-repl _watch-skills approvals-service agenda-review-service archive-service])
+          passepartout.archive [archive-service]
+          passepartout.memory [dream-service])
+  [serve-repl _watch-skills approvals-service agenda-review-service archive-service dream-service])
 
 (defn start-banner [env [states None] [listening True]]
   "What a person starting the daemon is told: what runs (STATES, {gateway:

@@ -219,7 +219,8 @@
 (setv CONTAINED-WORDS 4
       SMALL-WORD 3
       NEGATIONS #{"no" "not" "nor" "non" "never"}
-      MEMORY-SESSION "memory")
+      MEMORY-SESSION "memory"
+      LAST-DREAM-KEY "memory:last-dream")
 
 (defn _note [store i]
   "Note I as (:id :ts :session :text), or None."
@@ -342,8 +343,10 @@
     (with [conn (.transaction store)]
       (for [i old] (.execute conn "UPDATE memory SET stale = ? WHERE id = ?" #(now i))))
     (.append turns (_change store [:change "stale" :marked old :by "dream"] session)))
-  [:forgotten forgotten :merged (len pairs) :stale (len old) :turns turns
-   :before before :after (get (.query store "SELECT count(*) FROM memory") 0 0)])
+  (setv r [:forgotten forgotten :merged (len pairs) :stale (len old) :turns turns
+           :before before :after (get (.query store "SELECT count(*) FROM memory") 0 0)])
+  (hy.I.passepartout/store.kv-put store LAST-DREAM-KEY (+ [:at now] r))
+  r)
 
 (defn memory-history [store [limit 50]]
   "The last LIMIT memory changes, oldest first, as (:turn ID :ts T :change C :data D)."
@@ -384,3 +387,106 @@
     store [:event "memory" :session (or session MEMORY-SESSION) :parents [turn]
            :data [:change "revert" :reverts turn :restored (lfor n removed (proto-get n ':id))
                   :unmarked marked]]))
+
+;; * Dreaming at night
+
+(import datetime zoneinfo)
+
+(setv DREAM-NIGHT-KEY "memory:dream-night"
+      DREAM-POLL 60
+      _dream-at-re (re.compile r"^(\d{1,2}):(\d{2})$"))
+
+(defn dream-at [config]
+  "The local time of CONFIG's [memory] dream_at as #(hour minute); None for
+   off. A ValueError for text that is neither.
+   (dream-at {\"memory\" {\"dream_at\" \"3:30\"}}) ⇒ #(3 30)"
+  (setv text (.get (| (hy.I.passepartout/config.config-defaults "memory") (.get (or config {}) "memory" {}))
+                   "dream_at")
+        t (.lower (.strip (str (if (is text None) "" text)))))
+  (when (in t #("" "off" "no" "none" "false" "never"))
+    (return None))
+  (setv m (.match _dream-at-re t))
+  (when (or (not m) (> (int (.group m 1)) 23) (> (int (.group m 2)) 59))
+    (raise (ValueError f"[memory] dream_at: {text !r} is no time of day; write one such as \"03:00\", or \"off\"")))
+  #((int (.group m 1)) (int (.group m 2))))
+
+(defn dream-night [now at tz]
+  "The night the POSIX time NOW is in, for dreams at AT (#(hour minute)) in
+   the zone TZ (a name): the local date of the last AT not after NOW."
+  (setv zone (zoneinfo.ZoneInfo tz)
+        local (datetime.datetime.fromtimestamp now zone)
+        day (.date local)
+        first (.timestamp (datetime.datetime day.year day.month day.day #* at :tzinfo zone)))
+  ;; the wall clock past AT (the spring's gap), or the first AT passed (the autumn's hour again)
+  (when (and (< #(local.hour local.minute) at) (< now first))
+    (setv day (- day (datetime.timedelta :days 1))))
+  (.isoformat day))
+
+(defn _take-night [store night]
+  "Take NIGHT to dream: True when it is later than the last night taken,
+   False when it is not, None when no night was ever taken (NIGHT is taken,
+   to be the first not dreamed)."
+  (setv kv hy.I.passepartout/store)
+  (with [_ (.transaction store)]
+    (setv last (kv.kv-get store DREAM-NIGHT-KEY))
+    (when (and (is-not last None) (>= last night))
+      (return False))
+    (kv.kv-put store DREAM-NIGHT-KEY night)
+    (if (is last None) None True)))
+
+(defn dream-pass [services at tz]
+  "Dream when the night at the services' clock is not dreamed yet; the
+   dream's result, or None."
+  (setv now (services.clock)
+        night (dream-night now at tz)
+        last (hy.I.passepartout/store.kv-get services.store DREAM-NIGHT-KEY))
+  (when (or (and (is-not last None) (>= last night))
+            (not (_take-night services.store night)))
+    (return None))
+  (setv r (dream services.store :now now))
+  (when (proto-get r ':turns)
+    (.info log "dreamed (the night of %s): %s" night (dream-text r)))
+  r)
+
+(defn dream-text [r]
+  "What the dream R changed, in a few words."
+  (if (proto-get r ':turns)
+      (+ f"{(proto-get r ':merged)} merged, {(proto-get r ':forgotten)} forgotten, "
+         f"{(proto-get r ':stale)} marked stale; {(proto-get r ':before)} notes before, {(proto-get r ':after)} after")
+      "nothing changed"))
+
+(defn dream-summary [store config]
+  "When memory is consolidated and what the last time changed, in one line."
+  (setv schedule (try (setv at (dream-at config))
+                      (if at
+                          (+ f"nightly at {(get at 0) :02d}:{(get at 1) :02d} "
+                             f"({(hy.I.passepartout/routines.config-zone config)})")
+                          "never at night ([memory] dream_at is off)")
+                      (except [e ValueError] (str e)))
+        last (hy.I.passepartout/store.kv-get store LAST-DREAM-KEY))
+  (+ schedule "; "
+     (if last
+         (+ "last " (hy.I.passepartout/routines.show-time
+                      (proto-get last ':at) (hy.I.passepartout/routines.config-zone config))
+            ": " (dream-text last))
+         "not yet")))
+
+(defn :async dream-service [env hub]
+  "Dream once a night in the daemon ENV while it runs, unless [memory]
+   dream_at is off."
+  (setv routines hy.I.passepartout/routines)
+  (try (setv at (dream-at env.config))
+       (except [e ValueError]
+         (.error log "%s; memory is not consolidated at night" e)
+         (return)))
+  (setv tz (routines.config-zone env.config)
+        problem (routines.zone-problem tz))
+  (when problem
+    (.error log "[routines] time_zone: %s; memory is not consolidated at night" problem)
+    (return))
+  (when (is at None) (return))
+  (while True
+    (try (await (asyncio.to-thread dream-pass env at tz))
+         (except [asyncio.CancelledError] (raise))
+         (except [e Exception] (.error log "memory could not be consolidated: %s" e)))
+    (await (asyncio.sleep DREAM-POLL))))

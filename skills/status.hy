@@ -75,7 +75,9 @@
                               (_gateways store now))
                      [])
                  (_repl-forms ctx)
-                 (if store [(+ "Memory: recalled " (hy.I.passepartout/memory.recall-summary store config) ".")] [])
+                 (if store [(+ "Memory: recalled " (hy.I.passepartout/memory.recall-summary store config) ".")
+                            (+ "Dreaming: " (hy.I.passepartout/memory.dream-summary store config) ".")]
+                     [])
                  [f"Workspace: {(proto-get ctx ':workspace)}"
                   (+ "Protection: " (sandbox-summary (proto-get ctx ':sandbox)) ".")
                   (+ "Limits: " (limits-summary config) ".")])))
