@@ -89,13 +89,18 @@
   (when (is spec None)
     (setv known (.join ", " (gfor a (sorted (actuator-table registry)) (+ ":" a))))
     (return f"unknown action :{name.name}; known actions: {known}"))
-  (setv schema (get spec "schema"))
+  ;; The action's fields read once, by name, the first of a repeated key winning
+  ;; as in proto-get.
+  (setv schema (get spec "schema")
+        fields {})
+  (for [i (range 0 (len action) 2)]
+    (.setdefault fields (. (get action i) name) (get action (+ i 1))))
   (for [i (range 0 (len schema) 2)]
     (setv field (get schema i)
           fspec (get schema (+ i 1))
           t (proto-get fspec ':type "any")
-          present (proto-has action field)
-          value (proto-get action field))
+          present (in field.name fields)
+          value (.get fields field.name))
     (cond
       (and (not present) (proto-get fspec ':required))
       (return f":{name.name} needs :{field.name} ({t})")
