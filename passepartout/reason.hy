@@ -172,9 +172,9 @@
   (setv ended (clock)
         wall-ended (time.monotonic)
         took (- ended started)
-        waited (- wall-ended wall)
-        failure (_gate-failure name error (if (> waited (* GATE-WAIT budget)) waited took) budget))
-  (when failure
+        waited (- wall-ended wall))
+  (when (or error (> took budget) (> waited (* GATE-WAIT budget)))
+    (setv failure (_gate-failure name error (if (> waited (* GATE-WAIT budget)) waited took) budget))
     (return #(#("fail" failure None None False) ended wall-ended)))
   #((try
       (_check-verdict answer)
