@@ -60,6 +60,19 @@
 
 (import types)
 
+(setv _literals {})
+
+(defn _literal-keyword [value [from-parser False]]
+  "The keyword named VALUE, one object per name (bounded like the cache)."
+  (setv k (.get _literals value))
+  (when (is k None)
+    (setv k (try (_keyword value)
+                 (except [ValueError]
+                   (Keyword value from-parser))))
+    (when (< (len _literals) 4096)
+      (setv (get _literals value) k)))
+  k)
+
 (defn _view [module name]
   "A module named NAME holding MODULE's public names."
   (setv view (types.ModuleType name))
@@ -69,7 +82,7 @@
 (setv _hy hy
       literal-keywords (_view hy "hy")
       literal-keywords.models (_view hy.models "hy.models")
-      literal-keywords.models.Keyword _keyword)
+      literal-keywords.models.Keyword _literal-keyword)
 
 (defn _from-hy [name]
   "What Hy loads on first use (=hy.read=, =hy.eval=, ...), kept once loaded."

@@ -27,8 +27,15 @@
   (for [[k v] (.items more)] (+= out [(kw (.replace k "_" "-")) v]))
   out)
 
+(setv _ALLOWED #("allow" None None None False))
+
 (defn _check-verdict [answer]
   "ANSWER as (kind reason new-action rule confined), or raise ValueError saying what is wrong."
+  ;; Most answers are the plain allow that =verdict= and a literal build, with
+  ;; the interned keywords: that one is known without a pass over its pairs.
+  (when (and (is (type answer) list) (= (len answer) 2)
+             (is (get answer 0) ':verdict) (is (get answer 1) ':allow))
+    (return _ALLOWED))
   (when (not (is-plist answer))
     (raise (ValueError f"returned {(. (type answer) __name__)}, not a verdict plist")))
   ;; One pass over the pairs (the first of a repeated key wins, as in proto-get).
@@ -82,13 +89,18 @@
   (when (is spec None)
     (setv known (.join ", " (gfor a (sorted (actuator-table registry)) (+ ":" a))))
     (return f"unknown action :{name.name}; known actions: {known}"))
-  (setv schema (get spec "schema"))
+  ;; The action's fields read once, by name, the first of a repeated key winning
+  ;; as in proto-get.
+  (setv schema (get spec "schema")
+        fields {})
+  (for [i (range 0 (len action) 2)]
+    (.setdefault fields (. (get action i) name) (get action (+ i 1))))
   (for [i (range 0 (len schema) 2)]
     (setv field (get schema i)
           fspec (get schema (+ i 1))
           t (proto-get fspec ':type "any")
-          present (proto-has action field)
-          value (proto-get action field))
+          present (in field.name fields)
+          value (.get fields field.name))
     (cond
       (and (not present) (proto-get fspec ':required))
       (return f":{name.name} needs :{field.name} ({t})")
@@ -118,10 +130,12 @@
 ;; * Verify
 
 (defn _decision [gate kind [reason None] [rule None] [confined False]]
-  (+ [:gate gate :verdict (kw kind)]
-     (if reason [:reason reason] [])
-     (if rule [:rule rule] [])
-     (if confined [:confined True] [])))
+  (if (or reason rule confined)
+      (+ [:gate gate :verdict (kw kind)]
+         (if reason [:reason reason] [])
+         (if rule [:rule rule] [])
+         (if confined [:confined True] []))
+      [:gate gate :verdict (kw kind)]))
 
 (defn _describe [e]
   "E as \"Type: message\", even when its message cannot be made."
@@ -144,33 +158,41 @@
   "Gate NAME's answer to ACTION in CTX as #(kind reason new-action rule confined),
    or #(\"fail\" why None None False) when it is refused: it raised, it came
    later than BUDGET seconds (GATE-BUDGET unless given), or its answer is no verdict."
-  (setv budget (or budget GATE-BUDGET)
-        started (clock)
-        wall (time.monotonic))
+  (get (_timed-gate name gate action ctx clock (or budget GATE-BUDGET) (clock) (time.monotonic)) 0))
+
+(defn _timed-gate [name gate action ctx clock budget started wall]
+  "#(answer ended wall-ended): run-gate's answer for a gate started at STARTED
+   on CLOCK and WALL on the wall clock, and the two clocks when it returned."
   (try
     (setv answer (gate action ctx)
           error None)
     (except [e #(Exception GateTimeout GateMemory)]
       (setv answer None
             error e)))
-  (setv took (- (clock) started)
-        waited (- (time.monotonic) wall)
-        failure (_gate-failure name error (if (> waited (* GATE-WAIT budget)) waited took) budget))
-  (when failure
-    (return #("fail" failure None None False)))
-  (try
-    (_check-verdict answer)
-    (except [e Exception]
-      #("fail" f"gate {name} failed closed: {(_describe e)}" None None False))))
+  (setv ended (clock)
+        wall-ended (time.monotonic)
+        took (- ended started)
+        waited (- wall-ended wall))
+  (when (or error (> took budget) (> waited (* GATE-WAIT budget)))
+    (setv failure (_gate-failure name error (if (> waited (* GATE-WAIT budget)) waited took) budget))
+    (return #(#("fail" failure None None False) ended wall-ended)))
+  #((try
+      (_check-verdict answer)
+      (except [e Exception]
+        #("fail" f"gate {name} failed closed: {(_describe e)}" None None False)))
+    ended wall-ended))
 
 (defn _run-gates [gates action ctx clock budget decisions]
   "Run GATES over ACTION, appending each decision to DECISIONS.
    #(kind gate reason final-action rule confined)."
   (setv escalation None
         modified None
-        confined None)
+        confined None
+        started (clock)
+        wall (time.monotonic))
   (for [[name gate] gates]
-    (setv [kind reason new rule confines] (run-gate name gate action ctx clock budget))
+    (setv [[kind reason new rule confines] started wall]
+          (_timed-gate name gate action ctx clock budget started wall))
     (when (= kind "fail")
       (.append decisions (_decision name "reject" reason))
       (return #("reject" name reason action None False)))
