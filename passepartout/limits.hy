@@ -410,7 +410,7 @@
 
 (setv _out-of-memory (re.compile (.join "|" [r"MemoryError" r"Cannot allocate memory" r"[Oo]ut of memory"
                                             r"std::bad_alloc" r"memory allocation of \d+ bytes failed"]))
-      _file-too-large (re.compile r"File size limit exceeded|File too large")
+      file-too-large (re.compile r"File size limit exceeded|File too large")
       _out-of-processes (re.compile r"[Cc]annot fork|can't fork|fork: (?:retry: )?Resource temporarily unavailable|Cannot create thread|pthread_create"))
 
 (defn _by-signal [code sig]
@@ -431,7 +431,7 @@
   (when (_by-signal exit-code signal.SIGXCPU)
     (return #("cpu_time" None)))
   (when (and (!= exit-code 0) (isinstance output str))
-    (when (and fsize (.search _file-too-large output))
+    (when (and fsize (.search file-too-large output))
       (return #((_fsize-key limits) None)))
     (when (and (get limits "memory") (not (in "memory" controls)) (.search _out-of-memory output))
       (return #("memory" "ran out")))

@@ -8,7 +8,7 @@
         passepartout.proto [literal-keywords :as hy proto-get]
         passepartout.checkpoint [keeper-for]
         passepartout.limits [action-limits action-group enter-limits rlimits DiskWatch
-                             limit-hit limit-text waiting-argv with-room]
+                             limit-hit limit-text waiting-argv with-room file-too-large]
         passepartout.proxy [egress-result open-egress]
         passepartout.sandbox [shell-argv])
 
@@ -224,14 +224,17 @@
   (setv quota (get limits "workspace_quota")
         fsize (min (gfor v [(get limits "file_size") quota] :if v v) :default 0)
         used (if watch (_used watch) 0)
-        written (if (and keeper watch fsize (>= used fsize))
+        text (.decode (bytes head) "utf-8" "replace")
+        ;; the disk's count can lag behind the write, or be offset by other
+        ;; programs freeing space: a shell's report of a child stopped by the
+        ;; file limit is reason enough to look at the files themselves
+        written (if (and keeper watch fsize (or (>= used fsize) (.search file-too-large text)))
                     (await (asyncio.to-thread keeper.pending))
                     [])
         bytes-written (if keeper (sum (gfor [_ n] written n) 0) used)
         over (when (and quota watch (>= used quota) (> bytes-written quota))
                #("workspace_quota" bytes-written)))
-  (limit-hit limits proc.returncode (.decode (bytes head) "utf-8" "replace") group
-             (or (when watch watch.hit) over) written))
+  (limit-hit limits proc.returncode text group (or (when watch watch.hit) over) written))
 
 (defn _used [watch]
   "The bytes the disk of WATCH lost since the command started."
