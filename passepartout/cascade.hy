@@ -429,18 +429,33 @@
   "The message M with a content, \"\" when it has none."
   (if (is (.get m "content") None) (| m {"content" ""}) m))
 
+(defn _call-made [call]
+  "The tool CALL (a dict of id, name and JSON arguments) as the assistant turn carries it."
+  {"id" (get call "id") "type" "function"
+   "function" {"name" (get call "name") "arguments" (get call "arguments")}})
+
+(defn _joins [opened call]
+  "True when CALL belongs to the answer OPENED (#(index answer)) began."
+  (and opened (.get call "answer") (= (.get call "answer") (get opened 1))))
+
 (defn native-messages [messages]
-  "MESSAGES with each result of a tool call as the assistant's call and a tool message."
-  (setv out [])
+  "MESSAGES with each result of a tool call as the assistant's call and a tool
+   message; the calls of one answer as one assistant turn, their tool messages after it."
+  (setv out []
+        opened None)
   (for [m messages]
     (setv call (.get m CALL-KEY))
-    (if (not call)
-        (.append out (_with-content m))
-        (.extend out [{"role" "assistant" "content" (.get call "said" "")
-                       "tool_calls" [{"id" (get call "id") "type" "function"
-                                      "function" {"name" (get call "name")
-                                                  "arguments" (get call "arguments")}}]}
-                      {"role" "tool" "tool_call_id" (get call "id") "content" (or (.get m "content") "")}])))
+    (cond
+      (not call)
+      (do (.append out (_with-content m))
+          (setv opened None))
+      (_joins opened call)
+      (do (.append (get out (get opened 0) "tool_calls") (_call-made call))
+          (.append out {"role" "tool" "tool_call_id" (get call "id") "content" (or (.get m "content") "")}))
+      True
+      (do (setv opened #((len out) (.get call "answer")))
+          (.extend out [{"role" "assistant" "content" (.get call "said" "") "tool_calls" [(_call-made call)]}
+                        {"role" "tool" "tool_call_id" (get call "id") "content" (or (.get m "content") "")}]))))
   (_alternating out))
 
 (defn call-text [call]
@@ -453,13 +468,21 @@
 
 (defn text-messages [messages]
   "MESSAGES as plain chat messages: each call a result answers as the
-   assistant's turn in text, and turns of one role in a row joined into one."
-  (setv out [])
+   assistant's turn in text (the calls of one answer in one turn), and turns of
+   one role in a row joined into one."
+  (setv out []
+        opened None)
   (for [m messages]
     (setv call (.get m CALL-KEY))
-    (when call
-      (.append out {"role" "assistant" "content" (.join "\n\n" (gfor c [(.get call "said") (call-text call)]
-                                                                  :if c c))}))
+    (cond
+      (not call) (setv opened None)
+      (_joins opened call)
+      (do (setv turn (get out (get opened 0))
+                (get out (get opened 0)) (| turn {"content" (+ (get turn "content") "\n\n" (call-text call))})))
+      True
+      (do (setv opened #((len out) (.get call "answer")))
+          (.append out {"role" "assistant" "content" (.join "\n\n" (gfor c [(.get call "said") (call-text call)]
+                                                                       :if c c))})))
     (.append out (_with-content (if call (dfor [k v] (.items m) :if (!= k CALL-KEY) k v) m))))
   (_alternating out))
 

@@ -12,7 +12,7 @@
         passepartout.journal [context-record]
         passepartout.task [task-state after-outcome after-act is-answer refused-again refusal-lines
                            not-approvable finish stop intent cut-off cut-off-text event-record
-                           write-records]
+                           write-records unrun-result unrun-record presenting is-next-step]
         passepartout.act [act]
         passepartout.runner [doing stop-mark stopped-since]
         passepartout.budget [ZERO usage-add usage-tokens over-budget budget-limits day-usage day-record])
@@ -201,15 +201,25 @@
              [:status :error :error "stopped by the person" :stopped True])))
 
 (defn :async _carry-out [signal services ctx writes outcome state]
-  "Act on an allowed OUTCOME; what follows is the task's to say."
+  "Act on an allowed OUTCOME (each allowed call of its =:batch=, when it has
+   one); what follows is the task's to say."
+  (when (proto-get outcome ':batch)
+    (return (await (_carry-out-batch signal services ctx writes outcome state))))
+  (setv [done moved] (await (_act-one signal services ctx writes outcome state)))
+  (if (is done None) (_then writes moved) done))
+
+(defn :async _act-one [signal services ctx writes outcome state]
+  "Run the action of the allowed OUTCOME: #(None moved) with what follows it
+   (#(signals records)), or #(signals None) when the step ends here (a budget
+   reached, a stop) with SIGNALS."
   (setv action (proto-get outcome ':action)
         name (. (proto-get action ':action) name)
         budget (context-limit ctx "step-budget" 8)
         why (_budget-check services writes (proto-get state ':usage)))
   (when why
-    (return (_then writes (stop signal state (+ "before " (proto-print action) ": " why ".")))))
+    (return #((_then writes (stop signal state (+ "before " (proto-print action) ": " why "."))) None)))
   (when (_stopped ctx)
-    (return []))
+    (return #([] None)))
   ;; a message only becomes the answer; anything else may touch the world, so
   ;; its intent is on disk before it runs
   (when (!= name "message")
@@ -237,5 +247,48 @@
   (when (_stopped ctx)
     ;; the result is history all the same; the task goes no further
     (.record writes (lfor r (get moved 1) :if (proto-get r ':event) r))
-    (return []))
-  (_then writes moved))
+    (return #([] None)))
+  #(None moved))
+
+;; * Several calls in one step
+
+(defn :async _carry-out-batch [signal services ctx writes outcome state]
+  "Carry out the calls of OUTCOME's =:batch= in order; the signals that follow."
+  (setv shown []
+        going None
+        last None)
+  (defn answered [entry result]
+    (nonlocal last)
+    (.record writes [(unrun-record signal state entry result)])
+    (setv last #((proto-get entry ':action) result (proto-get entry ':call))))
+  (setv entries (proto-get outcome ':batch))
+  (for [[i entry] (enumerate entries)]
+    (setv verdict (proto-get entry ':verdict))
+    (cond
+      (= verdict ':reject)
+      (answered entry (unrun-result entry))
+      (or (= verdict ':escalate)
+          (= (proto-get (proto-get entry ':action) ':action) ':message))
+      (do (for [e (cut entries i None)]
+            (answered e (unrun-result e entry)))
+          (break))
+      True
+      (do (setv [done moved] (await (_act-one signal services ctx writes
+                                              (proto-merge entry [:provider (proto-get outcome ':provider)])
+                                              state)))
+          (when (is-not done None)
+            (return (+ shown done)))
+          (setv [signals records] moved
+                goes-on (lfor s signals :if (is-next-step s) s))
+          (.record writes records)
+          (when (not goes-on)
+            ;; the task ended here, or waits for its workers
+            (return (+ shown signals)))
+          (setv going (get goes-on 0)
+                last None
+                state (task-state going))
+          (+= shown (lfor s signals :if (not (is-next-step s)) s)))))
+  (when (and going last)
+    (setv [going kept] (presenting going #* last))
+    (.record writes kept))
+  (+ shown (if going [going] [])))

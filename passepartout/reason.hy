@@ -294,7 +294,7 @@
 
 (defn unrun-note [unrun]
   "What the model is told about the actions of its answer that were not run."
-  (+ f"Only the first action of an answer runs; {(len unrun)} more "
+  (+ f"An action a person had to approve ran alone; {(len unrun)} more "
      (if (= (len unrun) 1) "was" "were") " not run: "
      (.join ", " (gfor a unrun (proto-print a)))
      ". Propose the next one after you have seen this result."))
@@ -362,12 +362,14 @@
 (defn with-call [message call]
   "MESSAGE (a result) marked with the tool CALL it answers, when there is one;
    the cascade sends the call and the result in the form the provider renders
-   (see \"The conversation after a tool call\" in =cascade.org=)."
+   (see \"The conversation after a tool call\" in =cascade.org=). The calls of
+   one answer share its =:answer=, and go out as one assistant turn."
   (if (and call (proto-get call ':id))
       (| message {CALL-KEY (| {"id" (str (proto-get call ':id))
                                 "name" (str (proto-get call ':name))
                                 "arguments" (str (or (proto-get call ':arguments) "{}"))}
-                               (if (proto-get call ':said) {"said" (str (proto-get call ':said))} {}))})
+                               (if (proto-get call ':said) {"said" (str (proto-get call ':said))} {})
+                               (if (proto-get call ':answer) {"answer" (str (proto-get call ':answer))} {}))})
       message))
 
 (defn _signal-message [signal]
@@ -444,9 +446,13 @@
         calls (proto-get answer ':tool-calls))
   (try
     (setv [action unrun said] (read-answer text calls (context-runtime ctx "skills"))
-          ;; the call each action came from, which its result answers
+          ;; the call each action came from, which its result answers; the calls
+          ;; of one answer name its first, so that their turns stay one answer
+          batch (when (and calls (> (len calls) 1)) (proto-get (get calls 0) ':id))
           each (if (and calls (= (len calls) (+ 1 (len unrun))))
-                   (lfor c calls (when (proto-get c ':id) (if said (proto-put c ':said said) c)))
+                   (lfor c calls (when (proto-get c ':id)
+                                   (proto-merge c (+ (if said [:said said] [])
+                                                     (if batch [:answer (str batch)] [])))))
                    [])
           call (when each (get each 0)))
     (proto-merge answer (+ [:action action]
@@ -503,33 +509,49 @@
                :attempts tries :usage usage :rejections rejections])
       True
       (do (setv proposed (+ [(proto-get thought ':action)] (list (or (proto-get thought ':unrun) [])))
-                calls (or (proto-get thought ':calls) []))
-          (for [[k action] (enumerate proposed)]
+                calls (or (proto-get thought ':calls) [])
+                judged [])
+          (defn :async judged-one [action]
             (setv outcome (await (judge action ctx))
                   rejected (= (proto-get outcome ':verdict) ':reject))
             ;; A refused proposal is only ever shown, never run: whatever secret it
             ;; carried is masked before it reaches the model, the person or the store.
             (when rejected (setv outcome (_redacted outcome ctx)))
-            ;; a rejected attempt is kept whole; the one that passed is the outcome
+            ;; a rejected attempt is kept whole; one that passed is an outcome
             ;; itself, so its attempt keeps only what replay judges again
             (.append tries (+ [:attempt n :provider (proto-get thought ':provider)]
                               (if rejected
                                   outcome
                                   [:verdict (proto-get outcome ':verdict) :gate (proto-get outcome ':gate)
                                    :reason (proto-get outcome ':reason) :proposed (proto-get outcome ':proposed)])))
-            (when rejected
+            (.append judged (proto-merge outcome (if calls [:call (get calls (len judged))] [])))
+            outcome)
+          (for [[k action] (enumerate proposed)]
+            (setv outcome (await (judged-one action)))
+            (when (= (proto-get outcome ':verdict) ':reject)
               (.append rejections [:gate (proto-get outcome ':gate)
                                    :reason (proto-get outcome ':reason)
                                    :action (proto-get outcome ':action)])
               (continue))
             (setv call (if calls (get calls k) (proto-get thought ':call))
-                  rest (list (cut proposed (+ k 1) None)))
+                  rest (list (cut proposed (+ k 1) None))
+                  one (or (= (len proposed) 1) (_runs-alone outcome)))
             (await (_tell-said ctx (proto-get thought ':said)))
+            (when (not one)
+              (for [action rest] (await (judged-one action))))
             (return (proto-merge outcome (+ [:attempts tries :usage usage
                                              :provider (proto-get thought ':provider)]
                                             (if call [:call call] [])
-                                            (if rest [:unrun rest :note (unrun-note rest)] []))))))))
+                                            (cond (not one) [:batch judged]
+                                                  rest [:unrun rest :note (unrun-note rest)]
+                                                  True []))))))))
   [:verdict :refused :rejections rejections :attempts tries :usage usage])
+
+(defn _runs-alone [outcome]
+  "True when the passing OUTCOME is asked about (an escalation) or is the
+   answer (a message): the rest of its answer is then not run."
+  (or (= (proto-get outcome ':verdict) ':escalate)
+      (= (proto-get (proto-get outcome ':action []) ':action) ':message)))
 
 (defn :async _tell-said [ctx said]
   "Show the person SAID, the words the model wrote beside the call that passed."

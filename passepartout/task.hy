@@ -1,7 +1,7 @@
 ;; * Why
 
 (import hashlib uuid
-        passepartout.proto [literal-keywords :as hy proto-get proto-put proto-merge proto-print]
+        passepartout.proto [literal-keywords :as hy proto-get proto-put proto-merge proto-print proto-without]
         passepartout.perceive [reply-signal]
         passepartout.display [action-words reason-words status-words result-words]
         passepartout.budget [ZERO]
@@ -238,6 +238,43 @@
               :payload (+ fields (proto-merge state changes))]
         inbox (proto-get (or source []) ':inbox))
   #(next (if (is inbox None) [] [[:inbox inbox :signal next]])))
+
+;; * Several calls in one step
+
+(defn unrun-result [entry [stopped-at None]]
+  "The result that answers ENTRY, a call of a batch that was not run;
+   STOPPED-AT is the call at which the batch stopped running, if it did."
+  (cond
+    (= (proto-get entry ':verdict) ':reject)
+    [:status :refused :gate (proto-get entry ':gate) :reason (proto-get entry ':reason)]
+    (and stopped-at (is-not entry stopped-at))
+    [:status :not-run :reason "a call before it in the same answer was not run: propose it again after that one"]
+    (= (proto-get entry ':verdict) ':escalate)
+    [:status :not-run :reason "it needs a person's approval: propose it again on its own"]
+    True
+    [:status :not-run :reason "an answer comes after the results of the calls beside it have been seen"]))
+
+(defn unrun-record [signal state entry result]
+  "The result turn of ENTRY, a call of a batch answered with RESULT without being run."
+  (setv call (proto-get entry ':call))
+  (event-record "result" (proto-get signal ':session)
+                (+ [:action (proto-get entry ':action) :result result
+                    :task (proto-get state ':task) :step (proto-get state ':step 0)]
+                   (if call [:call call] []))))
+
+(defn presenting [next action result call]
+  "NEXT, the task's next step, presenting ACTION's RESULT (answering CALL)
+   as its last turn: #(next records)."
+  (setv payload (proto-without (proto-get next ':payload) [':note ':call])
+        payload (+ (proto-merge payload [:action action :result result])
+                   (if call [:call call] []))
+        next (proto-put next ':payload payload)
+        inbox (proto-get (or (proto-get next ':source) []) ':inbox))
+  #(next (if (is inbox None) [] [[:inbox inbox :signal next]])))
+
+(defn is-next-step [s]
+  "True when the signal S takes its task on (a tool result for reason)."
+  (= (proto-get (or (proto-get s ':payload) []) ':sensor) ':tool-result))
 
 ;; * Nothing twice
 

@@ -32,7 +32,7 @@ KEY_ENV = "PASSEPARTOUT_FIGURES_KEY"
 os.environ[KEY_ENV] = "sk-figures"
 
 PER_MESSAGE = [
-    # two calls in one answer, as text: the first runs
+    # two calls in one answer, as text: both run in one step
     '{"action": "shell", "cmd": "echo one", "explanation": "first"}\n'
     '{"action": "shell", "cmd": "echo two", "explanation": "second"}',
     # a proposal the workspace gate refuses, then a message
@@ -90,6 +90,49 @@ def session(messages=7, native=False):
     return sent, rendered, errors
 
 
+def multi_call(calls=3):
+    """Requests one answer of CALLS shell calls (as text) costs until the model
+    has every result and answers: a model that proposes again, as one answer,
+    whatever it is told was not run."""
+    from passepartout.daemon import boot, shutdown
+    from passepartout.loop import step
+    server = ScriptedOpenAIServer()
+    first = "\n".join(json.dumps({"action": "shell", "cmd": f"echo call-{i}", "explanation": "see"})
+                      for i in range(calls))
+
+    def responder(body):
+        last = body["messages"][-1]["content"] or ""
+        if "not run: " in last:
+            return last.split("not run: ", 1)[1].rsplit(". Propose", 1)[0].replace("), (", ")\n(")
+        if "Result of" in last:
+            return '(:action :message :text "done")'
+        return first
+    server.responder = responder
+    provider = make_provider("openai/scripted-calls", api_base=server.url("ok"), api_key_env=KEY_ENV,
+                             timeout=10, tools=False, tool_results="text")
+    with tempfile.TemporaryDirectory() as tmp:
+        config = Path(tmp) / "config.toml"
+        config.write_text('[sandbox]\nmode = "off"\n')
+        env = boot(config_path=str(config),
+                   environ={"PASSEPARTOUT_DATA_DIR": str(Path(tmp) / "data"), "HOME": tmp,
+                            KEY_ENV: os.environ[KEY_ENV]},
+                   providers=[provider])
+        try:
+            async def run():
+                queue = [[K("type"), K("event"), K("source"), [K("gateway"), K("test"), K("chat"), "n"],
+                          K("payload"), [K("sensor"), K("user-input"), K("text"), "run them"]]]
+                while queue:
+                    for out in await step(queue.pop(0), env):
+                        if proto_get(out, K("type")) != K("reply"):
+                            queue.append(out)
+            asyncio.run(run())
+        finally:
+            shutdown(env)
+    sent = len(server.requests)
+    server.stop()
+    return sent
+
+
 def hanging(messages=10, deadline=2.0):
     _litellm_module()
     server = ScriptedOpenAIServer()
@@ -122,6 +165,7 @@ def conversation_rows(quick=False):
              round(100 * rendered / max(1, sent), 1), "%", "100 %"],
             ["requests that alternate with the tools sent natively", round(100 * nok / max(1, nsent), 1), "%",
              "100 %"],
+            ["requests for one answer of 3 calls, to the model's answer", multi_call(3), "requests", "2"],
             ["hanging model + healthy second: first message", round(times[0], 2), "s", "the deadline (2 s)"],
             ["hanging model + healthy second: messages 2-10, median", round(statistics.median(times[1:]), 3), "s",
              "no deadline waited"]]

@@ -740,6 +740,69 @@ def test_a_tool_call_and_its_result_go_back_as_the_models_own_conversation(opena
     assert not any("passepartout_call" in m for m in second["messages"]), "the marker leaked out"
 
 
+def _answered_in_order(messages):
+    """The tool_call ids of MESSAGES' assistant turns, when every one is answered
+    by tool messages right after it, in the order of the calls (else an AssertionError)."""
+    ids = []
+    for i, m in enumerate(messages):
+        if m.get("tool_calls"):
+            want = [c["id"] for c in m["tool_calls"]]
+            got = [r["tool_call_id"] for r in messages[i + 1:i + 1 + len(want)] if r.get("role") == "tool"]
+            assert got == want, (want, got, messages)
+            ids += want
+    roles = [m["role"] for m in messages if m["role"] != "tool"][1:]
+    assert all(r == ("user" if k % 2 == 0 else "assistant") for k, r in enumerate(roles)), roles
+    return ids
+
+
+def test_two_calls_in_one_answer_run_in_one_step_and_each_gets_its_reply(openai_server, key, tmp_path):
+    openai_server.template = "chatml-function-calling"
+    openai_server.tool_calls = [("shell", '{"cmd": "echo first-call", "explanation": "one"}'),
+                                ("shell", '{"cmd": "echo second-call", "explanation": "two"}')]
+    openai_server.reply_text = '(:action :message :text "done")'
+    bodies, texts = _run_task(openai_server, tmp_path, True, "toolcall", tool_results="native")
+    assert texts[-1] == "done", texts
+    assert len(bodies) == 2, "both calls ran before the model was asked again"
+    assert not openai_server.errors(), openai_server.errors()
+    messages = bodies[1]["messages"]
+    turns = [m for m in messages if m.get("tool_calls")]
+    assert len(turns) == 1 and len(turns[0]["tool_calls"]) == 2, "one assistant turn carries both calls"
+    assert _answered_in_order(messages) == ["call_1_0", "call_1_1"], messages
+    replies = [m["content"] for m in messages if m["role"] == "tool"]
+    assert "first-call" in replies[0] and "second-call" in replies[1], replies
+
+
+def test_a_refused_call_beside_an_allowed_one_is_answered_with_its_refusal(openai_server, key, tmp_path):
+    openai_server.template = "chatml-function-calling"
+    openai_server.tool_calls = [("read-file", '{"path": "../../../etc/shadow"}'),
+                                ("shell", '{"cmd": "echo allowed-call", "explanation": "two"}')]
+    openai_server.reply_text = '(:action :message :text "done")'
+    bodies, texts = _run_task(openai_server, tmp_path, True, "toolcall", tool_results="native")
+    assert texts[-1] == "done", texts
+    assert len(bodies) == 2, bodies
+    assert any("refused" in t for t in texts), texts
+    messages = bodies[1]["messages"]
+    assert _answered_in_order(messages) == ["call_1_0", "call_1_1"], messages
+    replies = [m["content"] for m in messages if m["role"] == "tool"]
+    assert ":refused" in replies[0] and "shadow" in replies[0], replies
+    assert "allowed-call" in replies[1], replies
+
+
+def test_two_calls_as_text_are_one_assistant_turn_and_one_user_turn(openai_server, key, tmp_path):
+    openai_server.template = "alternating"
+    openai_server.tool_calls = [("shell", '{"cmd": "echo first-call", "explanation": "one"}'),
+                                ("shell", '{"cmd": "echo second-call", "explanation": "two"}')]
+    openai_server.reply_text = '(:action :message :text "done")'
+    bodies, texts = _run_task(openai_server, tmp_path, True, "toolcall", tool_results="text")
+    assert texts[-1] == "done", texts
+    assert len(bodies) == 2 and not openai_server.errors(), openai_server.errors()
+    messages = bodies[1]["messages"]
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"], messages
+    said, results = messages[2]["content"], messages[3]["content"]
+    assert said.index("echo first-call") < said.index("echo second-call"), said
+    assert results.index("first-call") < results.index("second-call"), results
+
+
 def test_a_model_without_tools_gets_the_conversation_as_text(openai_server, key, tmp_path):
     openai_server.replies.extend(['(:action :shell :cmd "echo text-call" :explanation "to see")',
                                   '(:action :message :text "done")'])

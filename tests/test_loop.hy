@@ -584,16 +584,31 @@
 
 ;; * Several actions in one answer
 
-(defn test-the-model-hears-which-actions-of-its-answer-did-not-run [env tmp-path]
+(defn test-every-action-of-an-answer-runs-in-one-step [env tmp-path]
   (setv requests (scripted env ["[{\"name\": \"shell\", \"arguments\": {\"command\": \"echo one\", \"explanation\": \"say one\"}}, {\"name\": \"shell\", \"arguments\": {\"command\": \"touch two.txt\", \"explanation\": \"make two\"}}]"
                                 "(:action :message :text \"done\")"])
         replies (run-task env (user-says "do both")))
-  (expect (len requests) 2 "model calls")
-  (setv told (get (proto-get (get requests 1) ':messages) -1 "content"))
-  (assert (in "not run" told) f"the second request does not say what was not run: {told}")
-  (assert (in "two.txt" told) told)
-  (assert (not (.exists (/ (Path (get env.config "workspace")) "two.txt"))) "the second action ran"))
+  (expect (len requests) 2 "model calls: both actions ran before the model was asked again")
+  (expect (text-of (get replies -1)) "done" "the answer")
+  (assert (.exists (/ (Path (get env.config "workspace")) "two.txt")) "the second action did not run")
+  (setv told (.join "\n" (gfor m (proto-get (get requests 1) ':messages) (get m "content"))))
+  (assert (< (.index told "echo one") (.index told "two.txt")) f"both results, in order: {told}")
+  (expect (lfor e (events env.store :session "test:t1") :if (= (proto-get e ':kind) "result")
+                (proto-get (proto-get (proto-get e ':data) ':action) ':cmd))
+          ["echo one" "touch two.txt"] "each result a turn of its own"))
 
+(defn test-an-escalation-in-a-batch-is-not-run-and-the-model-is-told [env tmp-path]
+  (setv requests (scripted env ["[{\"name\": \"shell\", \"arguments\": {\"command\": \"echo one\", \"explanation\": \"say one\"}}, {\"name\": \"write-file\", \"arguments\": {\"path\": \".env\", \"content\": \"KEY=1\", \"explanation\": \"config\"}}, {\"name\": \"shell\", \"arguments\": {\"command\": \"touch three.txt\", \"explanation\": \"make three\"}}]"
+                                "(:action :message :text \"done\")"])
+        replies (run-task env (user-says "do all three")))
+  (expect (len requests) 2 "model calls")
+  (setv told (.join "\n" (gfor m (proto-get (get requests 1) ':messages) (get m "content"))))
+  (assert (in "approval" told) f"the model is not told why the write was not run: {told}")
+  (assert (in "three.txt" told) told)
+  (assert (not (.exists (/ (Path (get env.config "workspace")) "three.txt"))) "a call after the escalation ran")
+  (expect (lfor e (events env.store :session "test:t1") :if (= (proto-get e ':kind) "result")
+                (proto-get (proto-get (proto-get e ':data) ':result) ':status))
+          [':ok ':not-run ':not-run] "every call answered, in order"))
 
 (defn test-the-fallbacks-words-are-not-shown-to-a-model-as-its-own [env]
   (setv answers [[:status :ok :provider "symbolic" :text "(:action :message :text \"the fallback speaking\")"]

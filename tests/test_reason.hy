@@ -308,14 +308,31 @@
 
 ;; * Several actions in one answer
 
-(defn test-only-the-first-action-runs-and-the-model-is-told [registry ctx]
+(defn test-every-action-of-an-answer-is-judged-in-order [registry ctx]
+  (gate-skill registry "no-pwd" 50 (fn [a c] (if (= (proto-get a ':cmd) "pwd")
+                                               [:verdict :reject :reason "not here"]
+                                               [:verdict :allow])))
   (setv [complete requests]
         (scripted ["<tool_call>{\"name\": \"shell\", \"arguments\": {\"cmd\": \"ls\", \"explanation\": \"x\"}}</tool_call>\n<tool_call>{\"name\": \"shell\", \"arguments\": {\"cmd\": \"pwd\"}}</tool_call>"]))
   (setv out (run (reason SIGNAL ctx complete)))
   (expect (V out) "allow" "verdict")
   (expect (proto-get (proto-get out ':action) ':cmd) "ls" "the first action")
+  (expect (proto-get out ':unrun) None "no action is left unrun")
+  (setv batch (proto-get out ':batch))
+  (expect (lfor e batch (proto-get (proto-get e ':action) ':cmd)) ["ls" "pwd"] "the batch, in order")
+  (expect (lfor e batch (V e)) ["allow" "reject"] "each with its own verdict"))
+
+(defn test-an-escalation-runs-alone-and-the-rest-are-not-run [registry ctx]
+  (gate-skill registry "ask" 50 (fn [a c] (if (= (proto-get a ':cmd) "rm x")
+                                              [:verdict :escalate :reason "it deletes"]
+                                              [:verdict :allow])))
+  (setv [complete requests]
+        (scripted ["{\"action\": \"shell\", \"cmd\": \"rm x\", \"explanation\": \"clean\"}\n{\"action\": \"shell\", \"cmd\": \"ls\", \"explanation\": \"look\"}"]))
+  (setv out (run (reason SIGNAL ctx complete)))
+  (expect (V out) "escalate" "verdict")
+  (expect (proto-get out ':batch) None "no batch")
   (expect (len (proto-get out ':unrun)) 1 "actions not run")
-  (assert (in "pwd" (proto-get out ':note)) (proto-get out ':note)))
+  (assert (in "ls" (proto-get out ':note)) (proto-get out ':note)))
 
 ;; * With the daemon's own secrets in the context, as in every real deployment
 
@@ -387,8 +404,11 @@
   (expect (proto-get (proto-get out ':call) ':id) "call_2" "its result answers its own call")
   (setv first-try (get (proto-get out ':attempts) 0))
   (expect (V first-try) "reject" "the unknown tool has its own verdict")
-  (expect (len (proto-get out ':unrun)) 1 "the call after the one that ran is not run")
-  (assert (in "pwd" (proto-get out ':note)) (proto-get out ':note)))
+  (setv batch (proto-get out ':batch))
+  (expect (lfor e batch (V e)) ["reject" "allow" "allow"] "every call judged, in order")
+  (expect (lfor e batch (proto-get (proto-get e ':call) ':id)) ["call_1" "call_2" "call_3"]
+          "each with the call it came from")
+  (expect (len (sfor e batch (proto-get (proto-get e ':call) ':answer))) 1 "the calls name one answer"))
 
 (defn test-a-call-whose-arguments-do-not-read-is-shown-back-as-it-was [registry ctx]
   (setv [complete requests]
