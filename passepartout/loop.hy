@@ -135,7 +135,7 @@
         figures (cone-figures history size)
         interrupted (cut-off services.store signal state))
   (when interrupted
-    (return (_then writes (finish signal state (cut-off-text interrupted) "notice"))))
+    (return (_then writes (finish signal state (cut-off-text interrupted) "notice" [:cut-off True]))))
   ;; A tool result is already the last turn of the history; the signal presents it.
   (if tool-result
       (setv history (cut history 0 -1))

@@ -68,11 +68,13 @@
   "True when REPLY ends the task it belongs to."
   (bool (proto-get (or (proto-get reply ':payload) []) ':ends-task)))
 
-(defn finish [signal state text [kind "answer"]]
+(defn finish [signal state text [kind "answer"] [more None]]
   "The task of STATE ends with TEXT told to the person: #(signals records).
-   The reply names the task, so that its delivery is a turn of the task too."
-  (setv reply (ending (reply-signal signal text kind)))
-  #([(proto-put reply ':payload (proto-put (proto-get reply ':payload) ':task (proto-get state ':task)))]
+   The reply names the task, so that its delivery is a turn of the task too;
+   MORE (a plist) adds to its payload what those who read the reply need."
+  (setv reply (ending (reply-signal signal text kind))
+        payload (proto-put (proto-get reply ':payload) ':task (proto-get state ':task)))
+  #([(proto-put reply ':payload (if more (proto-merge payload more) payload))]
     [(event-record "answer" (proto-get signal ':session) [:text text :task (proto-get state ':task)])]))
 
 (defn stop [signal state why]

@@ -437,11 +437,9 @@
 
 (defn _end-state [reply]
   "The state a worker ends in after REPLY, the one that ends its task."
-  (setv payload (proto-get reply ':payload)
-        kind (proto-get payload ':kind)
-        text (str (or (proto-get payload ':text) "")))
-  (cond (= kind ':answer) "done"
-        (.startswith text "The daemon stopped while this action was running") "cut-off"
+  (setv payload (proto-get reply ':payload))
+  (cond (= (proto-get payload ':kind) ':answer) "done"
+        (proto-get payload ':cut-off) "cut-off"
         True "failed"))
 
 (defn _checks [store session]
