@@ -41,12 +41,12 @@
         local (_local-model model)
         timeout (if (is timeout None) (if local LOCAL-TIMEOUT DEFAULT-TIMEOUT) timeout))
   (when (or (isinstance timeout bool) (not (isinstance timeout #(int float))) (<= timeout 0))
-    (raise (ValueError f"provider {model}: timeout must be a positive number of seconds, got {timeout !r}")))
+    (raise (ValueError f"timeout must be a positive number of seconds, got {timeout !r}")))
   (setv max-tokens (if (is max-tokens None) DEFAULT-MAX-TOKENS max-tokens))
   (when (or (isinstance max-tokens bool) (not (isinstance max-tokens int)) (<= max-tokens 0))
-    (raise (ValueError f"provider {model}: max_tokens must be a positive whole number, got {max-tokens !r}")))
+    (raise (ValueError f"max_tokens must be a positive whole number, got {max-tokens !r}")))
   (when (not (in tool-results #(None #* TOOL-RESULTS)))
-    (raise (ValueError (+ f"provider {model}: tool_results must be "
+    (raise (ValueError (+ f"tool_results must be "
                           (.join " or " (gfor f TOOL-RESULTS f"{f !r}")) f", got {tool-results !r}"))))
   {"name" (or name model)
    "model" model
@@ -65,27 +65,31 @@
 
 ;; ** From the configuration
 
-(defn _provider-from-table [entry]
+(defn _provider-from-table [entry [where "a [[providers]] table"]]
+  "The provider of ENTRY, a table of the config called WHERE in what is wrong with it."
   (when (isinstance entry str)
     (return (make-provider entry)))
   (when (not (isinstance entry dict))
-    (raise (ValueError f"a [[providers]] entry must be a table, got {entry !r}")))
+    (raise (ValueError f"{where} should be a table, not {entry !r}")))
   (setv table (dfor [k v] (.items entry) (.replace k "-" "_") v)
         unknown (sorted (- (set table) (set _provider-keys))))
   (when unknown
-    (raise (ValueError (+ f"unknown key {(get unknown 0) !r} in a [[providers]] table; "
+    (raise (ValueError (+ f"{where} {(get unknown 0)} — unknown key; "
                           (did-you-mean (get unknown 0) _provider-keys)))))
   (when (not (.get table "model"))
-    (raise (ValueError "a [[providers]] table needs a model, e.g. model = \"openai/gpt-4o-mini\"")))
-  (make-provider (get table "model")
-                 :name (.get table "name")
-                 :api-base (.get table "api_base")
-                 :api-key-env (.get table "api_key_env")
-                 :timeout (.get table "timeout")
-                 :probe (.get table "probe")
-                 :max-tokens (.get table "max_tokens")
-                 :tools (.get table "tools")
-                 :tool-results (.get table "tool_results")))
+    (raise (ValueError f"{where} has no model, which it needs; e.g. model = \"openai/gpt-4o-mini\"")))
+  (try
+    (make-provider (get table "model")
+                   :name (.get table "name")
+                   :api-base (.get table "api_base")
+                   :api-key-env (.get table "api_key_env")
+                   :timeout (.get table "timeout")
+                   :probe (.get table "probe")
+                   :max-tokens (.get table "max_tokens")
+                   :tools (.get table "tools")
+                   :tool-results (.get table "tool_results"))
+    (except [e ValueError]
+      (raise (ValueError f"{where} {e}")))))
 
 (defn _unique-names [providers]
   "PROVIDERS with repeated names made distinct (name, name#2, …): attempts name them."
@@ -104,7 +108,7 @@
         tables (cond (is tables None) [] (isinstance tables dict) [tables] True tables)
         providers (if listed
                       (lfor m (.split listed ",") :if (.strip m) (make-provider m))
-                      (lfor t tables (_provider-from-table t))))
+                      (lfor [i t] (enumerate tables) (_provider-from-table t f"[[providers]] #{(+ i 1)}"))))
   (when (not providers)
     (setv providers (default-providers)))
   (when (not (any (gfor p providers (= (get p "model") SYMBOLIC))))

@@ -350,11 +350,11 @@ def test_provider_tables():
 def test_bad_provider_tables_are_refused():
     with pytest.raises(ValueError, match="api_key"):
         providers_from_config({"providers": [{"model": "m", "api_key": "sk-secret"}]}, env={})
-    with pytest.raises(ValueError, match="needs a model"):
-        providers_from_config({"providers": [{"name": "x"}]}, env={})
+    with pytest.raises(ValueError, match=r"\[\[providers\]\] #2 has no model"):
+        providers_from_config({"providers": [{"model": "m"}, {"name": "x"}]}, env={})
     with pytest.raises(ValueError, match="timeout"):
         make_provider("m", timeout=-1)
-    with pytest.raises(ValueError, match="max_tokens"):
+    with pytest.raises(ValueError, match=r"\[\[providers\]\] #1 max_tokens must be"):
         providers_from_config({"providers": [{"model": "m", "max_tokens": 0}]}, env={})
     with pytest.raises(ValueError, match="max_tokens"):
         make_provider("m", max_tokens="many")
