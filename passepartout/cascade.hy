@@ -550,9 +550,6 @@
   (setv status (getattr e "status_code" None))
   (when (and (isinstance status int) (<= 400 status 599)) status))
 
-(defn _where [provider]
-  (or (get provider "api_base") (get provider "model")))
-
 (setv _page-re (re.compile r"<!doctype html|<html[\s>]" re.I))
 
 (defn _host [provider]
@@ -581,6 +578,42 @@
     (setv e (or e.__cause__ e.__context__)))
   None)
 
+(defn _host-port [host port]
+  "HOST, with PORT when it is not the web's own (80, 443)."
+  (if (and (isinstance port int) (not (in port #(80 443)))) f"{host}:{port}" host))
+
+(defn _failed-host [e provider]
+  "The host a connection that failed with E was made to: the one the
+   connector names (=aiohttp='s =host=), else the innermost request's address
+   in the chain (an outer wrapper may carry a placeholder), else PROVIDER's;
+   with its port unless that is the web's own."
+  (setv seen (set)
+        found None)
+  (while (and (is-not e None) (not (in (id e) seen)) (< (len seen) 16))
+    (.add seen (id e))
+    (when (isinstance (getattr e "host" None) str)
+      (return (_host-port (getattr e "host") (getattr e "port" None))))
+    (setv request (try (getattr e "request" None) (except [Exception] None))
+          url (getattr request "url" None)
+          host (getattr url "host" None))
+    (when (and (isinstance host str) host)
+      (setv found (_host-port host (getattr url "port" None))))
+    (setv e (or e.__cause__ e.__context__)))
+  (or found (_host provider)))
+
+(setv _missing-key-re (re.compile r"(?i)missing credentials|api_key client option must be set|no (?:api )?key is set|missing [\w ]*api key")
+      _key-var-re (re.compile r"\b([A-Z][A-Z0-9_]*_(?:API_)?KEY)\b"))
+
+(defn _missing-key [e]
+  "The words for E when it says the call had no API key (a library's own
+   check, before any request), else None."
+  (setv text (str e))
+  (when (_missing-key-re.search text)
+    (setv var (_key-var-re.search text))
+    (if var
+        f"the environment variable {(.group var 1)} (the API key) is not set"
+        "no API key is set")))
+
 (defn _classify [litellm provider e]
   "(outcome detail kind) for the exception E raised while calling PROVIDER."
   (setv bad-json (_cause-of e json.JSONDecodeError)
@@ -593,8 +626,9 @@
     (or (and litellm (isinstance e litellm.Timeout)) (_cause-of e TimeoutError))
     #(':timeout (+ "no answer within " (format (get provider "timeout") "g") " s") "timeout")
     bad-json #(':garbage (_short f"the answer is not JSON ({bad-json})") "garbage")
-    cut-off #(':error (_short f"{(_os-words cut-off)} at {(_where provider)}")
+    cut-off #(':error (_short f"{(_os-words cut-off)} at {(_failed-host e provider)}")
               "connect")
+    (_missing-key e) #(':error (_missing-key e) "no-key")
     status #(':error f"{status}: {(_provider-message e)}" f"http-{status}")
     True #(':error (_short (_error-text e)) "error")))
 
@@ -656,7 +690,9 @@
   (setv kind (or kind "error"))
   (cond
     (= kind "timeout") f"did not answer in {(.get provider "timeout" DEFAULT-TIMEOUT) :g} s"
-    (= kind "no-key") f"has no API key: the environment variable {(.get provider "api_key_env")} is not set"
+    (= kind "no-key") (if (.get provider "api_key_env")
+                          f"has no API key: the environment variable {(.get provider "api_key_env")} is not set"
+                          f"has no API key: {(.replace detail " (the API key)" "")}")
     (= kind "connect") f"could not be reached ({detail})"
     (= kind "unreachable") f"is not running: {detail}"
     (= kind "http-401") f"refused the key ({detail})"

@@ -561,7 +561,7 @@ async def test_each_failure_is_told_in_words_with_the_providers_message(openai_s
         "trying openai/scripted-error429",
         "model openai/scripted-error429 is over its quota or rate limit "
         "(429: Incorrect API key provided: sk-te***st), trying openai/nowhere",
-        f"model openai/nowhere could not be reached (Connection refused at http://127.0.0.1:{port}/v1), "
+        f"model openai/nowhere could not be reached (Connection refused at 127.0.0.1:{port}), "
         "trying openai/keyless",
         "model openai/keyless has no API key: the environment variable PASSEPARTOUT_TEST_UNSET_KEY "
         "is not set, trying openai/scripted-error500",
