@@ -195,9 +195,11 @@
       (raise (ConfigError (+ f"gateways.telegram: the bot token is not set: put it in the environment variable "
                              (get self.settings "token_env")))))
     (setv self.allowed (set (get self.settings "allowed_users"))
+          self.requests [(AiohttpRequest :pool-size 16 :read-timeout 15.0)
+                         (AiohttpRequest :pool-size 1 :read-timeout 10.0)]
           self.bot (Bot token :base-url (get self.settings "api_base")
-                        :request (AiohttpRequest :pool-size 16 :read-timeout 15.0)
-                        :get-updates-request (AiohttpRequest :pool-size 1 :read-timeout 10.0))
+                        :request (get self.requests 0)
+                        :get-updates-request (get self.requests 1))
           self.hub None
           self.stopping False
           self.poll None
@@ -346,7 +348,11 @@
 (defn :async _close [gw]
   (when gw.started
     (await (.shutdown gw.bot))
-    (setv gw.started False)))
+    (setv gw.started False))
+  ;; a start that failed (a refused token) opened the sessions but never
+  ;; finished, so the bot does not shut them down itself
+  (for [r gw.requests]
+    (await (.shutdown r))))
 
 (defn :async _handle [gw update]
   (setv key f"{gw.bot.id}:{update.update-id}")
