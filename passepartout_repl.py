@@ -217,11 +217,14 @@ def main(argv=None):
     if answer.get("ok"):
         print(answer.get("value", ""))
         return 0
-    if answer.get("traceback"):
-        sys.stderr.write(answer["traceback"])
-        if not answer["traceback"].endswith("\n"):
+    error = answer.get("error", "error")
+    traceback = answer.get("traceback") or ""
+    if traceback:  # it ends with the error's own line: the error is said once
+        sys.stderr.write(traceback)
+        if not traceback.endswith("\n"):
             sys.stderr.write("\n")
-    print(answer.get("error", "error"), file=sys.stderr)
+    else:
+        print(error, file=sys.stderr)
     return 1
 
 

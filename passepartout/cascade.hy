@@ -41,12 +41,12 @@
         local (_local-model model)
         timeout (if (is timeout None) (if local LOCAL-TIMEOUT DEFAULT-TIMEOUT) timeout))
   (when (or (isinstance timeout bool) (not (isinstance timeout #(int float))) (<= timeout 0))
-    (raise (ValueError f"provider {model}: timeout must be a positive number of seconds, got {timeout !r}")))
+    (raise (ValueError f"timeout must be a positive number of seconds, got {timeout !r}")))
   (setv max-tokens (if (is max-tokens None) DEFAULT-MAX-TOKENS max-tokens))
   (when (or (isinstance max-tokens bool) (not (isinstance max-tokens int)) (<= max-tokens 0))
-    (raise (ValueError f"provider {model}: max_tokens must be a positive whole number, got {max-tokens !r}")))
+    (raise (ValueError f"max_tokens must be a positive whole number, got {max-tokens !r}")))
   (when (not (in tool-results #(None #* TOOL-RESULTS)))
-    (raise (ValueError (+ f"provider {model}: tool_results must be "
+    (raise (ValueError (+ f"tool_results must be "
                           (.join " or " (gfor f TOOL-RESULTS f"{f !r}")) f", got {tool-results !r}"))))
   {"name" (or name model)
    "model" model
@@ -65,27 +65,31 @@
 
 ;; ** From the configuration
 
-(defn _provider-from-table [entry]
+(defn _provider-from-table [entry [where "a [[providers]] table"]]
+  "The provider of ENTRY, a table of the config called WHERE in what is wrong with it."
   (when (isinstance entry str)
     (return (make-provider entry)))
   (when (not (isinstance entry dict))
-    (raise (ValueError f"a [[providers]] entry must be a table, got {entry !r}")))
+    (raise (ValueError f"{where} should be a table, not {entry !r}")))
   (setv table (dfor [k v] (.items entry) (.replace k "-" "_") v)
         unknown (sorted (- (set table) (set _provider-keys))))
   (when unknown
-    (raise (ValueError (+ f"unknown key {(get unknown 0) !r} in a [[providers]] table; "
+    (raise (ValueError (+ f"{where} {(get unknown 0)} — unknown key; "
                           (did-you-mean (get unknown 0) _provider-keys)))))
   (when (not (.get table "model"))
-    (raise (ValueError "a [[providers]] table needs a model, e.g. model = \"openai/gpt-4o-mini\"")))
-  (make-provider (get table "model")
-                 :name (.get table "name")
-                 :api-base (.get table "api_base")
-                 :api-key-env (.get table "api_key_env")
-                 :timeout (.get table "timeout")
-                 :probe (.get table "probe")
-                 :max-tokens (.get table "max_tokens")
-                 :tools (.get table "tools")
-                 :tool-results (.get table "tool_results")))
+    (raise (ValueError f"{where} has no model, which it needs; e.g. model = \"openai/gpt-4o-mini\"")))
+  (try
+    (make-provider (get table "model")
+                   :name (.get table "name")
+                   :api-base (.get table "api_base")
+                   :api-key-env (.get table "api_key_env")
+                   :timeout (.get table "timeout")
+                   :probe (.get table "probe")
+                   :max-tokens (.get table "max_tokens")
+                   :tools (.get table "tools")
+                   :tool-results (.get table "tool_results"))
+    (except [e ValueError]
+      (raise (ValueError f"{where} {e}")))))
 
 (defn _unique-names [providers]
   "PROVIDERS with repeated names made distinct (name, name#2, …): attempts name them."
@@ -104,7 +108,7 @@
         tables (cond (is tables None) [] (isinstance tables dict) [tables] True tables)
         providers (if listed
                       (lfor m (.split listed ",") :if (.strip m) (make-provider m))
-                      (lfor t tables (_provider-from-table t))))
+                      (lfor [i t] (enumerate tables) (_provider-from-table t f"[[providers]] #{(+ i 1)}"))))
   (when (not providers)
     (setv providers (default-providers)))
   (when (not (any (gfor p providers (= (get p "model") SYMBOLIC))))
@@ -569,9 +573,6 @@
   (setv status (getattr e "status_code" None))
   (when (and (isinstance status int) (<= 400 status 599)) status))
 
-(defn _where [provider]
-  (or (get provider "api_base") (get provider "model")))
-
 (setv _page-re (re.compile r"<!doctype html|<html[\s>]" re.I))
 
 (defn _host [provider]
@@ -600,6 +601,42 @@
     (setv e (or e.__cause__ e.__context__)))
   None)
 
+(defn _host-port [host port]
+  "HOST, with PORT when it is not the web's own (80, 443)."
+  (if (and (isinstance port int) (not (in port #(80 443)))) f"{host}:{port}" host))
+
+(defn _failed-host [e provider]
+  "The host a connection that failed with E was made to: the one the
+   connector names (=aiohttp='s =host=), else the innermost request's address
+   in the chain (an outer wrapper may carry a placeholder), else PROVIDER's;
+   with its port unless that is the web's own."
+  (setv seen (set)
+        found None)
+  (while (and (is-not e None) (not (in (id e) seen)) (< (len seen) 16))
+    (.add seen (id e))
+    (when (isinstance (getattr e "host" None) str)
+      (return (_host-port (getattr e "host") (getattr e "port" None))))
+    (setv request (try (getattr e "request" None) (except [Exception] None))
+          url (getattr request "url" None)
+          host (getattr url "host" None))
+    (when (and (isinstance host str) host)
+      (setv found (_host-port host (getattr url "port" None))))
+    (setv e (or e.__cause__ e.__context__)))
+  (or found (_host provider)))
+
+(setv _missing-key-re (re.compile r"(?i)missing credentials|api_key client option must be set|no (?:api )?key is set|missing [\w ]*api key")
+      _key-var-re (re.compile r"\b([A-Z][A-Z0-9_]*_(?:API_)?KEY)\b"))
+
+(defn _missing-key [e]
+  "The words for E when it says the call had no API key (a library's own
+   check, before any request), else None."
+  (setv text (str e))
+  (when (_missing-key-re.search text)
+    (setv var (_key-var-re.search text))
+    (if var
+        f"the environment variable {(.group var 1)} (the API key) is not set"
+        "no API key is set")))
+
 (defn _classify [litellm provider e]
   "(outcome detail kind) for the exception E raised while calling PROVIDER."
   (setv bad-json (_cause-of e json.JSONDecodeError)
@@ -612,8 +649,9 @@
     (or (and litellm (isinstance e litellm.Timeout)) (_cause-of e TimeoutError))
     #(':timeout (+ "no answer within " (format (get provider "timeout") "g") " s") "timeout")
     bad-json #(':garbage (_short f"the answer is not JSON ({bad-json})") "garbage")
-    cut-off #(':error (_short f"{(_os-words cut-off)} at {(_where provider)}")
+    cut-off #(':error (_short f"{(_os-words cut-off)} at {(_failed-host e provider)}")
               "connect")
+    (_missing-key e) #(':error (_missing-key e) "no-key")
     status #(':error f"{status}: {(_provider-message e)}" f"http-{status}")
     True #(':error (_short (_error-text e)) "error")))
 
@@ -675,7 +713,9 @@
   (setv kind (or kind "error"))
   (cond
     (= kind "timeout") f"did not answer in {(.get provider "timeout" DEFAULT-TIMEOUT) :g} s"
-    (= kind "no-key") f"has no API key: the environment variable {(.get provider "api_key_env")} is not set"
+    (= kind "no-key") (if (.get provider "api_key_env")
+                          f"has no API key: the environment variable {(.get provider "api_key_env")} is not set"
+                          f"has no API key: {(.replace detail " (the API key)" "")}")
     (= kind "connect") f"could not be reached ({detail})"
     (= kind "unreachable") f"is not running: {detail}"
     (= kind "http-401") f"refused the key ({detail})"

@@ -486,7 +486,7 @@
   (try
     (setv config (load-config config-path))
     (except [e ConfigError]
-      (return [#("config" "fail" (str e))])))
+      (return (lfor line (.splitlines (str e)) #("config" "fail" line)))))
   (setv status (sandbox-status config)
         kind (proto-get status ':kind)
         gateways (lfor [name section] (.items (.get config "gateways" {}))

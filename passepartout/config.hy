@@ -67,40 +67,54 @@
   (or (isinstance v dict)
       (and (isinstance v list) (all (gfor x v (isinstance x dict))))))
 
-(defn _secret-keys [tree [prefix ""]]
-  "The dotted names of the keys in TREE whose values look like secrets."
+(defn _secret-name [k v]
+  "True when the key K, of the value V, looks like it holds a secret."
+  (bool (and (_secret-key-re.search (.replace (.lower k) "-" "_")) (not (_tables v)))))
+
+(defn _secret-keys [tree [where ""] [path #()]]
+  "#(shown path) for each key in TREE whose value looks like a secret: SHOWN
+   names it as the error messages name it (=[[providers]] #1 api_key=), PATH
+   is its keys without the array positions."
   (setv found [])
   (cond
     (isinstance tree dict)
     (for [[k v] (.items tree)]
-      (setv name (if prefix f"{prefix}.{k}" k))
-      (if (and (_secret-key-re.search (.replace (.lower k) "-" "_")) (not (_tables v)))
-          (.append found name)
-          (.extend found (_secret-keys v name))))
+      (setv shown (cond (not where) k
+                        (.startswith where "[[") f"{where} {k}"
+                        True f"{where}.{k}"))
+      (if (_secret-name k v)
+          (.append found #(shown #(#* path k)))
+          (.extend found (_secret-keys v shown #(#* path k)))))
     (isinstance tree list)
     (for [[i v] (enumerate tree)]
-      (.extend found (_secret-keys v f"{prefix}[{i}]"))))
+      (.extend found (_secret-keys v (if (isinstance v dict) f"[[{where}]] #{(+ i 1)}" f"{where}[{i}]")
+                                   path))))
   found)
 
-(defn _example-var [name]
-  "A variable name to suggest for the secret at the dotted NAME."
-  (setv parts (lfor p (.split name ".") (.upper (.replace p "-" "_")))
-        leaf (get parts -1))
-  (cond (= leaf "API_KEY") "OPENAI_API_KEY"
-        (and (> (len parts) 1) (.isidentifier (get parts -2))) f"{(get parts -2)}_{leaf}"
-        True leaf))
+(defn _example-var [path]
+  "A variable name to suggest for the secret at PATH (its keys): the default
+   of the section's own =*_env= key where the schema gives one
+   (=TELEGRAM_BOT_TOKEN=), else one made from the names."
+  (setv leaf (.replace (get path -1) "-" "_")
+        keys (_keys-at (cut path -1))
+        spec (.get keys f"{leaf}_env" {})
+        parts (lfor p path (.upper (.replace p "-" "_"))))
+  (cond (isinstance (.get spec "default") str) (get spec "default")
+        (= (get parts -1) "API_KEY") "OPENAI_API_KEY"
+        (and (> (len parts) 1) (.isidentifier (get parts -2))) f"{(get parts -2)}_{(get parts -1)}"
+        True (get parts -1)))
 
-(defn _refuse-secrets [tree path]
-  (setv names (_secret-keys tree))
-  (when names
-    (setv name (get names 0)
-          leaf (get (.split name ".") -1))
-    (raise (ConfigError
-             (+ f"{path}: {(.join ", " names)} "
-                (if (> (len names) 1) "look" "looks")
-                " like a secret, and secrets are never read from the config file: "
-                "name an environment variable that holds it instead, e.g. "
-                f"{leaf}_env = \"{(_example-var name)}\"")))))
+(defn _secret-problems [tree]
+  "The problem (one line, or none) of the secrets written in TREE."
+  (setv found (_secret-keys tree))
+  (if (not found)
+      []
+      (do (setv [_ path] (get found 0))
+          [(+ f"{(.join ", " (gfor [shown _] found shown))} "
+              (if (> (len found) 1) "look" "looks")
+              " like a secret, and secrets are never read from the config file: "
+              "name an environment variable that holds it instead, e.g. "
+              f"{(.replace (get path -1) "-" "_")}_env = \"{(_example-var path)}\"")])))
 
 ;; * The schema
 
@@ -128,7 +142,8 @@
              "`ollama_chat/llama3.2`). A key is never written here: `api_key_env` names the "
              "variable that holds it. `PASSEPARTOUT_MODELS=a,b` replaces this list. With no "
              "provider at all a local Ollama is tried, then the symbolic provider.")
-    "keys" {"model" (_key "string" None "the LiteLLM model string" :shown "required")
+    "keys" {"model" (_key "string" None "the LiteLLM model string" :shown "required"
+                          :required True :example "model = \"openai/gpt-4o-mini\"")
             "name" (_key "string" None "the name shown in the chat and the log" :shown "the model")
             "api_base" (_key "string" None "the server's address, for local and compatible servers"
                              :shown "LiteLLM's; Ollama's local address for `ollama` models")
@@ -396,69 +411,120 @@
       f"did you mean {(get close 0)}?"
       (+ f"the {what}s are " (.join ", " known))))
 
-(defn _unknown [file where name known [what "key"]]
-  "The error for NAME, not among KNOWN, in the place WHERE of FILE."
-  (ConfigError f"{file}: {where}{name} — unknown {what}; {(did-you-mean name known what)}"))
+(defn _unknown [where name known [what "key"]]
+  "The problem of NAME, not among KNOWN, in the place WHERE."
+  f"{where}{name} — unknown {what}; {(did-you-mean name known what)}")
 
-(defn _check-value [file dotted spec v]
+(defn _check-value [shown spec v]
+  "The problems of the value V of the key SHOWN."
   (setv [ok what] (get _kinds (get spec "kind"))
         choices (.get spec "choices"))
-  (when (not (ok v))
-    (raise (ConfigError f"{file}: {dotted} should be {what}, not {(_shown v)}")))
-  (when (and choices (not (in v choices)))
-    (setv close (difflib.get-close-matches v choices :n 1))
-    (raise (ConfigError (+ f"{file}: {dotted} should be one of "
-                           (.join ", " (gfor c choices f"\"{c}\""))
-                           f", not {v !r}"
-                           (if close f"; did you mean \"{(get close 0)}\"?" ""))))))
+  (cond
+    (not (ok v)) [f"{shown} should be {what}, not {(_shown v)}"]
+    (and choices (not (in v choices)))
+    (do (setv close (difflib.get-close-matches v choices :n 1))
+        [(+ f"{shown} should be one of "
+            (.join ", " (gfor c choices f"\"{c}\""))
+            f", not {v !r}"
+            (if close f"; did you mean \"{(get close 0)}\"?" ""))])
+    True []))
 
-(defn _check-table [file where dotted keys table [dashes False]]
-  "Check TABLE, written as the header WHERE, against KEYS; with DASHES,
-   a-key is read as a_key."
+(defn _check-table [where keys table [dashes False] [dotted None]]
+  "The problems of TABLE, written as the header WHERE, against KEYS; a key's
+   value is named DOTTED.KEY, or WHERE KEY without DOTTED. With DASHES, a-key
+   is read as a_key."
+  (setv problems [])
   (for [[k v] (.items table)]
     (when dashes
       (setv k (.replace k "-" "_")))
-    (when (not (in k keys))
-      (raise (_unknown file f"{where} " k keys)))
-    (_check-value file f"{dotted}.{k}" (get keys k) v)))
+    (cond (in k keys)
+          (.extend problems (_check-value (if dotted f"{dotted}.{k}" f"{where} {k}") (get keys k) v))
+          ;; a secret is its own problem (=_secret-problems=), not also an unknown key
+          (not (_secret-name k v))
+          (.append problems (_unknown f"{where} " k keys))))
+  (for [[k spec] (.items keys)]
+    (when (and (.get spec "required") (not (in k table)))
+      (.append problems f"{where} has no {k}, which it needs; e.g. {(get spec "example")}")))
+  problems)
 
 (defn _plugin-gateway [name]
   "True when NAME is no gateway of the schema but a module that may register one."
   (bool (and (re.match r"[a-z][a-z0-9_]*\Z" name)
              (importlib.util.find-spec f"passepartout.gateways.{name}"))))
 
-(defn _check-section [file section v]
+(defn _check-section [section v]
+  "The problems of V, the section SECTION of the schema."
   (setv name (get section "name")
         shape (get section "shape"))
   (when (and (in shape #("table" "named")) (not (isinstance v dict)))
-    (raise (ConfigError f"{file}: {name} should be a table ([{name}]), not {(_shown v)}")))
+    (return [f"{name} should be a table ([{name}]), not {(_shown v)}"]))
   (cond
     (= shape "table")
-    (_check-table file f"[{name}]" name (get section "keys") v)
+    (_check-table f"[{name}]" (get section "keys") v :dotted name)
     (= shape "array")
-    (do (when (not (and (isinstance v list) (all (gfor e v (isinstance e dict)))))
-          (raise (ConfigError f"{file}: {name} should be an array of tables ([[{name}]]), not {(_shown v)}")))
-        (for [[i entry] (enumerate v)]
-          (_check-table file f"[[{name}]] #{(+ i 1)}" f"{name}[{i}]" (get section "keys") entry
-                        (.get section "dashes" False))))
+    (if (not (and (isinstance v list) (all (gfor e v (isinstance e dict)))))
+        [f"{name} should be an array of tables ([[{name}]]), not {(_shown v)}"]
+        (lfor [i entry] (enumerate v)
+              problem (_check-table f"[[{name}]] #{(+ i 1)}" (get section "keys") entry
+                                    (.get section "dashes" False))
+              problem))
     (= shape "named")
-    (for [[sub table] (.items v)]
-      (setv known (get section "tables"))
-      (when (not (isinstance table dict))
-        (raise (ConfigError f"{file}: {name}.{sub} should be a table ([{name}.{sub}]), not {(_shown table)}")))
-      (cond (in sub known)
-            (_check-table file f"[{name}.{sub}]" f"{name}.{sub}" (get known sub "keys") table)
-            (not (_plugin-gateway sub))
-            (raise (_unknown file f"[{name}] " sub known (.get section "what" "table")))))))
+    (do (setv known (get section "tables")
+              problems [])
+        (for [[sub table] (.items v)]
+          (cond (not (isinstance table dict))
+                (.append problems f"{name}.{sub} should be a table ([{name}.{sub}]), not {(_shown table)}")
+                (in sub known)
+                (.extend problems (_check-table f"[{name}.{sub}]" (get known sub "keys") table
+                                                :dotted f"{name}.{sub}"))
+                (not (_plugin-gateway sub))
+                (.append problems (_unknown f"[{name}] " sub known (.get section "what" "table")))))
+        problems)))
+
+(defn _unknown-top [k v known]
+  "The problem of the top-level name K, which the schema does not know: a
+   section (a table) is called a section, by its header, and a gateway's table
+   written without =gateways.= is pointed to its place."
+  (defn header [name]
+    (if (= (.get (schema-section name) "shape") "array") f"[[{name}]]" f"[{name}]"))
+  (setv sections (lfor s SCHEMA :if (get s "name") (get s "name"))
+        gateways (get (schema-section "gateways") "tables")
+        written (if (isinstance v list) f"[[{k}]]" f"[{k}]")
+        close (difflib.get-close-matches k sections :n 1 :cutoff 0.5))
+  (cond (not (_tables v)) (_unknown "" k known)
+        (in k gateways) f"{written} — unknown section; did you mean [gateways.{k}]?"
+        close f"{written} — unknown section; did you mean {(header (get close 0))}?"
+        True (+ f"{written} — unknown section; the sections are " (.join ", " (map header sections)))))
+
+(defn _keys-at [path]
+  "The keys of the schema at PATH (keys without array positions), or {}."
+  (setv section (schema-section (if path (get path 0) "")))
+  (cond (is section None) {}
+        (<= (len path) 1) (.get section "keys" {})
+        (and (= (len path) 2) (in (get path 1) (.get section "tables" {})))
+        (get section "tables" (get path 1) "keys")
+        True {}))
+
+(defn config-problems [raw]
+  "Every mistake of the table RAW against the schema, one line each, in the
+   file's order; secrets written into it first."
+  (setv top (get (schema-section "") "keys")
+        known (+ (list top) (lfor s SCHEMA :if (get s "name") (get s "name")))
+        problems (_secret-problems raw))
+  (for [[k v] (.items raw)]
+    (.extend problems
+             (cond (in k top) (_check-value k (get top k) v)
+                   (_secret-name k v) []
+                   (not (in k known)) [(_unknown-top k v known)]
+                   True (_check-section (schema-section k) v))))
+  problems)
 
 (defn check-config [raw file]
-  "Check the table RAW read from FILE against the schema; a ConfigError for the first mistake."
-  (setv top (get (schema-section "") "keys")
-        known (+ (list top) (lfor s SCHEMA :if (get s "name") (get s "name"))))
-  (for [[k v] (.items raw)]
-    (cond (in k top) (_check-value file k (get top k) v)
-          (not (in k known)) (raise (_unknown file "" k known))
-          True (_check-section file (schema-section k) v))))
+  "Check the table RAW read from FILE against the schema: a ConfigError that
+   names every mistake, one line each, when there is any."
+  (setv problems (config-problems raw))
+  (when problems
+    (raise (ConfigError (.join "\n" (gfor p problems f"{file}: {p}"))))))
 
 ;; ** The reference, printed from it
 
@@ -556,7 +622,6 @@
   (setv env (if (is env None) os.environ env)
         [file explicit] (config-file path env)
         raw (_read-toml file explicit))
-  (_refuse-secrets raw file)
   (check-config raw file)
   (setv data-dir (_dir env "PASSEPARTOUT_DATA_DIR" raw "data_dir" file
                        (fn [] (_expand (os.path.join (_xdg env "XDG_DATA_HOME" ".local/share")

@@ -24,7 +24,7 @@
   (try
     (providers-from-config config environ)
     (except [e ValueError]
-      (raise (ConfigError f"providers: {e}")))))
+      (raise (ConfigError f"{(or (.get config "config_path") "providers")}: {e}")))))
 
 (defn boot [[config-path None] [workspace None] [environ None] [providers None] [gates "inline"]
             [warm False]]

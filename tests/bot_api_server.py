@@ -2,8 +2,8 @@
 
 The server speaks the part of the Bot API the gateway uses, over real HTTP:
 getMe, getUpdates (long polling with a timeout; an offset confirms every update
-below it, as Telegram does), sendMessage, editMessageText, answerCallbackQuery
-and deleteWebhook. Tests play the people: `message`, `edit`, `press` and `raw`
+below it, as Telegram does), sendMessage, editMessageText, answerCallbackQuery,
+sendChatAction and deleteWebhook. Tests play the people: `message`, `edit`, `press` and `raw`
 queue updates; `fail` makes the next calls of a method answer 429 with a
 retry_after, 409, 500, a body that is not JSON, or drop the connection. Every
 call is recorded (`calls`), and what the bot sent is kept per chat (`texts`).
@@ -294,6 +294,11 @@ class BotAPIServer:
             return dict(m)
 
     def _m_answerCallbackQuery(self, params):
+        return True
+
+    def _m_sendChatAction(self, params):
+        if params.get("action") not in ("typing", "upload_document", "upload_photo", "record_voice"):
+            raise _Refused("wrong parameter action in request")
         return True
 
 

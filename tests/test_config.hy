@@ -3,7 +3,8 @@
 (import os stat
         pathlib [Path]
         pytest
-        passepartout.config [load-config config-file config-secrets ensure-dirs ConfigError])
+        passepartout.config [load-config config-file config-secrets ensure-dirs ConfigError]
+        passepartout.daemon [boot])
 
 (defn check [got want [what ""]]
   (assert (= got want) f"{what}\n got:  {got !r}\n want: {want !r}"))
@@ -200,7 +201,7 @@ allowed_users = [42]
 
 (defn test-a-secret-in-the-file-is-refused [tmp-path]
   (for [[text name] [["api_key = \"sk-live-123\"\n" "api_key"]
-                     ["[[providers]]\nmodel = \"m\"\napi_key = \"sk-1\"\n" "providers[0].api_key"]
+                     ["[[providers]]\nmodel = \"m\"\napi_key = \"sk-1\"\n" "[[providers]] #1 api_key"]
                      ["[gateways.telegram]\ntoken = \"123:ABC\"\n" "gateways.telegram.token"]
                      ["[gateways.telegram]\nbot_token = \"123:ABC\"\n" "gateways.telegram.bot_token"]
                      ["[signal]\npassword = \"hunter2\"\n" "signal.password"]
@@ -303,7 +304,6 @@ number = "+100"
 (defn test-a-misspelt-key-says-what-was-meant [tmp-path]
   (for [[text where key want]
         [["data_dri = \"x\"\n" "" "data_dri" "data_dir"]
-         ["[limts]\nattempts = 3\n" "" "limts" "limits"]
          ["[limits]\nstep_budgte = 3\n" "[limits] " "step_budgte" "step_budget"]
          ["[budget]\nday_cots = 1.0\n" "[budget] " "day_cots" "day_cost"]
          ["[cascade]\ncooldwn = 5\n" "[cascade] " "cooldwn" "cooldown"]
@@ -321,6 +321,38 @@ number = "+100"
     (with [e (pytest.raises ConfigError)]
       (load-config path (home-env tmp-path)))
     (check (str e.value) f"{path}: {where}{key} — unknown key; did you mean {want}?" text)))
+
+(defn test-config-errors-name-each-place-one-way-and-all-at-once [tmp-path]
+  ;; a provider is [[providers]] #N in every message: an unknown key, a wrong type, a secret
+  (setv path (write-config tmp-path (+ "[[providers]]\nmodel = \"a\"\n"
+                                       "[[providers]]\nmodel = \"b\"\napi_key = \"sk-9\"\ntimout = 3\nmax_tokens = \"x\"\n"
+                                       "[[providers]]\nname = \"c\"\n"
+                                       "[limts]\nattempts = 3\n"
+                                       "[telegram]\ntoken_env = \"T\"\n"
+                                       "[[provider]]\nmodel = \"c\"\n"
+                                       "[gateways.telegram]\ntoken = \"123:ABC\"\n")))
+  (with [e (pytest.raises ConfigError)]
+    (load-config path (home-env tmp-path)))
+  (setv lines (.splitlines (str e.value)))
+  (check lines
+         [f"{path}: [[providers]] #2 api_key, gateways.telegram.token look like a secret, and secrets are never read from the config file: name an environment variable that holds it instead, e.g. api_key_env = \"OPENAI_API_KEY\""
+          f"{path}: [[providers]] #2 timout — unknown key; did you mean timeout?"
+          f"{path}: [[providers]] #2 max_tokens should be a whole number, not 'x'"
+          f"{path}: [[providers]] #3 has no model, which it needs; e.g. model = \"openai/gpt-4o-mini\""
+          f"{path}: [limts] — unknown section; did you mean [limits]?"
+          f"{path}: [telegram] — unknown section; did you mean [gateways.telegram]?"
+          f"{path}: [[provider]] — unknown section; did you mean [[providers]]?"]
+         "every problem, one line each, a provider named one way, a section called a section")
+  (assert (not (in "providers[" (str e.value))) (str e.value))
+  ;; the variable suggested for a gateway's token is the one the gateway reads by default
+  (with [e (pytest.raises ConfigError)]
+    (load-config (write-config tmp-path "[gateways.telegram]\ntoken = \"123:ABC\"\n") (home-env tmp-path)))
+  (assert (in "token_env = \"TELEGRAM_BOT_TOKEN\"" (str e.value)) (str e.value))
+  ;; a value the cascade refuses names the provider the same way
+  (with [e (pytest.raises ConfigError)]
+    (boot (write-config tmp-path "[[providers]]\nmodel = \"m\"\n[[providers]]\nmodel = \"n\"\ntimeout = -3\n")
+          :environ (home-env tmp-path)))
+  (assert (in "[[providers]] #2 timeout must be a positive number" (str e.value)) (str e.value)))
 
 (defn test-an-unknown-gateway-says-what-was-meant [tmp-path]
   (setv path (write-config tmp-path "[gateways.telegarm]\nenabled = true\n"))

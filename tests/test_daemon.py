@@ -884,3 +884,25 @@ def test_a_reply_on_its_way_when_the_hub_closes_is_marked_sent(env):
     assert got == ["on its way"] and sent_one == [True], (got, sent_one)
     rows = env.store.query("SELECT state FROM outbox")
     assert rows == [("sent",)], rows
+
+
+def test_stop_after_a_refused_token_leaves_no_session_open_and_says_stopped(tmp_path, bot):
+    """A gateway whose start failed (the Bot API refused its token) still closes
+    its HTTP sessions when the daemon stops, and a clean SIGINT (Ctrl-C) says it stopped."""
+    config = write_config(tmp_path, bot, [7001], providers=SYMBOLIC)
+    environ = daemon_environ(tmp_path) | {"PASSEPARTOUT_TEST_BOT_TOKEN": "999:refused-by-the-server"}
+    with open(tmp_path / "out", "w+") as out:
+        p = start_daemon(config, environ, out)
+        try:
+            assert wait_for(lambda: "started" in (tmp_path / "out").read_text(), 60), "never said started"
+            log = tmp_path / "data" / "logs" / "daemon.log"
+            assert wait_for(lambda: "refused the token" in log.read_text(), 60), "the refusal never logged"
+            p.send_signal(signal.SIGINT)
+            assert p.wait(30) == 0
+        finally:
+            if p.poll() is None:
+                p.kill()
+    said = (tmp_path / "out").read_text()
+    assert "Unclosed" not in said, said
+    assert said.rstrip().endswith("passepartout daemon: stopped"), said
+    assert "refused-by-the-server" not in said, said

@@ -122,3 +122,21 @@ def test_doctor_names_a_server_whose_template_cannot_render_a_tool_conversation(
     asked = [r["body"] for r in openai_server.requests]
     assert all(r["max_tokens"] == 1 and r["tools"] for r in asked), asked
     assert sorted(r["model"] for r in asked) == ["native", "native", "plain"], asked
+
+
+def test_doctor_names_the_host_that_failed_and_a_key_the_library_missed(tmp_path, openai_server):
+    """A model with no api_base goes where its library sends it: a connection that
+    fails there names that host (not the model), and a key the library itself finds
+    missing (no api_key_env in the config) is a missing key, not a server's error."""
+    base = {k: v for k, v in os.environ.items() if k.startswith("OPENAI_")}
+    unset = {k: "" for k in base}
+    out, rows, _ = doctor(tmp_path, "", PASSEPARTOUT_MODELS="openai/gpt-4o-mini",
+                          **(unset | {"OPENAI_API_KEY": "sk-x", "OPENAI_API_BASE": "http://nothing-here.invalid/v1"}))
+    status, detail = rows["model openai/gpt-4o-mini"]
+    assert status == "fail" and detail.startswith("could not be reached ("), out.stdout
+    assert detail.endswith(" at nothing-here.invalid)"), out.stdout
+    out, rows, _ = doctor(tmp_path, "", PASSEPARTOUT_MODELS="openai/gpt-4o-mini",
+                          **(unset | {"OPENAI_API_BASE": openai_server.url("ok")}))
+    assert rows["model openai/gpt-4o-mini"] == (
+        "fail", "has no API key: the environment variable OPENAI_API_KEY is not set"), out.stdout
+    assert not openai_server.requests, "no request goes out without a key"

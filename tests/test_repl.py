@@ -4,6 +4,7 @@ import asyncio
 import os
 import shutil
 import socket
+import re
 import stat
 import subprocess
 import sys
@@ -504,8 +505,19 @@ def test_client_exit_codes(server):
     err = repl("--socket", server.path, "(/ 1 0)")
     assert err.returncode == 1, err
     assert "ZeroDivisionError: division by zero" in err.stderr and "Traceback" in err.stderr, err.stderr
+    assert err.stderr.count("ZeroDivisionError: division by zero") == 1, f"the error shown twice: {err.stderr}"
     syntax = repl("--socket", server.path, "(+ 1")
     assert syntax.returncode == 1 and "PrematureEndOfInput" in syntax.stderr, syntax
+    assert syntax.stderr.count("PrematureEndOfInput") == 1, f"the error shown twice: {syntax.stderr}"
+
+
+def test_the_readme_runs_repl_where_its_install_puts_it():
+    """The README installs into .venv without activating it, so its repl is .venv/bin/repl."""
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    assert "python3 -m venv .venv && .venv/bin/pip install" in readme
+    bare = re.findall(r"(?<![/\w])repl '", readme)
+    assert not bare, f"the README runs repl as if .venv/bin were on PATH: {len(bare)} place(s)"
+    assert ".venv/bin/repl '(+ 1 2)'" in readme
 
 
 def test_client_without_a_daemon_exits_2_with_a_hint(runtime):

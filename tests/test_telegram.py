@@ -1,6 +1,7 @@
 """Tests of passepartout/gateways/telegram.hy: the real python-telegram-bot client
 against a Bot API server on loopback (tests/bot_api_server.py), inside the
 daemon's serve."""
+import asyncio
 import logging
 import re
 import time
@@ -9,7 +10,7 @@ import hy  # noqa: F401
 import pytest
 from hy.models import Keyword
 
-from bot_api_server import BotAPIServer, TelegramSetup, judge, run_in_process
+from bot_api_server import BotAPIServer, TelegramSetup, echo_complete, judge, run_in_process
 from passepartout.gateways.telegram import approval_buttons, button_command, split_text
 from passepartout.proto import proto_get
 from passepartout.skills import make_skill, register_skill
@@ -110,6 +111,24 @@ def test_redelivered_updates_are_not_answered_twice(tg):
         # the gateway has had them all again once it confirms past the last one again
         assert tg.server.wait_for(lambda: tg.server.confirmed > last)
     assert tg.server.texts(ALICE) == ["echo: hello 0", "echo: hello 1", "echo: hello 2"]
+
+
+def test_the_chat_shows_typing_while_the_model_thinks(tg):
+    """The model answers only once the chat has been shown the bot typing; the
+    dots are for the chat that wrote, and stop with its reply."""
+    async def slow(request):
+        deadline = time.monotonic() + 30
+        while not tg.server.requests("sendChatAction") and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        return echo_complete(request)
+
+    tg.env.complete = slow
+    tg.server.message(ALICE, ALICE, "think about it")
+    with tg.daemon():
+        assert tg.server.wait_for(lambda: tg.server.texts(ALICE))
+    assert tg.server.texts(ALICE) == ["echo: think about it"]
+    actions = tg.server.requests("sendChatAction")
+    assert actions and all(int(a["chat_id"]) == ALICE and a["action"] == "typing" for a in actions), actions
 
 
 def test_strangers_get_one_short_refusal_logged_once(tg, caplog):

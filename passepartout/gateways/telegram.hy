@@ -195,9 +195,11 @@
       (raise (ConfigError (+ f"gateways.telegram: the bot token is not set: put it in the environment variable "
                              (get self.settings "token_env")))))
     (setv self.allowed (set (get self.settings "allowed_users"))
+          self.requests [(AiohttpRequest :pool-size 16 :read-timeout 15.0)
+                         (AiohttpRequest :pool-size 1 :read-timeout 10.0)]
           self.bot (Bot token :base-url (get self.settings "api_base")
-                        :request (AiohttpRequest :pool-size 16 :read-timeout 15.0)
-                        :get-updates-request (AiohttpRequest :pool-size 1 :read-timeout 10.0))
+                        :request (get self.requests 0)
+                        :get-updates-request (get self.requests 1))
           self.hub None
           self.stopping False
           self.poll None
@@ -206,7 +208,8 @@
           self.state "starting"
           self.refused None
           self.sent-pieces {}
-          self.progress {})
+          self.progress {}
+          self.typing {})
     (when (not self.allowed)
       (.warning log "gateways.telegram.allowed_users is empty: every message will be refused")))
 
@@ -341,12 +344,42 @@
 
 (defn :async _stop [gw]
   (setv gw.stopping True)
+  (for [chat (list gw.typing)] (_stop-typing gw chat))
   (when gw.poll (.cancel gw.poll)))
 
 (defn :async _close [gw]
   (when gw.started
     (await (.shutdown gw.bot))
-    (setv gw.started False)))
+    (setv gw.started False))
+  ;; a start that failed (a refused token) opened the sessions but never
+  ;; finished, so the bot does not shut them down itself
+  (for [r gw.requests]
+    (await (.shutdown r))))
+
+;; ** Typing
+
+(setv TYPING-EVERY 4.0
+      TYPING-MAX 120.0)
+
+(defn _start-typing [gw chat]
+  "Show CHAT that the bot is typing until its next reply (at most TYPING-MAX s)."
+  (_stop-typing gw chat)
+  (setv (get gw.typing chat) (asyncio.ensure-future (_typing gw chat))))
+
+(defn _stop-typing [gw chat]
+  (setv task (.pop gw.typing chat None))
+  (when task (.cancel task)))
+
+(defn :async _typing [gw chat]
+  (setv t (time-left TYPING-MAX))
+  (while (and (not gw.stopping) (> (t) 0))
+    (try
+      (await (.send-chat-action gw.bot :chat-id chat :action "typing"))
+      (except [e Exception]
+        ;; a hint only: a failure costs the person nothing but the dots
+        (.debug log "telegram: sendChatAction in chat %s failed (%s)" chat e)
+        (break)))
+    (await (_pause gw TYPING-EVERY))))
 
 (defn :async _handle [gw update]
   (setv key f"{gw.bot.id}:{update.update-id}")
@@ -392,10 +425,11 @@
       (await (_say gw chat (+ f"That message is too long for me: {(len message.text)} characters, "
                               f"and I read at most {(get gw.settings "max_input")}."))))
     True
-    (await (.receive gw.hub "telegram" key
-                     [:type :event
-                      :source (_source gw chat user message.message-id)
-                      :payload [:sensor :user-input :text message.text]]))))
+    (when (await (.receive gw.hub "telegram" key
+                           [:type :event
+                            :source (_source gw chat user message.message-id)
+                            :payload [:sensor :user-input :text message.text]]))
+      (_start-typing gw chat))))
 
 (defn :async _refuse [gw key user chat]
   "One short refusal per stranger, and one log line."
@@ -477,6 +511,7 @@
     True
     (do (when (not gw.started)
           (await (_call gw "getMe" (partial _start gw))))
+        (_stop-typing gw chat)
         (when (proto-get payload ':progress-key)
           (return (await (_progress gw chat (proto-get payload ':progress-key) text))))
         (when (and (proto-get source ':callback) (proto-get source ':message)
