@@ -75,3 +75,20 @@
 (defn run-task [env signal]
   "run-task-async on an event loop of its own."
   (asyncio.run (run-task-async env signal)))
+
+(defn :async converse [services text [timeout 120]]
+  "Say TEXT in the chat test:1 of a hub of SERVICES and wait for the reply
+   that ends its task; every reply of the chat, in order."
+  (import passepartout.gateway [Hub]
+          passepartout.task [ends-task])
+  (setv replies []
+        done (asyncio.Event))
+  (defn :async deliver [reply]
+    (.append replies reply)
+    (when (ends-task reply) (.set done)))
+  (setv hub (Hub services [{"name" "test" "deliver" deliver}]))
+  (try
+    (await (.receive hub "test" "m1" (user-says text "1")))
+    (await (asyncio.wait-for (.wait done) timeout))
+    (finally (await (.close hub))))
+  replies)

@@ -205,7 +205,7 @@
         passepartout.daemon [boot shutdown]
         passepartout.gateway [Hub]
         passepartout.task [ends-task]
-        steps [user-says text-of run-task symbolic-env last-said])
+        steps [user-says text-of run-task symbolic-env last-said converse])
 
 (setv KEY-ENV "PASSEPARTOUT_TEST_SCRIPTED_KEY")
 
@@ -245,20 +245,6 @@
   (expect (set (gfor t turns (proto-get t ':who))) #{"test:unknown"} "the person's identity")
   ;; /help lists the commands
   (assert (in "/agenda add TEXT" (say "/help")) "help"))
-
-(defn :async converse [services text [timeout 120]]
-  "Say TEXT in the chat test:1 and wait for the reply that ends its task; the replies."
-  (setv replies []
-        done (asyncio.Event))
-  (defn :async deliver [reply]
-    (.append replies reply)
-    (when (ends-task reply) (.set done)))
-  (setv hub (Hub services [{"name" "test" "deliver" deliver}]))
-  (try
-    (await (.receive hub "test" "m1" (user-says text "1")))
-    (await (asyncio.wait-for (.wait done) timeout))
-    (finally (await (.close hub))))
-  replies)
 
 (defn test-the-model-completes-an-item-only-with-evidence [tmp-path openai-server monkeypatch box]
   (.setenv monkeypatch KEY-ENV "sk-scripted-test")

@@ -238,7 +238,7 @@
         passepartout.task [ends-task]
         passepartout.store [events]
         passepartout.workflow [workflows-of]
-        steps [user-says text-of kind-of last-said says])
+        steps [user-says text-of kind-of last-said says converse])
 
 (setv KEY-ENV "PASSEPARTOUT_TEST_SCRIPTED_KEY")
 
@@ -260,20 +260,6 @@
   (yield services)
   (shutdown services))
 
-(defn :async converse [services text [timeout 120]]
-  "Say TEXT in the chat test:1 of a hub of SERVICES and wait for the reply
-   that ends its task; every reply of the chat, in order."
-  (setv replies []
-        done (asyncio.Event))
-  (defn :async deliver [reply]
-    (.append replies reply)
-    (when (ends-task reply) (.set done)))
-  (setv hub (Hub services [{"name" "test" "deliver" deliver}]))
-  (try
-    (await (.receive hub "test" "m1" (user-says text "1")))
-    (await (asyncio.wait-for (.wait done) timeout))
-    (finally (await (.close hub))))
-  replies)
 
 (defn only-workflow [services]
   (setv found (workflows-of services.store "test:1"))
