@@ -58,6 +58,15 @@ def booted(tmp_path):
 
 
 @pytest.fixture(scope="module")
+def registry():
+    """The built-in skills, as a daemon loads them, in a registry of the module's own."""
+    from passepartout.skills import Registry, load_skills
+    reg = Registry()
+    load_skills(reg)
+    return reg
+
+
+@pytest.fixture(scope="module")
 def outside_temp():
     """A fresh folder outside /tmp and /var/tmp, for a home folder or a data dir
     laid out as on a person's machine: a temp folder that holds the home folder

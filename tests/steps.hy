@@ -14,6 +14,10 @@
   "The value of COROUTINE, run on an event loop of its own."
   (asyncio.run coroutine))
 
+(defn V [outcome]
+  "The name of an outcome's verdict: \"allow\", \"reject\", …"
+  (. (proto-get outcome ':verdict) name))
+
 (defn kind-of [signal]
   (. (proto-get (proto-get signal ':payload) ':kind) name))
 

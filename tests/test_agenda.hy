@@ -6,22 +6,13 @@
         pytest
         passepartout.proto [kw proto-get proto-read]
         passepartout.context [make-context]
-        passepartout.skills [Registry load-skills]
         passepartout.reason [verify]
         passepartout.store [store-open events kv-get]
         passepartout.journal [journal-export journal-verify]
         passepartout.agenda [AgendaError agenda-add agenda-change agenda-get agenda-items agenda-brief
                              agenda-facts completion-problem op-name item-id review-interval ran-fact
                              AgendaReview LAST-REVIEW-KEY]
-        steps [expect])
-
-(defn V [outcome] (. (proto-get outcome ':verdict) name))
-
-(defn [(pytest.fixture :scope "module")] registry []
-  "The built-in skills, as a daemon loads them."
-  (setv reg (Registry))
-  (load-skills reg)
-  reg)
+        steps [expect V])
 
 (defn [pytest.fixture] store [tmp-path]
   (setv s (store-open (str (/ tmp-path "agenda.sqlite3"))))

@@ -2,7 +2,7 @@
 
 (import pytest
         passepartout.proto [kw proto-get]
-        passepartout.skills [Registry load-skills get-skill]
+        passepartout.skills [get-skill]
         passepartout.context [make-context]
         passepartout.perceive [perceive]
         passepartout.services [Services]
@@ -10,12 +10,6 @@
 
 (defn expect [got want [what "value"]]
   (assert (= got want) f"{what}: expected {want !r}, got {got !r}"))
-
-(defn [(pytest.fixture :scope "module")] registry []
-  "A registry of its own holding the built-in skills."
-  (setv r (Registry))
-  (load-skills r)
-  r)
 
 (defn [(pytest.fixture :scope "module")] skill [registry]
   (setv s (get-skill registry "approvals"))

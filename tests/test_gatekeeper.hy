@@ -8,12 +8,8 @@
         passepartout.context [make-context]
         passepartout.gatekeeper [GateKeeper]
         passepartout.reason [verify proposal-action]
-        passepartout.skills [Registry load-skills])
-
-(defn expect [got want [what "value"]]
-  (assert (= got want) f"{what}: expected {want !r}, got {got !r}"))
-
-(defn V [outcome] (. (proto-get outcome ':verdict) name))
+        passepartout.skills [Registry load-skills]
+        steps [expect V])
 
 (setv CTX [:workspace "/tmp" :session "test" :now 1.0]
       MiB 1048576

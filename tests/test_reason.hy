@@ -5,12 +5,8 @@
         passepartout.skills [Registry make-skill register-skill]
         passepartout.reason [verify parse-proposal reason think build-request tool-belt
                              tool-definitions refusal-text GateTimeout GateMemory]
-        steps [run])
+        steps [run expect V])
 
-(defn expect [got want [what "value"]]
-  (assert (= got want) f"{what}: expected {want !r}, got {got !r}"))
-
-(defn V [outcome] (. (proto-get outcome ':verdict) name))
 
 (defn context-of [registry #** runtime]
   "The context the tests verify and think in: the skills of REGISTRY, and the

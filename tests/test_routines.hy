@@ -7,12 +7,11 @@
         passepartout.proto [kw proto-get proto-read]
         passepartout.config [config-defaults]
         passepartout.context [make-context]
-        passepartout.skills [Registry load-skills]
         passepartout.reason [verify]
         passepartout.routines [parse-when next-due shortest-gap show-time routine-add routine-get
                                routine-claim routine-runs routines-due]
         passepartout.store [store-open store-close events]
-        steps [expect user-says text-of kind-of])
+        steps [expect user-says text-of kind-of V])
 
 (setv BERLIN "Europe/Berlin")
 
@@ -83,11 +82,6 @@
 
 ;; * The gate
 
-(defn [(pytest.fixture :scope "module")] registry []
-  (setv reg (Registry))
-  (load-skills reg)
-  reg)
-
 (setv NOW (at 2030 1 1 12 0))
 
 (defn judge [registry text [config None]]
@@ -95,8 +89,6 @@
           (make-context :workspace "/tmp" :session "test:1" :skills registry :now NOW
                         :config (or config {"routines" (| (config-defaults "routines") {"time_zone" BERLIN})})
                         :sandbox [:kind :none])))
-
-(defn V [outcome] (. (proto-get outcome ':verdict) name))
 
 (defn test-a-routine-and-a-reminder-are-allowed [registry]
   (for [text ["(:action :schedule :when \"0 9 * * 1\" :objective \"summarise my open issues\" :explanation \"asked for\")"

@@ -5,18 +5,9 @@
         passepartout.proto [kw proto-get proto-put proto-read]
         passepartout.config [config-defaults]
         passepartout.context [make-context]
-        passepartout.skills [Registry load-skills]
         passepartout.reason [verify]
         passepartout.workflow [plan-graph graph-order MAX-DEPTH]
-        steps [expect])
-
-(defn V [outcome] (. (proto-get outcome ':verdict) name))
-
-(defn [(pytest.fixture :scope "module")] registry []
-  "The built-in skills, as a daemon loads them."
-  (setv reg (Registry))
-  (load-skills reg)
-  reg)
+        steps [expect V])
 
 (defn gate-ctx [registry [workers None]]
   "A gate context of a daemon with the default config, standing as WORKERS."
