@@ -2,7 +2,7 @@
 
 (import inspect
         hy.models [Keyword]
-        passepartout.proto [literal-keywords :as hy is-plist proto-get proto-put]
+        passepartout.proto [is-plist proto-get proto-put]
         passepartout.context [context-runtime]
         passepartout.checkpoint [checkpoint-before checkpoint-after wrote-into]
         passepartout.skills [actuator-for skill-functions])

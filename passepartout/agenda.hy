@@ -2,7 +2,7 @@
 
 (import asyncio logging re time
         hy.models [Keyword]
-        passepartout.proto [literal-keywords :as hy proto-get]
+        passepartout.proto [proto-get]
         passepartout.store [data-read]
         passepartout.journal [journal-append])
 

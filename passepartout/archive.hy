@@ -2,7 +2,7 @@
 
 (import asyncio fcntl hashlib json logging lzma os re time
         pathlib [Path]
-        passepartout.proto [literal-keywords :as hy proto-get]
+        passepartout.proto [proto-get]
         passepartout.journal [GENESIS segment-folder file-sha256]
         passepartout.store [kv-get kv-put])
 

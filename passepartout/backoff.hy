@@ -1,7 +1,5 @@
 ;; * Why
 
-(import passepartout.proto [literal-keywords :as hy])
-
 (defn growing-pause [n [most 60]]
   "Seconds to wait before try N+1 after N failures in a row: 1, 2, 4, … at most MOST.
    (growing-pause 3) ⇒ 4"

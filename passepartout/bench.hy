@@ -2,7 +2,7 @@
 
 (import json os re statistics subprocess sys tempfile time
         pathlib [Path]
-        passepartout.proto [literal-keywords :as hy proto-get proto-print])
+        passepartout.proto [proto-get proto-print])
 
 ;; * Helpers
 

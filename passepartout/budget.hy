@@ -1,7 +1,7 @@
 ;; * Why
 
 (import time
-        passepartout.proto [literal-keywords :as hy proto-values]
+        passepartout.proto [proto-values]
         passepartout.store [kv-get kv-put]
         passepartout.config [config-defaults])
 

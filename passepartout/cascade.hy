@@ -4,7 +4,7 @@
         importlib.util [find-spec]
         urllib.parse [urlsplit]
         passepartout.config [did-you-mean schema-keys]
-        passepartout.proto [literal-keywords :as hy proto-get is-plist]
+        passepartout.proto [proto-get is-plist]
         passepartout.display [valid-unicode]
         passepartout.symbolic [symbolic-complete])
 

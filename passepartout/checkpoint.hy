@@ -1,7 +1,7 @@
 ;; * How: a copy kept in step, and the kernel saying what changed
 
 (import asyncio ctypes errno json logging os shutil stat struct threading time weakref
-        passepartout.proto [literal-keywords :as hy proto-get proto-put]
+        passepartout.proto [proto-get proto-put]
         passepartout.config [config-defaults parse-size]
         passepartout.context [context-runtime protected-paths]
         passepartout.journal [journal-append]

@@ -3,7 +3,6 @@
 (import argparse json os sys
         pathlib [Path]
         passepartout.config [ConfigError]
-        passepartout.proto [literal-keywords :as hy]
         passepartout.store [StoreError])
 
 ;; * verify

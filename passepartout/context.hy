@@ -3,7 +3,7 @@
 (import os tempfile time
         functools [lru-cache]
         pathlib [Path]
-        passepartout.proto [literal-keywords :as hy kw proto-get proto-put proto-without]
+        passepartout.proto [kw proto-get proto-put proto-without]
         passepartout.config [config-defaults]
         passepartout.sandbox [sandbox-status]
         passepartout.workspace [path-inside]

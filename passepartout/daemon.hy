@@ -5,7 +5,7 @@
         passepartout.config [ConfigError load-config ensure-dirs config-secrets config-defaults]
         passepartout.store [store-open store-path-for store-close inbox-count inbox-prune outbox-prune kv-put
                             HEARTBEAT-KEY store-unwell]
-        passepartout.proto [literal-keywords :as hy proto-get]
+        passepartout.proto [proto-get]
         passepartout.skills [Registry load-skills set-immutable-skills]
         passepartout.cascade [make-cascade providers-from-config warm-litellm]
         passepartout.hitl [escalate approvals-boot]

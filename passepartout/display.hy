@@ -1,7 +1,6 @@
 ;; * Why
 
-(import json re
-        passepartout.proto [literal-keywords :as hy])
+(import json re)
 
 ;; * Making text safe to show
 

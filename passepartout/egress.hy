@@ -4,7 +4,7 @@
 
 (import functools [lru-cache]
         ipaddress os re shutil
-        passepartout.proto [literal-keywords :as hy proto-get proto-put]
+        passepartout.proto [proto-get proto-put]
         passepartout.config [config-defaults]
         passepartout.shell-walk [analyse])
 

@@ -2,7 +2,7 @@
 
 (import ast json re
         hy.models [Keyword]
-        passepartout.proto [literal-keywords :as hy ProtoError kw proto-get proto-put proto-has proto-without
+        passepartout.proto [ProtoError kw proto-get proto-put proto-has proto-without
                             proto-read proto-normalize proto-from-data is-plist])
 
 ;; * Bounds and vocabulary

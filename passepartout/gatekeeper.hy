@@ -1,7 +1,7 @@
 ;; * Why
 
 (import asyncio collections json mmap os resource signal struct sys time types
-        passepartout.proto [literal-keywords :as hy kw proto-get proto-read proto-print proto-without
+        passepartout.proto [kw proto-get proto-read proto-print proto-without
                             is-plist ProtoError MAX-DEPTH]
         passepartout.reason [verify run-gate strip-authority GateTimeout GateMemory
                              GATE-BUDGET GATE-WAIT GATE-MEMORY MAX-PROPOSAL-BYTES])

@@ -3,7 +3,7 @@
 (import asyncio importlib logging re sqlite3 time uuid
         hy.models [Keyword]
         passepartout.config [ConfigError]
-        passepartout.proto [literal-keywords :as hy ProtoError proto-get proto-put is-plist]
+        passepartout.proto [ProtoError proto-get proto-put is-plist]
         passepartout.perceive [normalize-signal reply-signal session-name]
         passepartout.runner [Runner]
         passepartout.backoff [growing-pause]

@@ -2,7 +2,7 @@
 
 (import os re
         collections [Counter]
-        passepartout.proto [literal-keywords :as hy kw proto-get]
+        passepartout.proto [kw proto-get]
         passepartout.act [action-name]
         passepartout.egress [action-asks ask-pairs entry-covers host-entries host-text
                              split-host]

@@ -2,7 +2,7 @@
 
 (import inspect logging math sys threading time
         collections [OrderedDict]
-        passepartout.proto [literal-keywords :as hy proto-get proto-print]
+        passepartout.proto [proto-get proto-print]
         passepartout.reason [with-call]
         passepartout.secrets [redact-text secret-tuple]
         passepartout.store [events data-read])

@@ -3,7 +3,7 @@
 ;; ** The modules
 
 (import asyncio logging os time
-        passepartout.proto [literal-keywords :as hy proto-get proto-put]
+        passepartout.proto [proto-get proto-put]
         passepartout.context [context-for context-limit context-runtime]
         passepartout.perceive [reply-signal]
         passepartout.act [act]

@@ -2,7 +2,7 @@
 
 (import hashlib os
         pathlib [Path]
-        passepartout.proto [literal-keywords :as hy kw proto-get proto-print proto-normalize]
+        passepartout.proto [kw proto-get proto-print proto-normalize]
         passepartout.act [action-name]
         passepartout.context [context-runtime]
         passepartout.workspace [path-inside]

@@ -3,7 +3,7 @@
 (import hashlib os secrets socket time uuid
         pathlib [Path]
         hy.models [Keyword]
-        passepartout.proto [literal-keywords :as hy kw proto-get proto-print]
+        passepartout.proto [kw proto-get proto-print]
         passepartout.config [ConfigError config-defaults]
         passepartout.perceive [reply-signal]
         passepartout.display [action-words when-words]

@@ -1,7 +1,7 @@
 ;; * Why
 
 (import copy
-        passepartout.proto [literal-keywords :as hy proto-get]
+        passepartout.proto [proto-get]
         passepartout.display [reason-words]
         passepartout.context [context-runtime]
         passepartout.perceive [reply-signal]

@@ -2,7 +2,7 @@
 
 (import hashlib json lzma time
         pathlib [Path]
-        passepartout.proto [literal-keywords :as hy ProtoError proto-get proto-print proto-put proto-read proto-values proto-without]
+        passepartout.proto [ProtoError proto-get proto-print proto-put proto-read proto-values proto-without]
         passepartout.display [action-words display-text status-words when-words]
         passepartout.budget [usage-values]
         passepartout.store [data-print data-read])

@@ -2,7 +2,7 @@
 
 (import asyncio itertools os re resource signal
         functools [lru-cache]
-        passepartout.proto [literal-keywords :as hy proto-get]
+        passepartout.proto [proto-get]
         passepartout.config [config-defaults parse-size])
 
 (setv SETTINGS (config-defaults "limits")

@@ -1,7 +1,7 @@
 ;; * The agent loop and its limits
 
 (import asyncio logging time
-        passepartout.proto [literal-keywords :as hy proto-get proto-put proto-merge proto-print]
+        passepartout.proto [proto-get proto-put proto-merge proto-print]
         passepartout.context [context-for context-limit context-data context-runtime]
         passepartout.perceive [perceive as-signal reply-signal sensor-of]
         passepartout.reason [reason refusal-text]

@@ -1,7 +1,5 @@
 ;; * defskill
 
-(import passepartout.proto [literal-keywords :as hy])
-
 (defmacro defskill [name #* body]
   "Define a skill and declare it in this module: (defskill NAME [DOC] :key value …).
 

@@ -1,7 +1,6 @@
 ;; * Why
 
-(import re time
-        passepartout.proto [literal-keywords :as hy])
+(import re time)
 
 ;; * Adding
 

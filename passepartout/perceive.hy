@@ -2,7 +2,7 @@
 
 (import inspect
         hy.models [Keyword]
-        passepartout.proto [literal-keywords :as hy ProtoError kw proto-get proto-put proto-values
+        passepartout.proto [ProtoError kw proto-get proto-put proto-values
                             proto-normalize is-plist]
         passepartout.context [context-runtime]
         passepartout.skills [pre-reason-handlers])

@@ -2,7 +2,7 @@
 
 (import math os sys
         pathlib [Path]
-        passepartout.proto [literal-keywords :as hy proto-get proto-print]
+        passepartout.proto [proto-get proto-print]
         passepartout.config [config-defaults]
         passepartout.context [context-runtime]
         passepartout.secrets [redact-text secret-tuple]

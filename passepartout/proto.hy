@@ -40,59 +40,6 @@
 
 (setv _keyword ((lru-cache :maxsize 4096) Keyword))
 
-(import inspect)
-
-(setv _checked-init Keyword.__init__
-      _legal-names (set))
-
-(defn _remembering-init [self value [from-parser False]]
-  (if (or from-parser (and (is (type value) str) (in value _legal-names)))
-      (setv self.name (str value))
-      (do (_checked-init self value from-parser)
-          (when (< (len _legal-names) 4096)
-            (.add _legal-names self.name)))))
-
-(when (= (list (. (inspect.signature _checked-init) parameters))
-         ["self" "value" "from_parser"])
-  (setv Keyword.__init__ _remembering-init))
-
-;; ** Keyword literals, built once
-
-(import types)
-
-(setv _literals {})
-
-(defn _literal-keyword [value [from-parser False]]
-  "The keyword named VALUE, one object per name (bounded like the cache)."
-  (setv k (.get _literals value))
-  (when (is k None)
-    (setv k (try (_keyword value)
-                 (except [ValueError]
-                   (Keyword value from-parser))))
-    (when (< (len _literals) 4096)
-      (setv (get _literals value) k)))
-  k)
-
-(defn _view [module name]
-  "A module named NAME holding MODULE's public names."
-  (setv view (types.ModuleType name))
-  (.update view.__dict__ (dfor [k v] (.items (vars module)) :if (not (.startswith k "__")) k v))
-  view)
-
-(setv _hy hy
-      literal-keywords (_view hy "hy")
-      literal-keywords.models (_view hy.models "hy.models")
-      literal-keywords.models.Keyword _literal-keyword)
-
-(defn _from-hy [name]
-  "What Hy loads on first use (=hy.read=, =hy.eval=, ...), kept once loaded."
-  (setv value (getattr _hy name))
-  (setattr literal-keywords name value)
-  value)
-
-(setv literal-keywords.__getattr__ _from-hy
-      hy literal-keywords)
-
 (defn _unescape [body pos]
   "The string BODY with its backslash escapes decoded."
   (defn decode [m]

@@ -1,7 +1,7 @@
 ;; * Why
 
 (import asyncio ipaddress logging os re shutil socket tempfile time
-        passepartout.proto [literal-keywords :as hy proto-get]
+        passepartout.proto [proto-get]
         passepartout.context [context-runtime]
         passepartout.egress [action-asks allowed-hosts decide host-entries host-text
                               may-reach-network split-host]

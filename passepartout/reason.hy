@@ -2,7 +2,7 @@
 
 (import asyncio inspect json re time
         hy.models [Keyword]
-        passepartout.proto [literal-keywords :as hy ProtoError kw proto-get proto-put proto-has proto-without proto-merge
+        passepartout.proto [ProtoError kw proto-get proto-put proto-has proto-without proto-merge
                             proto-read proto-print proto-normalize proto-from-data
                             is-plist]
         passepartout.skills [actuator-for actuator-table skill-functions all-skills registry-view]

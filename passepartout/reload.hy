@@ -3,7 +3,7 @@
 (import asyncio logging os
         pathlib [Path]
         passepartout.config [ConfigError]
-        passepartout.proto [literal-keywords :as hy proto-get]
+        passepartout.proto [proto-get]
         passepartout.perceive [reply-signal sensor-of]
         passepartout.context [context-runtime]
         passepartout.skills [builtin-skills-dir skill-files stage-skill-file install-staged

@@ -6,7 +6,7 @@
         pathlib [Path]
         hy.errors [HyLanguageError]
         passepartout.config [ConfigError]
-        passepartout.proto [literal-keywords :as hy proto-get proto-put]
+        passepartout.proto [proto-get proto-put]
         passepartout.perceive [reply-signal sensor-of]
         passepartout.sandbox [in-action-process]
         passepartout.context [context-runtime]

@@ -2,7 +2,7 @@
 
 (import asyncio datetime logging os re time zoneinfo
         croniter [croniter CroniterBadCronError CroniterBadDateError]
-        passepartout.proto [literal-keywords :as hy proto-get proto-put kw]
+        passepartout.proto [proto-get proto-put kw]
         passepartout.store [data-print data-read])
 
 (setv log (logging.getLogger "passepartout.routines"))

@@ -1,7 +1,7 @@
 ;; * Why
 
 (import asyncio contextlib logging time
-        passepartout.proto [literal-keywords :as hy proto-get]
+        passepartout.proto [proto-get]
         passepartout.backoff [growing-pause]
         passepartout.perceive [immediate as-signal reply-signal sensor-of]
         passepartout.task [ending]

@@ -2,7 +2,7 @@
 
 (import functools [lru-cache]
         os shutil subprocess
-        passepartout.proto [literal-keywords :as hy proto-get]
+        passepartout.proto [proto-get]
         passepartout.config [config-defaults]
         passepartout.limits [action-limits tmpfs-bytes]
         passepartout.egress [BOX-SOCKET boxed-command find-relay proxy-env])

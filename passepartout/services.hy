@@ -1,7 +1,6 @@
 ;; * Why
 
 (import os time
-        passepartout.proto [literal-keywords :as hy]
         passepartout.runner [Stops]
         passepartout.history [SessionHistories]
         passepartout.store [GroupWriter]

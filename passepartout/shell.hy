@@ -3,7 +3,7 @@
 ;; ** The modules
 
 (import fnmatch functools os posixpath re
-        passepartout.proto [literal-keywords :as hy proto-get]
+        passepartout.proto [proto-get]
         passepartout.workspace [path-inside BUILD-FILES]
         passepartout.shell-parse [CACHE-SIZE HERE MARKERS MAX-BYTES MAX-JUDGED MAX-NEST
                                   MEMO-SIZE UNKNOWN expand-braces sed-effects _kept

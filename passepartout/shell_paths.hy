@@ -2,7 +2,7 @@
 
 (import fnmatch os posixpath re
         hy.models [Keyword]
-        passepartout.proto [literal-keywords :as hy proto-get]
+        passepartout.proto [proto-get]
         passepartout.shell-parse [HERE HOME MAX-CONTEXTS TMP UNKNOWN _kept _tilde]
         passepartout.shell-walk [ALLOW ESCALATE REJECT FIND-MATCH _clip]
         passepartout.workspace [path-inside runs-later SECRET-PATTERNS])

@@ -3,7 +3,7 @@
 (import importlib importlib.util re sys threading
         hy.models [Keyword]
         pathlib [Path]
-        passepartout.proto [literal-keywords :as hy proto-get])
+        passepartout.proto [proto-get])
 
 ;; * Making a skill
 

@@ -3,7 +3,7 @@
 (import asyncio logging os re sqlite3 threading time
         pathlib [Path]
         hy.models [Keyword]
-        passepartout.proto [literal-keywords :as hy ProtoError proto-get proto-print proto-read proto-depth MAX-DEPTH])
+        passepartout.proto [ProtoError proto-get proto-print proto-read proto-depth MAX-DEPTH])
 
 (setv log (logging.getLogger "passepartout.store"))
 

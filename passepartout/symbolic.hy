@@ -2,7 +2,7 @@
 
 (import re
         hy.models [Keyword]
-        passepartout.proto [literal-keywords :as hy proto-get proto-print proto-without]
+        passepartout.proto [proto-get proto-print proto-without]
         passepartout.display [output-words status-words])
 
 ;; * Answering a request

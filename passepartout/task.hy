@@ -1,7 +1,7 @@
 ;; * Why
 
 (import hashlib uuid
-        passepartout.proto [literal-keywords :as hy proto-get proto-put proto-merge proto-print proto-without]
+        passepartout.proto [proto-get proto-put proto-merge proto-print proto-without]
         passepartout.perceive [reply-signal]
         passepartout.display [action-words reason-words status-words result-words]
         passepartout.budget [ZERO]

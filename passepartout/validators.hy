@@ -1,7 +1,7 @@
 ;; * Why
 
 (import time
-        passepartout.proto [literal-keywords :as hy proto-get proto-put]
+        passepartout.proto [proto-get proto-put]
         passepartout.context [context-runtime]
         passepartout.skills [reply-validators])
 

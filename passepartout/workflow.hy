@@ -2,7 +2,7 @@
 
 (import datetime graphlib
         hy.models [Keyword]
-        passepartout.proto [literal-keywords :as hy proto-get is-plist]
+        passepartout.proto [proto-get is-plist]
         passepartout.sandbox [READ-ONLY-SHELL])
 
 ;; * Limits

@@ -2,7 +2,7 @@
 
 (import fnmatch os posixpath re unicodedata
         urllib.parse [unquote-to-bytes]
-        passepartout.proto [literal-keywords :as hy proto-get])
+        passepartout.proto [proto-get])
 
 ;; * Text that cannot be a path
 

@@ -1,7 +1,7 @@
 ;; * Why
 
 (import posixpath
-        passepartout.proto [literal-keywords :as hy proto-get]
+        passepartout.proto [proto-get]
         passepartout.store [data-read])
 
 (setv WRITTEN-LIMIT 512

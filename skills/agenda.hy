@@ -7,7 +7,7 @@
         passepartout.context [context-runtime]
         passepartout.hitl [identity-of]
         passepartout.perceive [reply-signal sensor-of]
-        passepartout.proto [literal-keywords :as hy proto-get])
+        passepartout.proto [proto-get])
 
 (defn _facts [ctx]
   "#(open ran) as the context's :agenda gives them; None for what it does not."

@@ -3,7 +3,7 @@
 (require passepartout.macros [defskill])
 (import re
         hy.models [Keyword]
-        passepartout.proto [literal-keywords :as hy proto-get]
+        passepartout.proto [proto-get]
         passepartout.perceive [reply-signal]
         passepartout.context [context-runtime]
         passepartout.hitl [answer-approval revoke-grant pending-text grants-text

@@ -3,7 +3,7 @@
 (require passepartout.macros [defskill])
 (import passepartout.act [action-name]
         passepartout.egress [action-asks use-text]
-        passepartout.proto [literal-keywords :as hy proto-get])
+        passepartout.proto [proto-get])
 
 (defn egress-gate [action ctx]
   "Escalate a :shell action whose command line uploads, or names a host that is

@@ -4,7 +4,7 @@
 (import os stat tempfile
         passepartout.act [clip-output error-result]
         passepartout.context [context-limit]
-        passepartout.proto [literal-keywords :as hy proto-get]
+        passepartout.proto [proto-get]
         passepartout.workspace [resolve-path])
 
 (setv BINARY-PROBE 8192)

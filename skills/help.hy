@@ -3,7 +3,7 @@
 (require passepartout.macros [defskill])
 (import re
         passepartout.perceive [reply-signal sensor-of]
-        passepartout.proto [literal-keywords :as hy proto-get]
+        passepartout.proto [proto-get]
         passepartout.context [context-runtime]
         passepartout.skills [get-skill pre-reason-handlers])
 

@@ -5,7 +5,7 @@
         passepartout.act [error-result]
         passepartout.context [context-runtime]
         passepartout.perceive [reply-signal sensor-of]
-        passepartout.proto [literal-keywords :as hy proto-get]
+        passepartout.proto [proto-get]
         passepartout.secrets [find-secrets secret-kinds secret-tuple])
 
 (setv MAX-HITS 50)

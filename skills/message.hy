@@ -2,7 +2,7 @@
 
 (require passepartout.macros [defskill])
 (import passepartout.act [error-result]
-        passepartout.proto [literal-keywords :as hy proto-get])
+        passepartout.proto [proto-get])
 
 (defn run-message [action ctx]
   (setv text (proto-get action ':text))

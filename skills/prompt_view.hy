@@ -6,7 +6,7 @@
 (import re
         passepartout.context [context-runtime]
         passepartout.perceive [reply-signal sensor-of]
-        passepartout.proto [literal-keywords :as hy proto-get proto-put]
+        passepartout.proto [proto-get proto-put]
         passepartout.prompt [prompt-report report-text configured-model]
         passepartout.history [task-history history-budget])
 

@@ -1,7 +1,7 @@
 ;; * Why
 
 (require passepartout.macros [defskill])
-(import passepartout.proto [literal-keywords :as hy proto-get]
+(import passepartout.proto [proto-get]
         passepartout.perceive [sensor-of])
 
 (defn on-repl-eval [signal ctx]

@@ -5,7 +5,7 @@
 (require passepartout.macros [defskill])
 (import re
         functools [lru-cache]
-        passepartout.proto [literal-keywords :as hy proto-get])
+        passepartout.proto [proto-get])
 
 ;; ** The patterns, per language
 

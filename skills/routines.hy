@@ -4,7 +4,7 @@
 (import hy.models [Keyword]
         passepartout.act [action-name error-result]
         passepartout.context [context-runtime]
-        passepartout.proto [literal-keywords :as hy proto-get kw]
+        passepartout.proto [proto-get kw]
         passepartout.routines [parse-when next-due shortest-gap config-zone show-time
                                routine-get routines-text source-of new-routine-id]
         passepartout.workflow [parse-time conversation-of])

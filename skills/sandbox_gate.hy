@@ -2,7 +2,7 @@
 
 (require passepartout.macros [defskill])
 (import passepartout.act [action-name]
-        passepartout.proto [literal-keywords :as hy proto-get])
+        passepartout.proto [proto-get])
 
 (defn sandbox-gate [action ctx]
   "Escalate every :shell action when CTX says no sandbox is in force."

@@ -3,7 +3,7 @@
 (require passepartout.macros [defskill])
 (import os
         passepartout.act [action-name]
-        passepartout.proto [literal-keywords :as hy proto-get proto-put]
+        passepartout.proto [proto-get proto-put]
         passepartout.secrets [find-secrets find-in-urls own-secret-findings redact-value
                               secret-kinds secret-tuple]
         passepartout.workspace [path-inside resolve-path])

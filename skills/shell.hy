@@ -5,7 +5,7 @@
         passepartout.act [clip-output error-result]
         passepartout.runner [doing]
         passepartout.context [context-limit context-runtime]
-        passepartout.proto [literal-keywords :as hy proto-get]
+        passepartout.proto [proto-get]
         passepartout.checkpoint [keeper-for]
         passepartout.limits [action-limits action-group enter-limits rlimits DiskWatch
                              limit-hit limit-text waiting-argv with-room file-too-large]

@@ -2,7 +2,7 @@
 
 (require passepartout.macros [defskill])
 (import passepartout.act [action-name]
-        passepartout.proto [literal-keywords :as hy proto-get]
+        passepartout.proto [proto-get]
         passepartout.shell [judge-command])
 
 (defn shell-gate [action ctx]

@@ -5,7 +5,7 @@
         passepartout.context [context-runtime]
         passepartout.hitl [active-grants describe-scope pending-approvals]
         passepartout.perceive [reply-signal sensor-of]
-        passepartout.proto [literal-keywords :as hy proto-get]
+        passepartout.proto [proto-get]
         passepartout.repl [running-text]
         passepartout.limits [limits-summary]
         passepartout.sandbox [sandbox-summary]

@@ -6,7 +6,7 @@
         passepartout.hitl [withdraw-waiting identity-of]
         passepartout.journal [journal-event]
         passepartout.perceive [reply-signal sensor-of]
-        passepartout.proto [literal-keywords :as hy proto-get])
+        passepartout.proto [proto-get])
 
 (defn is-stop [signal]
   (setv text (proto-get (proto-get signal ':payload) ':text))

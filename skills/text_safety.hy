@@ -2,7 +2,7 @@
 
 (require passepartout.macros [defskill])
 (import passepartout.act [action-name]
-        passepartout.proto [literal-keywords :as hy kw proto-put]
+        passepartout.proto [kw proto-put]
         passepartout.display [control-sequences display-text plain-text unicode-problem])
 
 (setv SHOWN-WORDS {"message" #{"text"}}

@@ -8,7 +8,7 @@
         passepartout.journal [journal-append]
         passepartout.limits [size-text]
         passepartout.perceive [reply-signal sensor-of]
-        passepartout.proto [literal-keywords :as hy proto-get])
+        passepartout.proto [proto-get])
 
 (setv SENSORS #{"user-input" "chat-message"}
       _command-re (re.compile r"\s*/(undo|changes)(?:@[A-Za-z0-9_]+)?(?:\s+(.*?))?\s*\Z" (| re.S re.I))

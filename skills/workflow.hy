@@ -4,7 +4,7 @@
 (import passepartout.act [action-name error-result]
         passepartout.context [context-runtime]
         passepartout.skills [actuator-table]
-        passepartout.proto [literal-keywords :as hy proto-get]
+        passepartout.proto [proto-get]
         passepartout.sandbox [READ-ONLY-SHELL workspace-read-only]
         passepartout.shell [sandbox-in-force]
         passepartout.workflow [session-workers spawn-problem plan-problem tool-action])

@@ -3,7 +3,7 @@
 (import asyncio ipaddress json logging re
         urllib.parse [urlsplit quote :as url-quote]
         requests
-        passepartout.proto [literal-keywords :as hy proto-get]
+        passepartout.proto [proto-get]
         passepartout.display [display-text]
         passepartout.config [ConfigError]
         passepartout.gateway [send-pieces Undeliverable])

@@ -10,7 +10,7 @@
         telegram.request [BaseRequest]
         telegram.warnings [PTBUserWarning]
         passepartout.config [ConfigError config-defaults]
-        passepartout.proto [literal-keywords :as hy kw proto-get]
+        passepartout.proto [kw proto-get]
         passepartout.display [display-text]
         passepartout.store [StoreError kv-get kv-put]
         passepartout.gateway [send-pieces Undeliverable MAX-PIECES-KEPT]

@@ -4,7 +4,7 @@
         pathlib [Path]
         passepartout.act [action-name]
         passepartout.display [display-text]
-        passepartout.proto [literal-keywords :as hy ProtoError proto-get proto-read is-plist]
+        passepartout.proto [ProtoError proto-get proto-read is-plist]
         passepartout.perceive [session-name])
 
 ;; * What a reply looks like
