@@ -246,7 +246,9 @@ org source says, which is how CI keeps the two honest."
 
 ;; * The docstring
 
-(setv _element-re (re.compile r"^[ \t]*(?:#\+|#(?: |$)|\||:|(?:[-+]|\d+[.)])(?:[ \t]|$))")
+(setv _element-re (re.compile r"^[ \t]*(?:#\+|#(?: |$)|\||:)")
+      _item-re (re.compile r"^([ \t]*)(?:[-+]|\d+[.)])(?:[ \t]|$)")
+      _drawer-start-re (re.compile r"^[ \t]*:[\w-]+:[ \t]*$")
       _markup-re (re.compile
                    (+ r"\[\[([^\]]+)\](?:\[([^\]]+)\])?\]"
                       r"|(?<![^\s\-('\"{])([=~*/])(\S|\S[^\n]*?(?:\n[^\n]*?)?\S)\3(?=[\s\-.,:!?;'\")}\[]|$)"))
@@ -263,6 +265,13 @@ org source says, which is how CI keeps the two honest."
   "TEXT without its Org markup."
   (.sub _markup-re _plain-match text))
 
+(defn _drawer-end [lines start end]
+  "The index of the :END: line that closes the drawer opened at line START,
+  before END, or None."
+  (for [j (range (+ start 1) end)]
+    (when (.match _drawer-end-re (get lines j))
+      (return j))))
+
 (defn _paragraph [lines start end]
   "The first paragraph of LINES from START to END, as a list of stripped lines,
   or None."
@@ -271,14 +280,20 @@ org source says, which is how CI keeps the two honest."
   (while (< i end)
     (setv line (get lines i)
           begin (.match _begin-re line))
+    (setv item (.match _item-re line))
     (cond (not (.strip line))
           (when found (break))
-          (or begin (.match _element-re line))
+          (or begin item (.match _element-re line))
           (do (when found (break))
-              (setv close (when begin (_block-end lines i (.lower (.group begin 1)))))
-              (while (and (< (+ i 1) end) (.strip (get lines (+ i 1))) (not close))
-                (+= i 1))
-              (when close (setv i close)))
+              (setv close (cond begin (_block-end lines i (.lower (.group begin 1)))
+                                (.match _drawer-start-re line) (_drawer-end lines i end)))
+              (when close
+                (setv i close))
+              (when item
+                (while (and (< (+ i 1) end)
+                            (> (_width (_indent (get lines (+ i 1))))
+                               (_width (.group item 1))))
+                  (+= i 1))))
           True
           (.append found (.strip line)))
     (+= i 1))
