@@ -8,6 +8,7 @@ writes no outline, so the tests of its rules tangle with outline=False; the
 outline has tests of its own.
 """
 import importlib.util
+import re
 import os
 import shutil
 import subprocess
@@ -642,3 +643,11 @@ def test_the_tangled_files_and_only_they_are_marked_generated():
     marked = {line.split(": ")[0] for line in out.splitlines() if line.endswith(": true")}
     assert sorted(tangled - marked) == [], "tangled but not marked generated in .gitattributes"
     assert sorted(marked - tangled) == [], "marked generated but tangled from no org file"
+
+
+def test_the_readme_reading_order_names_org_files_that_exist():
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    order = readme.split("## Reading order", 1)[1].split("\n## ", 1)[0]
+    named = re.findall(r"`(org/[\w-]+\.org)`", order)
+    assert len(named) >= 14, named
+    assert [n for n in named if not (REPO / n).exists()] == [], "the reading order names a missing org file"
