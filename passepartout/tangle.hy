@@ -246,7 +246,7 @@ org source says, which is how CI keeps the two honest."
 
 ;; * The docstring
 
-(setv _element-re (re.compile r"^[ \t]*(?:#\+|#(?: |$)|\||:)")
+(setv _element-re (re.compile r"^[ \t]*(?:#\+|#(?: |$)|\||:(?: |$))")
       _item-re (re.compile r"^([ \t]*)(?:[-+]|\d+[.)])(?:[ \t]|$)")
       _drawer-start-re (re.compile r"^[ \t]*:[\w-]+:[ \t]*$")
       _markup-re (re.compile
@@ -279,14 +279,15 @@ org source says, which is how CI keeps the two honest."
         i start)
   (while (< i end)
     (setv line (get lines i)
-          begin (.match _begin-re line))
-    (setv item (.match _item-re line))
+          begin (.match _begin-re line)
+          drawer (.match _drawer-start-re line)
+          item (.match _item-re line))
     (cond (not (.strip line))
           (when found (break))
-          (or begin item (.match _element-re line))
+          (or begin drawer item (.match _element-re line))
           (do (when found (break))
               (setv close (cond begin (_block-end lines i (.lower (.group begin 1)))
-                                (.match _drawer-start-re line) (_drawer-end lines i end)))
+                                drawer (_drawer-end lines i end)))
               (when close
                 (setv i close))
               (when item

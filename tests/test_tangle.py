@@ -8,8 +8,8 @@ writes no outline, so the tests of its rules tangle with outline=False; the
 outline has tests of its own.
 """
 import importlib.util
-import re
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -511,7 +511,7 @@ def test_a_why_without_prose_lends_its_first_subsection(tmp_path):
         "#+PROPERTY: header-args:hy :tangle ../sub.hy\n"
         "* Why\n#+begin_src hy\n(import re)\n#+end_src\n"
         "- a list is not a paragraph\n  nor its second line\n\n"
-        "| nor | a table |\n\n"
+        "| nor | a table |\n: nor fixed width\n\n"
         "** What it is for\n:PROPERTIES:\n:CUSTOM_ID: for\n:END:\n"
         "It is for this.\nAnd that.\n\nNot this.\n"
         "* Code\n#+begin_src hy\n(setv x 1)\n#+end_src\n"
@@ -536,6 +536,9 @@ def test_no_why_means_no_docstring(tmp_path):
     bare = tmp_path / "bare.org"
     bare.write_text("#+PROPERTY: header-args:hy :tangle bare.hy\n#+begin_src hy\n(setv y 2)\n#+end_src\n")
     assert why_paragraph(bare) is None
+    keyword = tmp_path / "keyword.org"
+    keyword.write_text("* Why\n:memory-add gives the model a notebook.\n")
+    assert why_paragraph(keyword) == ":memory-add gives the model a notebook.", "a keyword is prose"
     assert tangle_files([bare])[(tmp_path / "bare.hy").resolve()] == "(setv y 2)\n"
 
 
