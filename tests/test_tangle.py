@@ -625,9 +625,8 @@ def test_every_tangled_module_has_its_why_paragraph_as_docstring():
         )
         assert str(first) == why_paragraph(org), f"{target.relative_to(REPO)}: not {org.name}'s Why"
     import passepartout.proto as proto
-    import passepartout.tangle
 
-    for module, org in [(proto, "proto.org"), (passepartout.tangle, "tangle.org")]:
+    for module, org in [(proto, "proto.org"), (tangle_mod, "tangle.org")]:
         assert module.__doc__ == why_paragraph(REPO / "org" / org), module.__doc__
 
 
