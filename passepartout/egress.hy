@@ -14,7 +14,7 @@ everything that went by."
         ipaddress os re shutil
         passepartout.proto [proto-get proto-put]
         passepartout.config [config-defaults]
-        passepartout.shell-walk [analyse])
+        passepartout.shell.walk [analyse])
 
 (setv PROXY-PORT 3128
       BOX-SOCKET "/run/passepartout-egress.sock"

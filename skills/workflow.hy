@@ -11,7 +11,7 @@ them part of the tool belt and holds the gate that says what a workflow may be."
         passepartout.skills [actuator-table]
         passepartout.proto [proto-get]
         passepartout.sandbox [READ-ONLY-SHELL workspace-read-only]
-        passepartout.shell [sandbox-in-force]
+        passepartout.shell.judge [sandbox-in-force]
         passepartout.workflow [session-workers spawn-problem plan-problem tool-action])
 
 (defn _profiles [ctx]

@@ -17,8 +17,8 @@ from pathlib import Path
 import hy
 import pytest
 
-import passepartout.tangle as tangle_mod
-from passepartout.tangle import (
+import passepartout.tools.tangle as tangle_mod
+from passepartout.tools.tangle import (
     org_blocks, org_outlined_blocks, tangle, tangle_files, why_paragraph,
 )
 

@@ -17,7 +17,7 @@ person into a signal, and sends the replies back as plain text."
         passepartout.proto [kw proto-get]
         passepartout.display [display-text]
         passepartout.store [StoreError kv-get kv-put]
-        passepartout.gateway [send-pieces Undeliverable MAX-PIECES-KEPT]
+        passepartout.gateways.hub [send-pieces Undeliverable MAX-PIECES-KEPT]
         passepartout.backoff [growing-pause])
 
 (setv log (logging.getLogger "passepartout.gateways.telegram"))

@@ -12,8 +12,8 @@ gates would now refuse the action, nothing runs."
         passepartout.act [action-name]
         passepartout.context [context-runtime]
         passepartout.workspace [path-inside]
-        passepartout.shell [analyse]
-        passepartout.shell :as shell
+        passepartout.shell.judge [analyse]
+        passepartout.shell.judge :as shell
         passepartout.skills [all-skills])
 
 ;; * Binding

@@ -19,7 +19,7 @@ join, and the hub they hand what they receive to."
         passepartout.store [inbox-add inbox-done inbox-pending outbox-add outbox-sent outbox-failed outbox-give-up
                             outbox-pending outbox-expire outbox-untold outbox-sessions])
 
-(setv log (logging.getLogger "passepartout.gateway"))
+(setv log (logging.getLogger "passepartout.gateways.hub"))
 
 ;; * The registry
 

@@ -21,7 +21,7 @@ whose update changed a row goes on."
         passepartout.store [data-print data-read notice-add]
         passepartout.journal [journal-event]
         passepartout.task [task-state]
-        passepartout.hitl-binding [binding-of])
+        passepartout.approvals.binding [binding-of])
 
 ;; * Configuration
 
