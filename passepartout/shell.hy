@@ -947,7 +947,9 @@
       _confined-key ':confined
       _reject ':reject
       _escalate ':escalate
-      _allow ':allow)
+      _allow ':allow
+      _sandbox-key ':sandbox
+      _kind-key ':kind)
 
 (defn _verdict [severity reason rule]
   (cond (= severity REJECT) [_verdict-key _reject _reason-key reason _rule-key rule]
@@ -1209,7 +1211,7 @@
 
 (defn sandbox-in-force [ctx]
   "True when the context CTX says shell actions run in the sandbox."
-  (= (proto-get (or (proto-get ctx ':sandbox) []) ':kind) "bubblewrap"))
+  (= (proto-get (or (proto-get ctx _sandbox-key) []) _kind-key) "bubblewrap"))
 
 (defn _confine [verdicts pc rules]
   "VERDICTS with the escalations the sandbox makes harmless turned into confined

@@ -73,6 +73,8 @@
     (= (proto-get (routine-get store id) ':state) "deleted") f"{id !r} was deleted already"
     True None))
 
+(setv _verdict ':verdict _allow ':allow)
+
 (defn routines-gate [action ctx]
   (setv name (action-name action)
         why (cond (= name "schedule") (schedule-problem action ctx)
@@ -80,7 +82,7 @@
                   True None))
   (if why
       [:verdict :reject :reason (+ name " refused: " why)]
-      [:verdict :allow]))
+      [_verdict _allow]))
 
 ;; * The actuators
 

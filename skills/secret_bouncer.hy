@@ -11,7 +11,9 @@
 (setv SCANNED {"message" #{"text"} "shell" #{"cmd"} "memory-add" #{"text"}}
       _secrets-key ':secrets
       _path-key ':path
-      _workspace-key ':workspace)
+      _workspace-key ':workspace
+      _ok-key ':ok
+      _verdict ':verdict _allow ':allow)
 
 (defn _strings [value]
   "Every string in VALUE, a string or nested lists."
@@ -28,8 +30,8 @@
             (and (os.path.isabs lexical) (not (path-inside lexical workspace))))
     (return False))
   (setv found (resolve-path path ctx :write True))
-  (and (proto-get found ':ok)
-       (path-inside (proto-get found ':path) (os.path.realpath workspace))))
+  (and (proto-get found _ok-key)
+       (path-inside (proto-get found _path-key) (os.path.realpath workspace))))
 
 (defn _reason [name hits]
   (setv parts (lfor [field kinds] (.items hits)
@@ -61,7 +63,7 @@
         (when (not (in kind kinds)) (.append kinds kind)))))
   (if hits
       [:verdict :reject :reason (_reason name hits)]
-      [:verdict :allow]))
+      [_verdict _allow]))
 
 (defn secret-filter [action result ctx]
   (setv [new count] (redact-value result (secret-tuple (proto-get ctx ':secrets))))

@@ -16,10 +16,12 @@
   (setv registry (context-runtime ctx "skills"))
   (if registry (set (actuator-table registry)) (set)))
 
+(setv _verdict ':verdict _allow ':allow _tools-key ':tools)
+
 (defn workflow-gate [action ctx]
   (setv name (action-name action)
         workers (session-workers ctx)
-        tools (proto-get workers ':tools))
+        tools (proto-get workers _tools-key))
   (cond
     (and (is-not tools None) (!= name "message") (not (in name (lfor t tools (tool-action t)))))
     [:verdict :reject
@@ -31,11 +33,11 @@
                 " nothing holds a command to that: read files with :read-file instead")]
     (= name "spawn")
     (do (setv why (spawn-problem action workers (_profiles ctx) (_actions ctx)))
-        (if why [:verdict :reject :reason (+ "spawn refused: " why)] [:verdict :allow]))
+        (if why [:verdict :reject :reason (+ "spawn refused: " why)] [_verdict _allow]))
     (= name "plan")
     (do (setv why (plan-problem action workers (_profiles ctx) (_actions ctx)))
-        (if why [:verdict :reject :reason (+ "plan refused: " why)] [:verdict :allow]))
-    True [:verdict :allow]))
+        (if why [:verdict :reject :reason (+ "plan refused: " why)] [_verdict _allow]))
+    True [_verdict _allow]))
 
 ;; * The actuators
 
