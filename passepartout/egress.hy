@@ -6,7 +6,8 @@
         ipaddress os re shutil
         passepartout.proto [proto-get proto-put]
         passepartout.config [config-defaults]
-        passepartout.shell-walk [analyse])
+        passepartout.shell-walk [analyse]
+        passepartout.shell-parse [CACHE-SIZE])
 
 (setv PROXY-PORT 3128
       BOX-SOCKET "/run/passepartout-egress.sock"
@@ -398,7 +399,7 @@
     (in name TEXT-PROGRAMS) []
     True (+ (_publish-uses name args) (_uses name (_words-hosts args) False name))))
 
-(defn [(lru-cache :maxsize 1024)] _command-uses [cmd]
+(defn [(lru-cache :maxsize CACHE-SIZE)] _command-uses [cmd]
   (setv remotes {}
         uses [])
   (try
