@@ -16,11 +16,15 @@
   (setv registry (context-runtime ctx "skills"))
   (if registry (set (actuator-table registry)) (set)))
 
-(setv _verdict ':verdict _allow ':allow _tools-key ':tools)
+(setv _verdict ':verdict _allow ':allow _tools-key ':tools _workers-key ':workers)
 
 (defn workflow-gate [action ctx]
-  (setv name (action-name action)
-        workers (session-workers ctx)
+  (setv name (action-name action))
+  ;; A conversation with no workers has no tool profile to keep to and no
+  ;; read-only shell: there only :spawn and :plan are judged.
+  (when (and (not (in name #("spawn" "plan"))) (not (proto-get ctx _workers-key)))
+    (return [_verdict _allow]))
+  (setv workers (session-workers ctx)
         tools (proto-get workers _tools-key))
   (cond
     (and (is-not tools None) (!= name "message") (not (in name (lfor t tools (tool-action t)))))
