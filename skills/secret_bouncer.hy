@@ -58,9 +58,10 @@
       (setv findings (cond (in field full) (find-secrets text secrets)
                            (in field own-only) (own-secret-findings text secrets)
                            True (+ (own-secret-findings text secrets) (find-in-urls text secrets))))
-      (for [kind (secret-kinds findings)]
-        (setv kinds (.setdefault hits field []))
-        (when (not (in kind kinds)) (.append kinds kind)))))
+      (when findings
+        (for [kind (secret-kinds findings)]
+          (setv kinds (.setdefault hits field []))
+          (when (not (in kind kinds)) (.append kinds kind))))))
   (if hits
       [:verdict :reject :reason (_reason name hits)]
       [_verdict _allow]))
