@@ -6,8 +6,8 @@
         ipaddress os re shutil
         passepartout.proto [proto-get proto-put]
         passepartout.config [config-defaults]
-        passepartout.shell-walk [analyse]
-        passepartout.shell-parse [CACHE-SIZE])
+        passepartout.shell.walk [analyse]
+        passepartout.shell.parse [CACHE-SIZE])
 
 (setv PROXY-PORT 3128
       BOX-SOCKET "/run/passepartout-egress.sock"

@@ -3,7 +3,7 @@
 (require passepartout.macros [defskill])
 (import passepartout.act [action-name]
         passepartout.proto [proto-get]
-        passepartout.shell [judge-command])
+        passepartout.shell.judge [judge-command])
 
 (setv _verdict ':verdict _allow ':allow _cmd-key ':cmd)
 
