@@ -2,7 +2,7 @@
 
 (import inspect
         hy.models [Keyword]
-        passepartout.proto [is-plist proto-get proto-put]
+        passepartout.proto [is-plist kw proto-get proto-put]
         passepartout.context [context-runtime]
         passepartout.checkpoint [checkpoint-before checkpoint-after wrote-into]
         passepartout.skills [actuator-for skill-functions])
@@ -28,9 +28,12 @@
 
 ;; * Dispatch
 
+(setv _ACTION (kw "action"))
+
 (defn action-name [action]
   "The name of ACTION's :action as text (\"shell\"), or None."
-  (setv a (proto-get action ':action))
+  ;; gates ask it of every proposal: the keyword is made once
+  (setv a (proto-get action _ACTION))
   (cond (isinstance a Keyword) a.name
         (isinstance a str) a
         True None))

@@ -104,10 +104,13 @@
   "The limit NAME (a string like \"shell-timeout\") from CTX."
   (proto-get (proto-get ctx ':limits []) name default))
 
+(setv _RUNTIME (kw "runtime"))
+
 (defn context-runtime [ctx name]
   "The runtime handle NAME (\"store\", \"config\", \"cascade\", \"notify\",
    \"skills\", \"stops\", \"services\") from CTX, or None."
-  (.get (or (proto-get ctx ':runtime) {}) name))
+  ;; every gate run reads it: the keyword is made once
+  (.get (or (proto-get ctx _RUNTIME) {}) name))
 
 (defn context-data [ctx]
   "CTX without its runtime handles and secrets: what may be printed or journaled."

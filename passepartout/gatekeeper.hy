@@ -49,7 +49,7 @@
 ;; ** Which skills it judges with
 
 (import pathlib [Path]
-        passepartout.skills [Registry load-skills load-skill-file skill-functions registry-version
+        passepartout.skills [Registry load-skills load-skill-file skill-functions gates-for registry-version
                              install-declared unregister-skill SMOKE-ACTIONS])
 
 (setv _form-prelude "(require passepartout.macros [defskill])
@@ -156,6 +156,7 @@
           self.version None
           self.wrapped []
           self.wrapped-of None
+          self.chosen {}
           self.running None
           self.cpu0 0.0
           self.tainted False
@@ -203,9 +204,20 @@
     (setv [version gates] (_registry-gates self.registry))
     (when (or (!= version self.version) (is-not self.registry self.wrapped-of))
       (setv self.wrapped (lfor [name gate] gates #(name (self._wrap name gate)))
+            self.chosen {}
             self.version version
             self.wrapped-of self.registry))
     self.wrapped)
+
+  (defn judging [self action-name]
+    "The wrapped gates that judge an action called ACTION-NAME (all for None),
+     as =gates-for= chooses them."
+    (setv wrapped (self.gates))
+    (when (not (in action-name self.chosen))
+      (setv by-name (dict wrapped)
+            (get self.chosen action-name) (lfor [n _] (gates-for self.registry action-name)
+                                                #(n (get by-name n)))))
+    (get self.chosen action-name))
 
   (defn rebound [self]
     "Limit the address space to what the process uses now plus the memory bound."
@@ -281,7 +293,7 @@
   (setv ctx (+ (list (proto-get header ':ctx [])) base [_RUNTIME judge.runtime]))
   (signal.setitimer signal.ITIMER-PROF judge.budget)
   (try
-    (setv outcome (verify action ctx :gates (judge.gates) :budget judge.budget))
+    (setv outcome (verify action ctx :gates judge.judging :budget judge.budget))
     (except [e BaseException]
       (setv judge.tainted True
             outcome (failed-outcome action (or judge.running "verify")

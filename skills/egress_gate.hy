@@ -22,4 +22,5 @@
 (defskill egress
   "Asks before a shell command uploads, or reaches a host that is not allowed."
   :priority 55
-  :gate egress-gate)
+  :gate egress-gate
+  :actions ["shell"])

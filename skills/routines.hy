@@ -162,6 +162,7 @@
   "Routines and reminders: work or words that come back on a schedule (:schedule), and their pause, resume and delete (:routine)."
   :priority 91
   :gate routines-gate
+  :actions ["schedule" "routine"]
   :handlers [on-routines]
   :actuators {"schedule" {"run" run-schedule
                           "schema" [:when [:type "string" :required True

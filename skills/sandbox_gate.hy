@@ -20,4 +20,5 @@
 (defskill sandbox
   "Without an OS sandbox for shell commands, asks a person about every one."
   :priority 60
-  :gate sandbox-gate)
+  :gate sandbox-gate
+  :actions ["shell"])

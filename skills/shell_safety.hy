@@ -19,4 +19,5 @@
 (defskill shell-safety
   "Judges every shell command on its syntax tree: what it deletes, writes, reads and runs."
   :priority 80
-  :gate shell-gate)
+  :gate shell-gate
+  :actions ["shell"])

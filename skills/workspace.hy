@@ -31,4 +31,5 @@
 (defskill workspace
   "Keeps file reads in the workspace and writes in the workspace or the temp folders."
   :priority 90
-  :gate workspace-gate)
+  :gate workspace-gate
+  :actions ["read-file" "write-file"])
