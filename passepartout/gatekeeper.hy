@@ -12,7 +12,17 @@
       LOAD-WAIT 120
       _CONTEXTS 32
       _SLOT (struct.Struct "<dd64s")
-      _RUNTIME (kw "runtime"))
+      _RUNTIME (kw "runtime")
+      _OP (kw "op")
+      _VERIFY (kw "verify")
+      _LOAD (kw "load")
+      _BASE (kw "base")
+      _NEW-BASE (kw "new-base")
+      _DROP (kw "drop")
+      _CTX (kw "ctx")
+      _OUTCOME (kw "outcome")
+      _SAME (kw "same")
+      _DISCARD (kw "discard"))
 
 (defn _frame [text]
   "TEXT as one frame."
@@ -158,7 +168,9 @@
           self.wrapped-of None
           self.chosen {}
           self.running None
-          self.cpu0 0.0
+          self.started 0.0
+          self.cpu-mark 0.0
+          self.wall-mark (- (time.monotonic) budget)
           self.tainted False
           self.grown 0)
     (signal.signal signal.SIGPROF self._on-timer)
@@ -170,7 +182,10 @@
       ;; verify's own work between gates: not a gate's time
       (signal.setitimer signal.ITIMER-PROF self.budget)
       (return))
-    (setv left (- self.budget (- (time.thread-time) self.cpu0)))
+    (setv waited (- (time.monotonic) self.started)
+          ;; at most the gate's CPU time, plus an eighth of a budget when read
+          used (if (< waited self.budget) waited (- (time.thread-time) self.cpu-mark))
+          left (- self.budget used))
     (if (> left 0)
         (signal.setitimer signal.ITIMER-PROF (max left 0.001))
         (do (setv self.tainted True)
@@ -179,9 +194,13 @@
   (defn _wrap [self name gate]
     (setv label (_label name))
     (fn [action ctx]
-      (_SLOT.pack-into self.slot 0 (time.monotonic) self.allowance label)
-      (setv self.running name
-            self.cpu0 (time.thread-time))
+      (setv started (time.monotonic))
+      (_SLOT.pack-into self.slot 0 started self.allowance label)
+      (when (> (- started self.wall-mark) (/ self.budget 8))
+        (setv self.cpu-mark (time.thread-time)
+              self.wall-mark started))
+      (setv self.started started
+            self.running name)
       (try
         (setv answer (gate action ctx))
         (except [MemoryError]
@@ -271,10 +290,10 @@
 
 (defn _verify-request [judge header inp]
   "The reply plist text to a verify request whose HEADER was read; its other frames come from INP."
-  (for [i (or (proto-get header ':drop) [])]
+  (for [i (or (proto-get header _DROP) [])]
     (.pop judge.contexts i None))
-  (setv base-id (proto-get header ':base))
-  (when (proto-get header ':new-base)
+  (setv base-id (proto-get header _BASE))
+  (when (proto-get header _NEW-BASE)
     (setv text (_read-frame inp))
     (setv (get judge.contexts base-id)
           (try (proto-read text :max-bytes MAX-FRAME)
@@ -290,7 +309,7 @@
     (return (_verify-reply judge (failed-outcome action "verify"
                                                  f"the context cannot be read: {(or base "unknown context")}")
                            action)))
-  (setv ctx (+ (list (proto-get header ':ctx [])) base [_RUNTIME judge.runtime]))
+  (setv ctx (+ (list (proto-get header _CTX [])) base [_RUNTIME judge.runtime]))
   (signal.setitimer signal.ITIMER-PROF judge.budget)
   (try
     (setv outcome (verify action ctx :gates judge.judging :budget judge.budget))
@@ -356,9 +375,9 @@
     (when (is text None)
       (return))
     (setv header (proto-read text :max-bytes MAX-FRAME)
-          op (proto-get header ':op)
-          reply (cond (= op ':verify) (_verify-request judge header inp)
-                      (= op ':load) (_load-request judge header)
+          op (proto-get header _OP)
+          reply (cond (= op _VERIFY) (_verify-request judge header inp)
+                      (= op _LOAD) (_load-request judge header)
                       True (proto-print [:error f"unknown request {(proto-print op)}"])))
     (_write-all out (_frame reply))
     (when judge.tainted
@@ -741,18 +760,18 @@
 
   (defn :async _exchange-verify [self child action text numbers rest]
     (setv [n new forgotten] (.base-for child rest)
-          header (+ [:op :verify :base n] (if new [:new-base True] [])
-                    (if forgotten [:drop forgotten] []) [:ctx numbers])
+          header (+ [_OP _VERIFY _BASE n] (if new [_NEW-BASE True] [])
+                    (if forgotten [_DROP forgotten] []) [_CTX numbers])
           data (+ (_frame (proto-print header)) (if new (_frame rest) b"") (_frame text)))
     (try
       (setv reply (.read self._replies (await (.exchange child data ":verify"
                                                           (max (* GATE-WAIT self.budget) 1.0)))))
       (except [e ProtoError]
         (raise (_Gone "verify" f"the gate process answered unreadably: {e}"))))
-    (when (proto-get reply ':discard)
+    (when (proto-get reply _DISCARD)
       (await (self._discard child)))
-    (setv outcome (proto-get reply ':outcome)
-          same (proto-get reply ':same))
+    (setv outcome (proto-get reply _OUTCOME)
+          same (proto-get reply _SAME))
     (cond (not (is-plist outcome))
           (failed-outcome action "verify" "the gate process answered without an outcome")
           same (_with-action outcome same action)
