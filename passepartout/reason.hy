@@ -290,6 +290,55 @@
       (_outcome proposed stripped decisions "reject" "schema" problem action None)
       (_outcome proposed stripped decisions #* (_run-gates select action ctx clock budget decisions))))
 
+;; * The keywords of a model's turn
+
+(setv _ANSWER (kw "answer")
+      _ARGUMENTS (kw "arguments")
+      _ATTEMPT (kw "attempt")
+      _ATTEMPTS (kw "attempts")
+      _BATCH (kw "batch")
+      _CALL (kw "call")
+      _CALLS (kw "calls")
+      _COMPLETION-TOKENS (kw "completion-tokens")
+      _COST (kw "cost")
+      _DOC (kw "doc")
+      _ERROR (kw "error")
+      _ESCALATE (kw "escalate")
+      _EXPLANATION (kw "explanation")
+      _FAILED (kw "failed")
+      _ID (kw "id")
+      _MESSAGE (kw "message")
+      _MESSAGES (kw "messages")
+      _NAME (kw "name")
+      _NOTE (kw "note")
+      _NOTIFY (kw "notify")
+      _OK (kw "ok")
+      _PROMPT-TOKENS (kw "prompt-tokens")
+      _PROPOSAL (kw "proposal")
+      _PROVIDER (kw "provider")
+      _REFUSED (kw "refused")
+      _REJECT (kw "reject")
+      _REJECTIONS (kw "rejections")
+      _REQUIRED (kw "required")
+      _RESULT (kw "result")
+      _SAID (kw "said")
+      _SECRETS (kw "secrets")
+      _SENSOR (kw "sensor")
+      _SIGNAL (kw "signal")
+      _STATUS (kw "status")
+      _STOPPED (kw "stopped")
+      _TEXT (kw "text")
+      _TEXT-PROTOCOL (kw "text-protocol")
+      _TOOL-CALLS (kw "tool-calls")
+      _TOOL-RESULT (kw "tool-result")
+      _TOOLS (kw "tools")
+      _TYPE (kw "type")
+      _UNREADABLE (kw "unreadable")
+      _UNRUN (kw "unrun")
+      _USAGE (kw "usage")
+      _USER-INPUT (kw "user-input")
+      _WRITTEN (kw "written"))
+
 ;; * Parsing what the model said
 
 (setv MAX-PROPOSAL-BYTES 65536)
@@ -319,11 +368,11 @@
    wrote beside its call (or None). The actions REGISTRY's skills add are known
    by name too. Raises ProtoError when it tried to propose one and failed."
   (setv r (extract text tool-calls (if registry (_known-actions registry) ACTIONS)))
-  (if (proto-has r ':message)
-      #([:action :message :text (proto-get r ':message)] [] None)
-      #((proposal-action (proto-get r ':proposal))
-        (lfor p (proto-get r ':unrun) (proposal-action p))
-        (proto-get r ':said))))
+  (if (proto-has r _MESSAGE)
+      #([_ACTION _MESSAGE _TEXT (proto-get r _MESSAGE)] [] None)
+      #((proposal-action (proto-get r _PROPOSAL))
+        (lfor p (proto-get r _UNRUN) (proposal-action p))
+        (proto-get r _SAID))))
 
 (defn parse-answer [text [tool-calls None] [registry None]]
   "#(action unrun) for the model's TEXT or TOOL-CALLS: the action to verify and
@@ -335,9 +384,9 @@
   "What the model wrote, as a plist to show it back when it does not read: its
    tool calls as it made them, or its text."
   (if tool-calls
-      [:tool-calls (lfor c tool-calls [:name (str (proto-get c ':name))
-                                       :arguments (str (or (proto-get c ':arguments) ""))])]
-      [:answer (cut (or text "") 2000)]))
+      [_TOOL-CALLS (lfor c tool-calls [_NAME (str (proto-get c _NAME))
+                                       _ARGUMENTS (str (or (proto-get c _ARGUMENTS) ""))])]
+      [_ANSWER (cut (or text "") 2000)]))
 
 (defn parse-proposal [text [tool-calls None] [registry None]]
   "The action plist the model proposed, from its TEXT or its TOOL-CALLS.
@@ -367,8 +416,8 @@
     (setv schema (get spec "schema")
           fields (lfor i (range 0 (len schema) 2)
                        (do (setv f (get schema (+ i 1)))
-                           (+ ":" (. (get schema i) name) " " (proto-get f ':type "any")
-                              (if (proto-get f ':required) "" " (optional)")))))
+                           (+ ":" (. (get schema i) name) " " (proto-get f _TYPE "any")
+                              (if (proto-get f _REQUIRED) "" " (optional)")))))
     (when (get spec "effect")
       (.append fields ":explanation string"))
     (.append lines (+ "(:action :" name " " (.join " " fields) ") — " (get spec "doc"))))
@@ -391,9 +440,9 @@
             (for [i (range 0 (len schema) 2)]
               (setv fname (. (get schema i) name)
                     f (get schema (+ i 1))
-                    (get props fname) {"type" (get json-types (proto-get f ':type "any"))
-                                       "description" (proto-get f ':doc "")})
-              (when (proto-get f ':required) (.append required fname)))
+                    (get props fname) {"type" (get json-types (proto-get f _TYPE "any"))
+                                       "description" (proto-get f _DOC "")})
+              (when (proto-get f _REQUIRED) (.append required fname)))
             (when (get spec "effect")
               (setv (get props "explanation") {"type" "string" "description" "why this action"})
               (.append required "explanation"))
@@ -416,32 +465,32 @@
    the cascade sends the call and the result in the form the provider renders
    (see \"The conversation after a tool call\" in =cascade.org=). The calls of
    one answer share its =:answer=, and go out as one assistant turn."
-  (if (and call (proto-get call ':id))
-      (| message {CALL-KEY (| {"id" (str (proto-get call ':id))
-                                "name" (str (proto-get call ':name))
-                                "arguments" (str (or (proto-get call ':arguments) "{}"))}
-                               (if (proto-get call ':said) {"said" (str (proto-get call ':said))} {})
-                               (if (proto-get call ':answer) {"answer" (str (proto-get call ':answer))} {}))})
+  (if (and call (proto-get call _ID))
+      (| message {CALL-KEY (| {"id" (str (proto-get call _ID))
+                                "name" (str (proto-get call _NAME))
+                                "arguments" (str (or (proto-get call _ARGUMENTS) "{}"))}
+                               (if (proto-get call _SAID) {"said" (str (proto-get call _SAID))} {})
+                               (if (proto-get call _ANSWER) {"answer" (str (proto-get call _ANSWER))} {}))})
       message))
 
 (defn _signal-message [signal]
   "The chat message that presents SIGNAL to the model."
-  (setv payload (proto-get signal ':payload [])
-        sensor (proto-get payload ':sensor))
-  (if (= sensor ':tool-result)
+  (setv payload (proto-get signal _PAYLOAD [])
+        sensor (proto-get payload _SENSOR))
+  (if (= sensor _TOOL-RESULT)
       (with-call {"role" "user"
-                  "content" (+ "Result of " (proto-print (proto-get payload ':action [])) ":\n"
-                               (proto-print (proto-get payload ':result []))
-                               (if (proto-get payload ':note) (+ "\n" (str (proto-get payload ':note))) ""))}
-                 (proto-get payload ':call))
-      {"role" "user" "content" (str (or (proto-get payload ':text) ""))}))
+                  "content" (+ "Result of " (proto-print (proto-get payload _ACTION [])) ":\n"
+                               (proto-print (proto-get payload _RESULT []))
+                               (if (proto-get payload _NOTE) (+ "\n" (str (proto-get payload _NOTE))) ""))}
+                 (proto-get payload _CALL))
+      {"role" "user" "content" (str (or (proto-get payload _TEXT) ""))}))
 
 (defn _rejection-message [rejections]
   {"role" "user"
    "content" (+ "Your previous proposals were refused:\n"
                 (.join "\n" (gfor r rejections
-                                  (+ "- gate " (str (proto-get r ':gate)) ": " (str (proto-get r ':reason))
-                                     " — proposed " (proto-print (proto-get r ':action []))))))})
+                                  (+ "- gate " (str (proto-get r _GATE)) ": " (str (proto-get r _REASON))
+                                     " — proposed " (proto-print (proto-get r _ACTION []))))))})
 
 (defn build-request [signal ctx [history None] [rejections None]]
   "The request plist for the cascade."
@@ -466,21 +515,21 @@
   (setv notify (context-runtime ctx "notify"))
   ;; :text-protocol is what the cascade takes out of the system message when the
   ;; tools go natively: the model then reads them as tool definitions
-  (+ [:messages messages :tools (tool-definitions registry) :signal signal :rejections (list (or rejections []))
-      :text-protocol [TEXT-PROTOCOL belt]]
-     (if notify [:notify notify] [])))
+  (+ [_MESSAGES messages _TOOLS (tool-definitions registry) _SIGNAL signal _REJECTIONS (list (or rejections []))
+      _TEXT-PROTOCOL [TEXT-PROTOCOL belt]]
+     (if notify [_NOTIFY notify] [])))
 
 ;; ** The person's own command
 
 (defn own-command [signal]
   "True when SIGNAL is the person's own =!command=, or the result of one."
-  (setv payload (proto-get signal ':payload [])
-        sensor (proto-get payload ':sensor))
-  (cond (= sensor ':user-input)
-        (do (setv text (proto-get payload ':text))
+  (setv payload (proto-get signal _PAYLOAD [])
+        sensor (proto-get payload _SENSOR))
+  (cond (= sensor _USER-INPUT)
+        (do (setv text (proto-get payload _TEXT))
             (and (isinstance text str) (.startswith (.lstrip text) "!")))
-        (= sensor ':tool-result)
-        (= (proto-get (proto-get payload ':action []) ':explanation) OWN-COMMAND)
+        (= sensor _TOOL-RESULT)
+        (= (proto-get (proto-get payload _ACTION []) _EXPLANATION) OWN-COMMAND)
         True False))
 
 (defn :async think [signal ctx complete [history None] [rejections None]]
@@ -488,34 +537,34 @@
    (:status :unreadable :error E :text T …) or the cascade's own failure. The
    person's own command is read by the built-in provider alone."
   (setv answer (if (own-command signal)
-                   (symbolic-complete [:signal signal :rejections (list (or rejections []))])
+                   (symbolic-complete [_SIGNAL signal _REJECTIONS (list (or rejections []))])
                    (complete (build-request signal ctx history rejections))))
   (when (inspect.isawaitable answer)
     (setv answer (await answer)))
-  (when (!= (proto-get answer ':status) ':ok)
+  (when (!= (proto-get answer _STATUS) _OK)
     (return answer))
-  (setv text (proto-get answer ':text)
-        calls (proto-get answer ':tool-calls))
+  (setv text (proto-get answer _TEXT)
+        calls (proto-get answer _TOOL-CALLS))
   (try
     (setv [action unrun said] (read-answer text calls (context-runtime ctx "skills"))
           ;; the call each action came from, which its result answers; the calls
           ;; of one answer name its first, so that their turns stay one answer
-          batch (when (and calls (> (len calls) 1)) (proto-get (get calls 0) ':id))
+          batch (when (and calls (> (len calls) 1)) (proto-get (get calls 0) _ID))
           each (if (and calls (= (len calls) (+ 1 (len unrun))))
-                   (lfor c calls (when (proto-get c ':id)
-                                   (proto-merge c (+ (if said [:said said] [])
-                                                     (if batch [:answer (str batch)] [])))))
+                   (lfor c calls (when (proto-get c _ID)
+                                   (proto-merge c (+ (if said [_SAID said] [])
+                                                     (if batch [_ANSWER (str batch)] [])))))
                    [])
           call (when each (get each 0)))
-    (proto-merge answer (+ [:action action]
-                           (if call [:call call] [])
-                           (if (any each) [:calls each] [])
-                           (if said [:said said] [])
-                           (if unrun [:unrun unrun :note (unrun-note unrun)] [])))
+    (proto-merge answer (+ [_ACTION action]
+                           (if call [_CALL call] [])
+                           (if (any each) [_CALLS each] [])
+                           (if said [_SAID said] [])
+                           (if unrun [_UNRUN unrun _NOTE (unrun-note unrun)] [])))
     (except [e ProtoError]
-      (proto-merge answer [:status :unreadable :error (str e)
-                           :text (cut (or text (proto-print (or calls []))) 2000)
-                           :written (as-written text calls)]))))
+      (proto-merge answer [_STATUS _UNREADABLE _ERROR (str e)
+                           _TEXT (cut (or text (proto-print (or calls []))) 2000)
+                           _WRITTEN (as-written text calls)]))))
 
 ;; * The retry loop
 
@@ -527,7 +576,7 @@
 
 (defn _redacted [value ctx]
   "VALUE with every secret in its strings replaced by a marker."
-  (get (redact-value value (secret-tuple (proto-get ctx ':secrets))) 0))
+  (get (redact-value value (secret-tuple (proto-get ctx _SECRETS))) 0))
 
 (defn :async _verify-here [action ctx]
   (verify action ctx))
@@ -539,71 +588,71 @@
   (setv rejections []
         tries []
         judge (or judge _verify-here)
-        usage [:prompt-tokens 0 :completion-tokens 0 :cost 0.0])
+        usage [_PROMPT-TOKENS 0 _COMPLETION-TOKENS 0 _COST 0.0])
   (for [n (range 1 (+ attempts 1))]
     (setv why (when guard (guard usage)))
     (when why
-      (return [:verdict :stopped :reason why :attempts tries :usage usage :rejections rejections]))
+      (return [_VERDICT _STOPPED _REASON why _ATTEMPTS tries _USAGE usage _REJECTIONS rejections]))
     (setv thought (await (think signal ctx complete history rejections))
-          status (proto-get thought ':status)
-          usage (_usage-add usage (proto-get thought ':usage)))
+          status (proto-get thought _STATUS)
+          usage (_usage-add usage (proto-get thought _USAGE)))
     (cond
-      (= status ':unreadable)
-      (do (setv trace (_redacted [:gate "proto" :reason (+ "unreadable proposal: " (proto-get thought ':error))
-                                  :action (or (proto-get thought ':written)
-                                              [:answer (proto-get thought ':text)])]
+      (= status _UNREADABLE)
+      (do (setv trace (_redacted [_GATE "proto" _REASON (+ "unreadable proposal: " (proto-get thought _ERROR))
+                                  _ACTION (or (proto-get thought _WRITTEN)
+                                              [_ANSWER (proto-get thought _TEXT)])]
                                  ctx))
           (.append rejections trace)
-          (.append tries (+ [:attempt n :verdict :reject] trace)))
-      (!= status ':ok)
-      (return [:verdict :failed
-               :reason (or (proto-get thought ':reason) "no provider answered")
-               :attempts tries :usage usage :rejections rejections])
+          (.append tries (+ [_ATTEMPT n _VERDICT _REJECT] trace)))
+      (!= status _OK)
+      (return [_VERDICT _FAILED
+               _REASON (or (proto-get thought _REASON) "no provider answered")
+               _ATTEMPTS tries _USAGE usage _REJECTIONS rejections])
       True
-      (do (setv proposed (+ [(proto-get thought ':action)] (list (or (proto-get thought ':unrun) [])))
-                calls (or (proto-get thought ':calls) [])
+      (do (setv proposed (+ [(proto-get thought _ACTION)] (list (or (proto-get thought _UNRUN) [])))
+                calls (or (proto-get thought _CALLS) [])
                 judged [])
           (defn :async judged-one [action]
             (setv outcome (await (judge action ctx))
-                  rejected (= (proto-get outcome ':verdict) ':reject))
+                  rejected (= (proto-get outcome _VERDICT) _REJECT))
             ;; A refused proposal is only ever shown, never run: whatever secret it
             ;; carried is masked before it reaches the model, the person or the store.
             (when rejected (setv outcome (_redacted outcome ctx)))
             ;; a rejected attempt is kept whole; one that passed is an outcome
             ;; itself, so its attempt keeps only what replay judges again
-            (.append tries (+ [:attempt n :provider (proto-get thought ':provider)]
+            (.append tries (+ [_ATTEMPT n _PROVIDER (proto-get thought _PROVIDER)]
                               (if rejected
                                   outcome
-                                  [:verdict (proto-get outcome ':verdict) :gate (proto-get outcome ':gate)
-                                   :reason (proto-get outcome ':reason) :proposed (proto-get outcome ':proposed)])))
-            (.append judged (proto-merge outcome (if calls [:call (get calls (len judged))] [])))
+                                  [_VERDICT (proto-get outcome _VERDICT) _GATE (proto-get outcome _GATE)
+                                   _REASON (proto-get outcome _REASON) _PROPOSED (proto-get outcome _PROPOSED)])))
+            (.append judged (proto-merge outcome (if calls [_CALL (get calls (len judged))] [])))
             outcome)
           (for [[k action] (enumerate proposed)]
             (setv outcome (await (judged-one action)))
-            (when (= (proto-get outcome ':verdict) ':reject)
-              (.append rejections [:gate (proto-get outcome ':gate)
-                                   :reason (proto-get outcome ':reason)
-                                   :action (proto-get outcome ':action)])
+            (when (= (proto-get outcome _VERDICT) _REJECT)
+              (.append rejections [_GATE (proto-get outcome _GATE)
+                                   _REASON (proto-get outcome _REASON)
+                                   _ACTION (proto-get outcome _ACTION)])
               (continue))
-            (setv call (if calls (get calls k) (proto-get thought ':call))
+            (setv call (if calls (get calls k) (proto-get thought _CALL))
                   rest (list (cut proposed (+ k 1) None))
                   one (or (= (len proposed) 1) (_runs-alone outcome)))
-            (await (_tell-said ctx (proto-get thought ':said)))
+            (await (_tell-said ctx (proto-get thought _SAID)))
             (when (not one)
               (for [action rest] (await (judged-one action))))
-            (return (proto-merge outcome (+ [:attempts tries :usage usage
-                                             :provider (proto-get thought ':provider)]
-                                            (if call [:call call] [])
-                                            (cond (not one) [:batch judged]
-                                                  rest [:unrun rest :note (unrun-note rest)]
+            (return (proto-merge outcome (+ [_ATTEMPTS tries _USAGE usage
+                                             _PROVIDER (proto-get thought _PROVIDER)]
+                                            (if call [_CALL call] [])
+                                            (cond (not one) [_BATCH judged]
+                                                  rest [_UNRUN rest _NOTE (unrun-note rest)]
                                                   True []))))))))
-  [:verdict :refused :rejections rejections :attempts tries :usage usage])
+  [_VERDICT _REFUSED _REJECTIONS rejections _ATTEMPTS tries _USAGE usage])
 
 (defn _runs-alone [outcome]
   "True when the passing OUTCOME is asked about (an escalation) or is the
    answer (a message): the rest of its answer is then not run."
-  (or (= (proto-get outcome ':verdict) ':escalate)
-      (= (proto-get (proto-get outcome ':action []) ':action) ':message)))
+  (or (= (proto-get outcome _VERDICT) _ESCALATE)
+      (= (proto-get (proto-get outcome _ACTION []) _ACTION) _MESSAGE)))
 
 (defn :async _tell-said [ctx said]
   "Show the person SAID, the words the model wrote beside the call that passed."
@@ -615,8 +664,8 @@
 
 (defn refusal-text [outcome]
   "What to tell the person when every attempt was refused."
-  (setv lines (lfor [i r] (enumerate (proto-get outcome ':rejections []) 1)
-                    :setv a (proto-get r ':action [])
+  (setv lines (lfor [i r] (enumerate (proto-get outcome _REJECTIONS []) 1)
+                    :setv a (proto-get r _ACTION [])
                     f"{i}. {(action-words a)} — refused by {(proto-get r ':gate)}: {(reason-words a (proto-get r ':reason))}"))
   (+ f"I could not find an action the gates accept after {(len lines)} attempts:\n"
      (.join "\n" lines)))
