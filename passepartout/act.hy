@@ -14,7 +14,7 @@
   [:status :error :error message])
 
 (defn _is-result [value]
-  (and (is-plist value) (isinstance (proto-get value ':status) Keyword)))
+  (and (is-plist value) (isinstance (proto-get value _STATUS) Keyword)))
 
 (defn clip-output [data limit [total None]]
   "The bytes DATA as text, cut to LIMIT bytes, with a marker saying how much
@@ -28,11 +28,14 @@
 
 ;; * Dispatch
 
-(setv _ACTION (kw "action"))
+;; keywords made once: gates ask action-name of every proposal, and every
+;; action's result is read and marked
+(setv _ACTION (kw "action")
+      _STATUS (kw "status")
+      _ACTION-NAME (kw "action-name"))
 
 (defn action-name [action]
   "The name of ACTION's :action as text (\"shell\"), or None."
-  ;; gates ask it of every proposal: the keyword is made once
   (setv a (proto-get action _ACTION))
   (cond (isinstance a Keyword) a.name
         (isinstance a str) a
@@ -72,4 +75,4 @@
    (await (act [:action :message :text \"hi\"] ctx))
    ⇒ (:status :ok :reply \"hi\" :action-name \"message\")"
   (setv name (action-name action))
-  (proto-put (_filtered action (await (_run name action ctx)) ctx) ':action-name name))
+  (proto-put (_filtered action (await (_run name action ctx)) ctx) _ACTION-NAME name))
