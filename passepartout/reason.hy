@@ -4,7 +4,7 @@
         hy.models [Keyword]
         passepartout.proto [ProtoError kw proto-get proto-put proto-has proto-without proto-merge
                             proto-read proto-print proto-normalize proto-from-data
-                            is-plist]
+                            is-plist Plist]
         passepartout.skills [actuator-for actuator-table gates-for all-skills registry-view]
         passepartout.context [context-runtime]
         passepartout.secrets [redact-value secret-tuple]
@@ -94,6 +94,8 @@
        "plist" (fn [v] (is-plist v))
        "any" (fn [v] True)})
 
+(setv _absent (object))
+
 (defn check-schema [action registry]
   "None when ACTION fits the schema of its actuator in REGISTRY, else the reason it does not."
   (when (not (is-plist action))
@@ -105,15 +107,18 @@
   (when (is spec None)
     (setv known (.join ", " (gfor a (sorted (actuator-table registry)) (+ ":" a))))
     (return f"unknown action :{name.name}; known actions: {known}"))
-  ;; The action's fields read once, by name, the first of a repeated key winning
-  ;; as in proto-get.
-  (setv fields {})
-  (for [i (range 0 (len action) 2)]
-    (.setdefault fields (. (get action i) name) (get action (+ i 1))))
+  ;; The action's fields by name, the first of a repeated key winning as in
+  ;; proto-get: a Plist finds them itself, a list is read once.
+  (setv fields action)
+  (when (is-not (type action) Plist)
+    (setv fields {})
+    (for [i (range 0 (len action) 2)]
+      (.setdefault fields (. (get action i) name) (get action (+ i 1)))))
   ;; the schema as the registry keeps it read: #(field type required) triples
   (for [[field t required] (get spec "fields")]
-    (setv present (in field fields)
-          value (.get fields field))
+    (setv value (.get fields field _absent)
+          present (is-not value _absent)
+          value (if present value None))
     (cond
       (and (not present) required)
       (return f":{name.name} needs :{field} ({t})")
@@ -352,10 +357,11 @@
   (setv payload (proto-get proposal _PAYLOAD))
   (cond
     (and (is-plist payload) (proto-get payload _ACTION))
-    (+ payload (lfor i (range 0 (len proposal) 2)
-                     :if (in (. (get proposal i) name) _authority-names)
-                     x [(get proposal i) (get proposal (+ i 1))]
-                     x))
+    (do (setv claims (lfor i (range 0 (len proposal) 2)
+                           :if (in (. (get proposal i) name) _authority-names)
+                           x [(get proposal i) (get proposal (+ i 1))]
+                           x))
+        (if claims (+ payload claims) payload))
     (proto-get proposal _ACTION) proposal
     True (raise (ProtoError "a proposal needs :action (or :type :request :payload (:action …))"))))
 
