@@ -8,7 +8,7 @@ names no actuator; they all arrive through the registry of the context."
 
 (import inspect
         hy.models [Keyword]
-        passepartout.proto [is-plist proto-get proto-put]
+        passepartout.proto [is-plist kw proto-get proto-put]
         passepartout.context [context-runtime]
         passepartout.checkpoint [checkpoint-before checkpoint-after wrote-into]
         passepartout.skills [actuator-for skill-functions])
@@ -20,7 +20,7 @@ names no actuator; they all arrive through the registry of the context."
   [:status :error :error message])
 
 (defn _is-result [value]
-  (and (is-plist value) (isinstance (proto-get value ':status) Keyword)))
+  (and (is-plist value) (isinstance (proto-get value _STATUS) Keyword)))
 
 (defn clip-output [data limit [total None]]
   "The bytes DATA as text, cut to LIMIT bytes, with a marker saying how much
@@ -34,9 +34,15 @@ names no actuator; they all arrive through the registry of the context."
 
 ;; * Dispatch
 
+;; keywords made once: gates ask action-name of every proposal, and every
+;; action's result is read and marked
+(setv _ACTION (kw "action")
+      _STATUS (kw "status")
+      _ACTION-NAME (kw "action-name"))
+
 (defn action-name [action]
   "The name of ACTION's :action as text (\"shell\"), or None."
-  (setv a (proto-get action ':action))
+  (setv a (proto-get action _ACTION))
   (cond (isinstance a Keyword) a.name
         (isinstance a str) a
         True None))
@@ -75,4 +81,4 @@ names no actuator; they all arrive through the registry of the context."
    (await (act [:action :message :text \"hi\"] ctx))
    ⇒ (:status :ok :reply \"hi\" :action-name \"message\")"
   (setv name (action-name action))
-  (proto-put (_filtered action (await (_run name action ctx)) ctx) ':action-name name))
+  (proto-put (_filtered action (await (_run name action ctx)) ctx) _ACTION-NAME name))

@@ -48,6 +48,24 @@ need a fact, it goes here."
       (.append out (_real (os.path.join data name)))))
   out)
 
+;; the keys of a context, made once: every signal gets a context, and every
+;; gate run reads its runtime (a keyword written in code is made anew each time)
+(setv _AGENDA (kw "agenda")
+      _HOME (kw "home")
+      _ID (kw "id")
+      _LIMITS (kw "limits")
+      _NOW (kw "now")
+      _PROTECTED (kw "protected")
+      _RUNTIME (kw "runtime")
+      _SANDBOX (kw "sandbox")
+      _SEARCH-PATH (kw "search-path")
+      _SECRETS (kw "secrets")
+      _SESSION (kw "session")
+      _TEMP-DIRS (kw "temp-dirs")
+      _WORKERS (kw "workers")
+      _WORKSPACE (kw "workspace")
+      _WRITTEN (kw "written"))
+
 (setv _limit-defaults (config-defaults "limits"))
 
 (defn make-context [[workspace "."] [session "local"] [config None] [store None]
@@ -60,28 +78,28 @@ need a fact, it goes here."
         env (if (is env None) os.environ env)
         limits (| _limit-defaults (.get config "limits" {}))
         protected (protected-paths config))
-  (when (proto-get (or workers []) ':id)
+  (when (proto-get (or workers []) _ID)
     ;; a worker's task has the step budget of workers
     (setv limits (| limits {"step_budget" (.get (.get config "workers" {}) "step_budget"
                                                 (get limits "step_budget"))})))
   ;; the runtime handles first: every stage reads them, and a read scans from the front
-  [:runtime {"store" store "config" config "cascade" cascade "notify" notify
+  [_RUNTIME {"store" store "config" config "cascade" cascade "notify" notify
              "skills" skills "stops" stops "services" services}
-   :workspace (_real workspace)
-   :temp-dirs (temp-dirs env [(_real "~") #* protected])
-   :home (_real "~")
-   :search-path (.get env "PATH" "/usr/local/bin:/usr/bin:/bin")
-   :protected protected
-   :session session
-   :now (if (is now None) (time.time) now)
-   :limits (lfor [k v] (.items limits) x [(kw (.replace k "_" "-")) v] x)
-   :secrets (list (or secrets []))
-   :sandbox (if (is sandbox None) (sandbox-status config) sandbox)
-   :written (tuple (or written #()))
+   _WORKSPACE (_real workspace)
+   _TEMP-DIRS (temp-dirs env [(_real "~") #* protected])
+   _HOME (_real "~")
+   _SEARCH-PATH (.get env "PATH" "/usr/local/bin:/usr/bin:/bin")
+   _PROTECTED protected
+   _SESSION session
+   _NOW (if (is now None) (time.time) now)
+   _LIMITS (lfor [k v] (.items limits) x [(kw (.replace k "_" "-")) v] x)
+   _SECRETS (list (or secrets []))
+   _SANDBOX (if (is sandbox None) (sandbox-status config) sandbox)
+   _WRITTEN (tuple (or written #()))
    ;; where the session stands in background work (=workflow.org=)
-   #* (if workers [:workers workers] [])
+   #* (if workers [_WORKERS workers] [])
    ;; the open agenda items and what the task ran, for the evidence check (=agenda.org=)
-   #* (if agenda [:agenda agenda] [])])
+   #* (if agenda [_AGENDA agenda] [])])
 
 (defn context-for [services session [notify None] [now None] [task None]]
   "The context of a step of SESSION in the daemon whose parts are SERVICES
@@ -108,13 +126,13 @@ need a fact, it goes here."
 
 (defn context-limit [ctx name [default None]]
   "The limit NAME (a string like \"shell-timeout\") from CTX."
-  (proto-get (proto-get ctx ':limits []) name default))
+  (proto-get (proto-get ctx _LIMITS []) name default))
 
 (defn context-runtime [ctx name]
   "The runtime handle NAME (\"store\", \"config\", \"cascade\", \"notify\",
    \"skills\", \"stops\", \"services\") from CTX, or None."
-  (.get (or (proto-get ctx ':runtime) {}) name))
+  (.get (or (proto-get ctx _RUNTIME) {}) name))
 
 (defn context-data [ctx]
   "CTX without its runtime handles and secrets: what may be printed or journaled."
-  (proto-without ctx [':runtime ':secrets]))
+  (proto-without ctx [_RUNTIME _SECRETS]))

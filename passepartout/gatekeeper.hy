@@ -17,7 +17,17 @@ a thread left running."
       LOAD-WAIT 120
       _CONTEXTS 32
       _SLOT (struct.Struct "<dd64s")
-      _RUNTIME (kw "runtime"))
+      _RUNTIME (kw "runtime")
+      _OP (kw "op")
+      _VERIFY (kw "verify")
+      _LOAD (kw "load")
+      _BASE (kw "base")
+      _NEW-BASE (kw "new-base")
+      _DROP (kw "drop")
+      _CTX (kw "ctx")
+      _OUTCOME (kw "outcome")
+      _SAME (kw "same")
+      _DISCARD (kw "discard"))
 
 (defn _frame [text]
   "TEXT as one frame."
@@ -54,7 +64,7 @@ a thread left running."
 ;; ** Which skills it judges with
 
 (import pathlib [Path]
-        passepartout.skills [Registry load-skills load-skill-file skill-functions registry-version
+        passepartout.skills [Registry load-skills load-skill-file skill-functions gates-for registry-version
                              install-declared unregister-skill SMOKE-ACTIONS])
 
 (setv _form-prelude "(require passepartout.macros [defskill])
@@ -161,8 +171,11 @@ a thread left running."
           self.version None
           self.wrapped []
           self.wrapped-of None
+          self.chosen {}
           self.running None
-          self.cpu0 0.0
+          self.started 0.0
+          self.cpu-mark 0.0
+          self.wall-mark (- (time.monotonic) budget)
           self.tainted False
           self.grown 0)
     (signal.signal signal.SIGPROF self._on-timer)
@@ -174,7 +187,10 @@ a thread left running."
       ;; verify's own work between gates: not a gate's time
       (signal.setitimer signal.ITIMER-PROF self.budget)
       (return))
-    (setv left (- self.budget (- (time.thread-time) self.cpu0)))
+    (setv waited (- (time.monotonic) self.started)
+          ;; at most the gate's CPU time, plus an eighth of a budget when read
+          used (if (< waited self.budget) waited (- (time.thread-time) self.cpu-mark))
+          left (- self.budget used))
     (if (> left 0)
         (signal.setitimer signal.ITIMER-PROF (max left 0.001))
         (do (setv self.tainted True)
@@ -183,9 +199,13 @@ a thread left running."
   (defn _wrap [self name gate]
     (setv label (_label name))
     (fn [action ctx]
-      (_SLOT.pack-into self.slot 0 (time.monotonic) self.allowance label)
-      (setv self.running name
-            self.cpu0 (time.thread-time))
+      (setv started (time.monotonic))
+      (_SLOT.pack-into self.slot 0 started self.allowance label)
+      (when (> (- started self.wall-mark) (/ self.budget 8))
+        (setv self.cpu-mark (time.thread-time)
+              self.wall-mark started))
+      (setv self.started started
+            self.running name)
       (try
         (setv answer (gate action ctx))
         (except [MemoryError]
@@ -208,9 +228,20 @@ a thread left running."
     (setv [version gates] (_registry-gates self.registry))
     (when (or (!= version self.version) (is-not self.registry self.wrapped-of))
       (setv self.wrapped (lfor [name gate] gates #(name (self._wrap name gate)))
+            self.chosen {}
             self.version version
             self.wrapped-of self.registry))
     self.wrapped)
+
+  (defn judging [self action-name]
+    "The wrapped gates that judge an action called ACTION-NAME (all for None),
+     as =gates-for= chooses them."
+    (setv wrapped (self.gates))
+    (when (not (in action-name self.chosen))
+      (setv by-name (dict wrapped)
+            (get self.chosen action-name) (lfor [n _] (gates-for self.registry action-name)
+                                                #(n (get by-name n)))))
+    (get self.chosen action-name))
 
   (defn rebound [self]
     "Limit the address space to what the process uses now plus the memory bound."
@@ -264,10 +295,10 @@ a thread left running."
 
 (defn _verify-request [judge header inp]
   "The reply plist text to a verify request whose HEADER was read; its other frames come from INP."
-  (for [i (or (proto-get header ':drop) [])]
+  (for [i (or (proto-get header _DROP) [])]
     (.pop judge.contexts i None))
-  (setv base-id (proto-get header ':base))
-  (when (proto-get header ':new-base)
+  (setv base-id (proto-get header _BASE))
+  (when (proto-get header _NEW-BASE)
     (setv text (_read-frame inp))
     (setv (get judge.contexts base-id)
           (try (proto-read text :max-bytes MAX-FRAME)
@@ -283,10 +314,10 @@ a thread left running."
     (return (_verify-reply judge (failed-outcome action "verify"
                                                  f"the context cannot be read: {(or base "unknown context")}")
                            action)))
-  (setv ctx (+ (list (proto-get header ':ctx [])) base [_RUNTIME judge.runtime]))
+  (setv ctx (+ (list (proto-get header _CTX [])) base [_RUNTIME judge.runtime]))
   (signal.setitimer signal.ITIMER-PROF judge.budget)
   (try
-    (setv outcome (verify action ctx :gates (judge.gates) :budget judge.budget))
+    (setv outcome (verify action ctx :gates judge.judging :budget judge.budget))
     (except [e BaseException]
       (setv judge.tainted True
             outcome (failed-outcome action (or judge.running "verify")
@@ -349,9 +380,9 @@ a thread left running."
     (when (is text None)
       (return))
     (setv header (proto-read text :max-bytes MAX-FRAME)
-          op (proto-get header ':op)
-          reply (cond (= op ':verify) (_verify-request judge header inp)
-                      (= op ':load) (_load-request judge header)
+          op (proto-get header _OP)
+          reply (cond (= op _VERIFY) (_verify-request judge header inp)
+                      (= op _LOAD) (_load-request judge header)
                       True (proto-print [:error f"unknown request {(proto-print op)}"])))
     (_write-all out (_frame reply))
     (when judge.tainted
@@ -734,18 +765,18 @@ a thread left running."
 
   (defn :async _exchange-verify [self child action text numbers rest]
     (setv [n new forgotten] (.base-for child rest)
-          header (+ [:op :verify :base n] (if new [:new-base True] [])
-                    (if forgotten [:drop forgotten] []) [:ctx numbers])
+          header (+ [_OP _VERIFY _BASE n] (if new [_NEW-BASE True] [])
+                    (if forgotten [_DROP forgotten] []) [_CTX numbers])
           data (+ (_frame (proto-print header)) (if new (_frame rest) b"") (_frame text)))
     (try
       (setv reply (.read self._replies (await (.exchange child data ":verify"
                                                           (max (* GATE-WAIT self.budget) 1.0)))))
       (except [e ProtoError]
         (raise (_Gone "verify" f"the gate process answered unreadably: {e}"))))
-    (when (proto-get reply ':discard)
+    (when (proto-get reply _DISCARD)
       (await (self._discard child)))
-    (setv outcome (proto-get reply ':outcome)
-          same (proto-get reply ':same))
+    (setv outcome (proto-get reply _OUTCOME)
+          same (proto-get reply _SAME))
     (cond (not (is-plist outcome))
           (failed-outcome action "verify" "the gate process answered without an outcome")
           same (_with-action outcome same action)

@@ -10,7 +10,8 @@ at the REPL can redefine one with the same form that defined it."
 (defmacro defskill [name #* body]
   "Define a skill and declare it in this module: (defskill NAME [DOC] :key value …).
 
-   Keys: :priority (int, higher runs first), :trigger, :gate, :filter,
+   Keys: :priority (int, higher runs first), :trigger, :gate, :actions
+   (the action names the gate judges; every action when left out), :filter,
    :validator, :validators, :augment, :prompt, :actuators, :handlers,
    :immutable. See passepartout/skills.hy for what each one receives and
    returns; a reply validator looks like this:
@@ -25,6 +26,7 @@ at the REPL can redefine one with the same form that defined it."
      (defskill no-rm
        \"Refuses any shell command that mentions rm.\"
        :priority 60
+       :actions [\"shell\"]
        :gate (fn [action ctx]
                (if (in \"rm\" (or (hy.I.passepartout/proto.proto-get action ':cmd) \"\"))
                    [:verdict :reject :reason \"no rm here\"]

@@ -9,8 +9,8 @@ gate lets through reaches the act stage."
         hy.models [Keyword]
         passepartout.proto [ProtoError kw proto-get proto-put proto-has proto-without proto-merge
                             proto-read proto-print proto-normalize proto-from-data
-                            is-plist]
-        passepartout.skills [actuator-for actuator-table skill-functions all-skills registry-view]
+                            is-plist Plist]
+        passepartout.skills [actuator-for actuator-table gates-for all-skills registry-view]
         passepartout.context [context-runtime]
         passepartout.secrets [redact-value secret-tuple]
         passepartout.extract [extract ACTIONS]
@@ -25,10 +25,22 @@ gate lets through reaches the act stage."
       GATE-WAIT 4
       GATE-MEMORY (* 256 1024 1024))
 
+(setv _VERDICT (kw "verdict")
+      _GATE (kw "gate")
+      _REASON (kw "reason")
+      _RULE (kw "rule")
+      _CONFINED (kw "confined")
+      _ACTION (kw "action")
+      _PAYLOAD (kw "payload")
+      _PROPOSED (kw "proposed")
+      _STRIPPED (kw "stripped")
+      _DECISIONS (kw "decisions")
+      _KINDS (dfor k VERDICTS k (kw k)))
+
 (defn verdict [kind [reason None] #** more]
   "A verdict plist: (verdict \"reject\" \"outside the workspace\")."
-  (setv out [:verdict (kw kind)])
-  (when reason (+= out [:reason reason]))
+  (setv out [_VERDICT (kw kind)])
+  (when reason (+= out [_REASON reason]))
   (for [[k v] (.items more)] (+= out [(kw (.replace k "_" "-")) v]))
   out)
 
@@ -36,11 +48,13 @@ gate lets through reaches the act stage."
 
 (defn _check-verdict [answer]
   "ANSWER as (kind reason new-action rule confined), or raise ValueError saying what is wrong."
-  ;; Most answers are the plain allow that =verdict= and a literal build, with
-  ;; the interned keywords: that one is known without a pass over its pairs.
-  (when (and (is (type answer) list) (= (len answer) 2)
-             (is (get answer 0) ':verdict) (is (get answer 1) ':allow))
-    (return _ALLOWED))
+  ;; Most answers are the plain allow: that one is known by its two names,
+  ;; without a pass over its pairs.
+  (when (and (is (type answer) list) (= (len answer) 2))
+    (setv [k v] answer)
+    (when (and (isinstance k Keyword) (isinstance v Keyword)
+               (= k.name "verdict") (= v.name "allow"))
+      (return _ALLOWED)))
   (when (not (is-plist answer))
     (raise (ValueError f"returned {(. (type answer) __name__)}, not a verdict plist")))
   ;; One pass over the pairs (the first of a repeated key wins, as in proto-get).
@@ -54,7 +68,7 @@ gate lets through reaches the act stage."
   (when (and (in kind #("reject" "escalate")) (not (and (isinstance reason str) (.strip reason))))
     (raise (ValueError f"returned {kind} without a reason")))
   (setv new (.get fields "action"))
-  (when (and (= kind "modify") (not (and (is-plist new) (proto-get new ':action))))
+  (when (and (= kind "modify") (not (and (is-plist new) (proto-get new _ACTION))))
     (raise (ValueError "returned modify without a new action")))
   #(kind reason new rule (and (in kind #("allow" "modify")) (is (.get fields "confined") True))))
 
@@ -66,9 +80,11 @@ gate lets through reaches the act stage."
                "skip-gates" "bypass-gates" "trusted" "verdict"]
             (kw n)))
 
+(setv _authority-names (frozenset (gfor k AUTHORITY-FIELDS k.name)))
+
 (defn strip-authority [action]
-  "ACTION without any field that claims approval, and the names of those removed."
-  (setv found (lfor k (cut action None None 2) :if (in k AUTHORITY-FIELDS) k.name))
+  "ACTION, a plist, without any field that claims approval, and the names of those removed."
+  (setv found (lfor k (cut action None None 2) :if (in k.name _authority-names) k.name))
   #((if found (proto-without action AUTHORITY-FIELDS) action) found))
 
 ;; * The shape of an action
@@ -83,35 +99,37 @@ gate lets through reaches the act stage."
        "plist" (fn [v] (is-plist v))
        "any" (fn [v] True)})
 
+(setv _absent (object))
+
 (defn check-schema [action registry]
   "None when ACTION fits the schema of its actuator in REGISTRY, else the reason it does not."
   (when (not (is-plist action))
     (return "an action must be a plist of keyword/value pairs"))
-  (setv name (proto-get action ':action))
+  (setv name (proto-get action _ACTION))
   (when (not (isinstance name Keyword))
     (return "the action has no :action keyword (e.g. :action :message)"))
   (setv spec (actuator-for registry name))
   (when (is spec None)
     (setv known (.join ", " (gfor a (sorted (actuator-table registry)) (+ ":" a))))
     (return f"unknown action :{name.name}; known actions: {known}"))
-  ;; The action's fields read once, by name, the first of a repeated key winning
-  ;; as in proto-get.
-  (setv schema (get spec "schema")
-        fields {})
-  (for [i (range 0 (len action) 2)]
-    (.setdefault fields (. (get action i) name) (get action (+ i 1))))
-  (for [i (range 0 (len schema) 2)]
-    (setv field (get schema i)
-          fspec (get schema (+ i 1))
-          t (proto-get fspec ':type "any")
-          present (in field.name fields)
-          value (.get fields field.name))
+  ;; The action's fields by name, the first of a repeated key winning as in
+  ;; proto-get: a Plist finds them itself, a list is read once.
+  (setv fields action)
+  (when (is-not (type action) Plist)
+    (setv fields {})
+    (for [i (range 0 (len action) 2)]
+      (.setdefault fields (. (get action i) name) (get action (+ i 1)))))
+  ;; the schema as the registry keeps it read: #(field type required) triples
+  (for [[field t required] (get spec "fields")]
+    (setv value (.get fields field _absent)
+          present (is-not value _absent)
+          value (if present value None))
     (cond
-      (and (not present) (proto-get fspec ':required))
-      (return f":{name.name} needs :{field.name} ({t})")
-      (and present (not (and (is value None) (not (proto-get fspec ':required))))
+      (and (not present) required)
+      (return f":{name.name} needs :{field} ({t})")
+      (and present (not (and (is value None) (not required)))
            (not ((get _type-checks t) value)))
-      (return f":{name.name} field :{field.name} must be {t}, got {(_type-name value)}")))
+      (return f":{name.name} field :{field} must be {t}, got {(_type-name value)}")))
   None)
 
 (defn _type-name [v]
@@ -135,12 +153,11 @@ gate lets through reaches the act stage."
 ;; * Verify
 
 (defn _decision [gate kind [reason None] [rule None] [confined False]]
-  (if (or reason rule confined)
-      (+ [:gate gate :verdict (kw kind)]
-         (if reason [:reason reason] [])
-         (if rule [:rule rule] [])
-         (if confined [:confined True] []))
-      [:gate gate :verdict (kw kind)]))
+  (setv d [_GATE gate _VERDICT (get _KINDS kind)])
+  (when reason (.extend d [_REASON reason]))
+  (when rule (.extend d [_RULE rule]))
+  (when confined (.extend d [_CONFINED True]))
+  d)
 
 (defn _describe [e]
   "E as \"Type: message\", even when its message cannot be made."
@@ -159,61 +176,94 @@ gate lets through reaches the act stage."
     (> took budget) f"gate {name} did not answer within {ms} ms (it took {(round (* 1000 took))} ms)"
     True None))
 
+(defclass _Clocks []
+  "The clocks of one run of gates: CLOCK, the thread's CPU clock, and the last
+   reading of it, CPU, taken at WALL on the wall clock (see \"Verdicts\")."
+  (setv __slots__ #("clock" "cpu" "wall"))
+  (defn __init__ [self clock]
+    (setv self.clock clock
+          self.cpu (clock)
+          self.wall (time.monotonic))))
+
 (defn run-gate [name gate action ctx [clock time.thread-time] [budget None]]
   "Gate NAME's answer to ACTION in CTX as #(kind reason new-action rule confined),
    or #(\"fail\" why None None False) when it is refused: it raised, it came
    later than BUDGET seconds (GATE-BUDGET unless given), or its answer is no verdict."
-  (get (_timed-gate name gate action ctx clock (or budget GATE-BUDGET) (clock) (time.monotonic)) 0))
+  (_timed-gate name gate action ctx (_Clocks clock) (or budget GATE-BUDGET)))
 
-(defn _timed-gate [name gate action ctx clock budget started wall]
-  "#(answer ended wall-ended): run-gate's answer for a gate started at STARTED
-   on CLOCK and WALL on the wall clock, and the two clocks when it returned."
+(defn _timed-gate [name gate action ctx clocks budget]
+  "run-gate's answer for a gate run with CLOCKS."
+  (setv started (time.monotonic))
+  (when (> (- started clocks.wall) (/ budget 8))
+    (setv clocks.cpu (clocks.clock)
+          clocks.wall started))
   (try
     (setv answer (gate action ctx)
           error None)
     (except [e #(Exception GateTimeout GateMemory)]
       (setv answer None
             error e)))
-  (setv ended (clock)
-        wall-ended (time.monotonic)
-        took (- ended started)
-        waited (- wall-ended wall))
+  (setv waited (- (time.monotonic) started)
+        took 0.0)
+  (when (> waited budget)
+    ;; at most the gate's own CPU time plus an eighth of a budget
+    (setv cpu (clocks.clock)
+          took (- cpu clocks.cpu)
+          clocks.cpu cpu
+          clocks.wall (time.monotonic)))
   (when (or error (> took budget) (> waited (* GATE-WAIT budget)))
-    (setv failure (_gate-failure name error (if (> waited (* GATE-WAIT budget)) waited took) budget))
-    (return #(#("fail" failure None None False) ended wall-ended)))
-  #((try
-      (_check-verdict answer)
-      (except [e Exception]
-        #("fail" f"gate {name} failed closed: {(_describe e)}" None None False)))
-    ended wall-ended))
+    (return #("fail" (_gate-failure name error (if (> waited (* GATE-WAIT budget)) waited took) budget)
+              None None False)))
+  (try
+    (_check-verdict answer)
+    (except [e Exception]
+      #("fail" f"gate {name} failed closed: {(_describe e)}" None None False))))
 
-(defn _run-gates [gates action ctx clock budget decisions]
-  "Run GATES over ACTION, appending each decision to DECISIONS.
-   #(kind gate reason final-action rule confined)."
+(defn _action-kind [action]
+  "The name of ACTION's :action, an action that passed the schema."
+  (. (proto-get action _ACTION) name))
+
+(defn _after [pairs every name]
+  "The (name gate) PAIRS that come after the gate NAME in EVERY, all the gates in order."
+  (setv names (lfor [n _] every n)
+        later (set (cut names (+ (.index names name) 1) None)))
+  (lfor p pairs :if (in (get p 0) later) p))
+
+(defn _run-gates [select action ctx clock budget decisions]
+  "Run the gates SELECT gives for ACTION's kind, appending each decision to
+   DECISIONS. #(kind gate reason final-action rule confined)."
   (setv escalation None
         modified None
         confined None
-        started (clock)
-        wall (time.monotonic))
-  (for [[name gate] gates]
-    (setv [[kind reason new rule confines] started wall]
-          (_timed-gate name gate action ctx clock budget started wall))
-    (when (= kind "fail")
+        clocks (_Clocks clock)
+        kind (_action-kind action)
+        pairs (select kind)
+        i 0)
+  (while (< i (len pairs))
+    (setv [name gate] (get pairs i)
+          i (+ i 1)
+          [verdict reason new rule confines] (_timed-gate name gate action ctx clocks budget))
+    (when (= verdict "fail")
       (.append decisions (_decision name "reject" reason))
       (return #("reject" name reason action None False)))
-    (.append decisions (_decision name kind reason rule confines))
+    (.append decisions (_decision name verdict reason rule confines))
     (when (and confines (is confined None))
       (setv confined #(name reason rule)))
     (cond
-      (= kind "reject") (return #("reject" name reason action rule False))
-      (= kind "escalate") (when (is escalation None) (setv escalation #(name reason rule)))
-      (= kind "modify")
+      (= verdict "reject") (return #("reject" name reason action rule False))
+      (= verdict "escalate") (when (is escalation None) (setv escalation #(name reason rule)))
+      (= verdict "modify")
       (do (setv [new _] (strip-authority new)
                 problem (check-schema new (context-runtime ctx "skills")))
           (when problem
             (setv reason f"gate {name} modified the action into an invalid one: {problem}")
             (.append decisions (_decision name "reject" reason))
             (return #("reject" name reason action None False)))
+          ;; an action of another kind meets the gates after this one that judge it
+          (when (!= (_action-kind new) kind)
+            (setv kind (_action-kind new)
+                  pairs (_after (select kind) (select None) name)
+                  i 0))
           (setv action new
                 modified #(name reason rule)))))
   (cond escalation #("escalate" (get escalation 0) (get escalation 1) action (get escalation 2) False)
@@ -222,11 +272,23 @@ gate lets through reaches the act stage."
         confined #("allow" (get confined 0) (get confined 1) action (get confined 2) True)
         True #("allow" None None action None False)))
 
+(defn _outcome [proposed stripped decisions kind gate reason final rule [confined False]]
+  (setv out [_VERDICT (get _KINDS kind) _GATE gate _REASON reason _ACTION final
+             _PROPOSED proposed _STRIPPED stripped _DECISIONS decisions])
+  (when rule (.extend out [_RULE rule]))
+  (when confined (.extend out [_CONFINED True]))
+  out)
+
 (defn verify [action ctx [gates None] [clock time.thread-time] [budget None]]
   "The outcome of running the gates over ACTION in CTX. Each gate has BUDGET
-   seconds (GATE-BUDGET unless given)."
+   seconds (GATE-BUDGET unless given). GATES, when given, are the (name gate)
+   pairs to run over every action, or a function from an action's name to the
+   pairs that judge it (None: all of them); by default the registry's gates
+   that judge ACTION's kind."
   (setv registry (context-runtime ctx "skills")
-        gates (if (is gates None) (skill-functions registry "gate") gates)
+        select (cond (is gates None) (fn [kind] (gates-for registry kind))
+                     (callable gates) gates
+                     True (fn [kind] gates))
         budget (or budget GATE-BUDGET)
         proposed action
         stripped [])
@@ -234,14 +296,58 @@ gate lets through reaches the act stage."
     (setv [action stripped] (strip-authority action)))
   (setv problem (check-schema action registry)
         decisions [(_decision "schema" (if problem "reject" "allow") problem)])
-  (defn outcome [kind gate reason final rule [confined False]]
-    (+ [:verdict (kw kind) :gate gate :reason reason :action final
-        :proposed proposed :stripped stripped :decisions decisions]
-       (if rule [:rule rule] [])
-       (if confined [:confined True] [])))
   (if problem
-      (outcome "reject" "schema" problem action None)
-      (outcome #* (_run-gates gates action ctx clock budget decisions))))
+      (_outcome proposed stripped decisions "reject" "schema" problem action None)
+      (_outcome proposed stripped decisions #* (_run-gates select action ctx clock budget decisions))))
+
+;; * The keywords of a model's turn
+
+(setv _ANSWER (kw "answer")
+      _ARGUMENTS (kw "arguments")
+      _ATTEMPT (kw "attempt")
+      _ATTEMPTS (kw "attempts")
+      _BATCH (kw "batch")
+      _CALL (kw "call")
+      _CALLS (kw "calls")
+      _COMPLETION-TOKENS (kw "completion-tokens")
+      _COST (kw "cost")
+      _DOC (kw "doc")
+      _ERROR (kw "error")
+      _ESCALATE (kw "escalate")
+      _EXPLANATION (kw "explanation")
+      _FAILED (kw "failed")
+      _ID (kw "id")
+      _MESSAGE (kw "message")
+      _MESSAGES (kw "messages")
+      _NAME (kw "name")
+      _NOTE (kw "note")
+      _NOTIFY (kw "notify")
+      _OK (kw "ok")
+      _PROMPT-TOKENS (kw "prompt-tokens")
+      _PROPOSAL (kw "proposal")
+      _PROVIDER (kw "provider")
+      _REFUSED (kw "refused")
+      _REJECT (kw "reject")
+      _REJECTIONS (kw "rejections")
+      _REQUIRED (kw "required")
+      _RESULT (kw "result")
+      _SAID (kw "said")
+      _SECRETS (kw "secrets")
+      _SENSOR (kw "sensor")
+      _SIGNAL (kw "signal")
+      _STATUS (kw "status")
+      _STOPPED (kw "stopped")
+      _TEXT (kw "text")
+      _TEXT-PROTOCOL (kw "text-protocol")
+      _TOOL-CALLS (kw "tool-calls")
+      _TOOL-RESULT (kw "tool-result")
+      _TOOLS (kw "tools")
+      _TYPE (kw "type")
+      _UNREADABLE (kw "unreadable")
+      _UNRUN (kw "unrun")
+      _USAGE (kw "usage")
+      _USER-INPUT (kw "user-input")
+      _WRITTEN (kw "written"))
 
 ;; * Parsing what the model said
 
@@ -253,14 +359,15 @@ gate lets through reaches the act stage."
    and records it like any other."
   (when (not (is-plist proposal))
     (raise (ProtoError "a proposal must be a plist")))
-  (setv payload (proto-get proposal ':payload))
+  (setv payload (proto-get proposal _PAYLOAD))
   (cond
-    (and (is-plist payload) (proto-get payload ':action))
-    (+ payload (lfor i (range 0 (len proposal) 2)
-                     :if (in (get proposal i) AUTHORITY-FIELDS)
-                     x [(get proposal i) (get proposal (+ i 1))]
-                     x))
-    (proto-get proposal ':action) proposal
+    (and (is-plist payload) (proto-get payload _ACTION))
+    (do (setv claims (lfor i (range 0 (len proposal) 2)
+                           :if (in (. (get proposal i) name) _authority-names)
+                           x [(get proposal i) (get proposal (+ i 1))]
+                           x))
+        (if claims (+ payload claims) payload))
+    (proto-get proposal _ACTION) proposal
     True (raise (ProtoError "a proposal needs :action (or :type :request :payload (:action …))"))))
 
 (defn _known-actions [registry]
@@ -272,11 +379,11 @@ gate lets through reaches the act stage."
    wrote beside its call (or None). The actions REGISTRY's skills add are known
    by name too. Raises ProtoError when it tried to propose one and failed."
   (setv r (extract text tool-calls (if registry (_known-actions registry) ACTIONS)))
-  (if (proto-has r ':message)
-      #([:action :message :text (proto-get r ':message)] [] None)
-      #((proposal-action (proto-get r ':proposal))
-        (lfor p (proto-get r ':unrun) (proposal-action p))
-        (proto-get r ':said))))
+  (if (proto-has r _MESSAGE)
+      #([_ACTION _MESSAGE _TEXT (proto-get r _MESSAGE)] [] None)
+      #((proposal-action (proto-get r _PROPOSAL))
+        (lfor p (proto-get r _UNRUN) (proposal-action p))
+        (proto-get r _SAID))))
 
 (defn parse-answer [text [tool-calls None] [registry None]]
   "#(action unrun) for the model's TEXT or TOOL-CALLS: the action to verify and
@@ -288,9 +395,9 @@ gate lets through reaches the act stage."
   "What the model wrote, as a plist to show it back when it does not read: its
    tool calls as it made them, or its text."
   (if tool-calls
-      [:tool-calls (lfor c tool-calls [:name (str (proto-get c ':name))
-                                       :arguments (str (or (proto-get c ':arguments) ""))])]
-      [:answer (cut (or text "") 2000)]))
+      [_TOOL-CALLS (lfor c tool-calls [_NAME (str (proto-get c _NAME))
+                                       _ARGUMENTS (str (or (proto-get c _ARGUMENTS) ""))])]
+      [_ANSWER (cut (or text "") 2000)]))
 
 (defn parse-proposal [text [tool-calls None] [registry None]]
   "The action plist the model proposed, from its TEXT or its TOOL-CALLS.
@@ -320,8 +427,8 @@ gate lets through reaches the act stage."
     (setv schema (get spec "schema")
           fields (lfor i (range 0 (len schema) 2)
                        (do (setv f (get schema (+ i 1)))
-                           (+ ":" (. (get schema i) name) " " (proto-get f ':type "any")
-                              (if (proto-get f ':required) "" " (optional)")))))
+                           (+ ":" (. (get schema i) name) " " (proto-get f _TYPE "any")
+                              (if (proto-get f _REQUIRED) "" " (optional)")))))
     (when (get spec "effect")
       (.append fields ":explanation string"))
     (.append lines (+ "(:action :" name " " (.join " " fields) ") — " (get spec "doc"))))
@@ -344,9 +451,9 @@ gate lets through reaches the act stage."
             (for [i (range 0 (len schema) 2)]
               (setv fname (. (get schema i) name)
                     f (get schema (+ i 1))
-                    (get props fname) {"type" (get json-types (proto-get f ':type "any"))
-                                       "description" (proto-get f ':doc "")})
-              (when (proto-get f ':required) (.append required fname)))
+                    (get props fname) {"type" (get json-types (proto-get f _TYPE "any"))
+                                       "description" (proto-get f _DOC "")})
+              (when (proto-get f _REQUIRED) (.append required fname)))
             (when (get spec "effect")
               (setv (get props "explanation") {"type" "string" "description" "why this action"})
               (.append required "explanation"))
@@ -369,32 +476,32 @@ gate lets through reaches the act stage."
    the cascade sends the call and the result in the form the provider renders
    (see \"The conversation after a tool call\" in =cascade.org=). The calls of
    one answer share its =:answer=, and go out as one assistant turn."
-  (if (and call (proto-get call ':id))
-      (| message {CALL-KEY (| {"id" (str (proto-get call ':id))
-                                "name" (str (proto-get call ':name))
-                                "arguments" (str (or (proto-get call ':arguments) "{}"))}
-                               (if (proto-get call ':said) {"said" (str (proto-get call ':said))} {})
-                               (if (proto-get call ':answer) {"answer" (str (proto-get call ':answer))} {}))})
+  (if (and call (proto-get call _ID))
+      (| message {CALL-KEY (| {"id" (str (proto-get call _ID))
+                                "name" (str (proto-get call _NAME))
+                                "arguments" (str (or (proto-get call _ARGUMENTS) "{}"))}
+                               (if (proto-get call _SAID) {"said" (str (proto-get call _SAID))} {})
+                               (if (proto-get call _ANSWER) {"answer" (str (proto-get call _ANSWER))} {}))})
       message))
 
 (defn _signal-message [signal]
   "The chat message that presents SIGNAL to the model."
-  (setv payload (proto-get signal ':payload [])
-        sensor (proto-get payload ':sensor))
-  (if (= sensor ':tool-result)
+  (setv payload (proto-get signal _PAYLOAD [])
+        sensor (proto-get payload _SENSOR))
+  (if (= sensor _TOOL-RESULT)
       (with-call {"role" "user"
-                  "content" (+ "Result of " (proto-print (proto-get payload ':action [])) ":\n"
-                               (proto-print (proto-get payload ':result []))
-                               (if (proto-get payload ':note) (+ "\n" (str (proto-get payload ':note))) ""))}
-                 (proto-get payload ':call))
-      {"role" "user" "content" (str (or (proto-get payload ':text) ""))}))
+                  "content" (+ "Result of " (proto-print (proto-get payload _ACTION [])) ":\n"
+                               (proto-print (proto-get payload _RESULT []))
+                               (if (proto-get payload _NOTE) (+ "\n" (str (proto-get payload _NOTE))) ""))}
+                 (proto-get payload _CALL))
+      {"role" "user" "content" (str (or (proto-get payload _TEXT) ""))}))
 
 (defn _rejection-message [rejections]
   {"role" "user"
    "content" (+ "Your previous proposals were refused:\n"
                 (.join "\n" (gfor r rejections
-                                  (+ "- gate " (str (proto-get r ':gate)) ": " (str (proto-get r ':reason))
-                                     " — proposed " (proto-print (proto-get r ':action []))))))})
+                                  (+ "- gate " (str (proto-get r _GATE)) ": " (str (proto-get r _REASON))
+                                     " — proposed " (proto-print (proto-get r _ACTION []))))))})
 
 (defn build-request [signal ctx [history None] [rejections None]]
   "The request plist for the cascade."
@@ -419,21 +526,21 @@ gate lets through reaches the act stage."
   (setv notify (context-runtime ctx "notify"))
   ;; :text-protocol is what the cascade takes out of the system message when the
   ;; tools go natively: the model then reads them as tool definitions
-  (+ [:messages messages :tools (tool-definitions registry) :signal signal :rejections (list (or rejections []))
-      :text-protocol [TEXT-PROTOCOL belt]]
-     (if notify [:notify notify] [])))
+  (+ [_MESSAGES messages _TOOLS (tool-definitions registry) _SIGNAL signal _REJECTIONS (list (or rejections []))
+      _TEXT-PROTOCOL [TEXT-PROTOCOL belt]]
+     (if notify [_NOTIFY notify] [])))
 
 ;; ** The person's own command
 
 (defn own-command [signal]
   "True when SIGNAL is the person's own =!command=, or the result of one."
-  (setv payload (proto-get signal ':payload [])
-        sensor (proto-get payload ':sensor))
-  (cond (= sensor ':user-input)
-        (do (setv text (proto-get payload ':text))
+  (setv payload (proto-get signal _PAYLOAD [])
+        sensor (proto-get payload _SENSOR))
+  (cond (= sensor _USER-INPUT)
+        (do (setv text (proto-get payload _TEXT))
             (and (isinstance text str) (.startswith (.lstrip text) "!")))
-        (= sensor ':tool-result)
-        (= (proto-get (proto-get payload ':action []) ':explanation) OWN-COMMAND)
+        (= sensor _TOOL-RESULT)
+        (= (proto-get (proto-get payload _ACTION []) _EXPLANATION) OWN-COMMAND)
         True False))
 
 (defn :async think [signal ctx complete [history None] [rejections None]]
@@ -441,34 +548,34 @@ gate lets through reaches the act stage."
    (:status :unreadable :error E :text T …) or the cascade's own failure. The
    person's own command is read by the built-in provider alone."
   (setv answer (if (own-command signal)
-                   (symbolic-complete [:signal signal :rejections (list (or rejections []))])
+                   (symbolic-complete [_SIGNAL signal _REJECTIONS (list (or rejections []))])
                    (complete (build-request signal ctx history rejections))))
   (when (inspect.isawaitable answer)
     (setv answer (await answer)))
-  (when (!= (proto-get answer ':status) ':ok)
+  (when (!= (proto-get answer _STATUS) _OK)
     (return answer))
-  (setv text (proto-get answer ':text)
-        calls (proto-get answer ':tool-calls))
+  (setv text (proto-get answer _TEXT)
+        calls (proto-get answer _TOOL-CALLS))
   (try
     (setv [action unrun said] (read-answer text calls (context-runtime ctx "skills"))
           ;; the call each action came from, which its result answers; the calls
           ;; of one answer name its first, so that their turns stay one answer
-          batch (when (and calls (> (len calls) 1)) (proto-get (get calls 0) ':id))
+          batch (when (and calls (> (len calls) 1)) (proto-get (get calls 0) _ID))
           each (if (and calls (= (len calls) (+ 1 (len unrun))))
-                   (lfor c calls (when (proto-get c ':id)
-                                   (proto-merge c (+ (if said [:said said] [])
-                                                     (if batch [:answer (str batch)] [])))))
+                   (lfor c calls (when (proto-get c _ID)
+                                   (proto-merge c (+ (if said [_SAID said] [])
+                                                     (if batch [_ANSWER (str batch)] [])))))
                    [])
           call (when each (get each 0)))
-    (proto-merge answer (+ [:action action]
-                           (if call [:call call] [])
-                           (if (any each) [:calls each] [])
-                           (if said [:said said] [])
-                           (if unrun [:unrun unrun :note (unrun-note unrun)] [])))
+    (proto-merge answer (+ [_ACTION action]
+                           (if call [_CALL call] [])
+                           (if (any each) [_CALLS each] [])
+                           (if said [_SAID said] [])
+                           (if unrun [_UNRUN unrun _NOTE (unrun-note unrun)] [])))
     (except [e ProtoError]
-      (proto-merge answer [:status :unreadable :error (str e)
-                           :text (cut (or text (proto-print (or calls []))) 2000)
-                           :written (as-written text calls)]))))
+      (proto-merge answer [_STATUS _UNREADABLE _ERROR (str e)
+                           _TEXT (cut (or text (proto-print (or calls []))) 2000)
+                           _WRITTEN (as-written text calls)]))))
 
 ;; * The retry loop
 
@@ -480,7 +587,7 @@ gate lets through reaches the act stage."
 
 (defn _redacted [value ctx]
   "VALUE with every secret in its strings replaced by a marker."
-  (get (redact-value value (secret-tuple (proto-get ctx ':secrets))) 0))
+  (get (redact-value value (secret-tuple (proto-get ctx _SECRETS))) 0))
 
 (defn :async _verify-here [action ctx]
   (verify action ctx))
@@ -492,71 +599,71 @@ gate lets through reaches the act stage."
   (setv rejections []
         tries []
         judge (or judge _verify-here)
-        usage [:prompt-tokens 0 :completion-tokens 0 :cost 0.0])
+        usage [_PROMPT-TOKENS 0 _COMPLETION-TOKENS 0 _COST 0.0])
   (for [n (range 1 (+ attempts 1))]
     (setv why (when guard (guard usage)))
     (when why
-      (return [:verdict :stopped :reason why :attempts tries :usage usage :rejections rejections]))
+      (return [_VERDICT _STOPPED _REASON why _ATTEMPTS tries _USAGE usage _REJECTIONS rejections]))
     (setv thought (await (think signal ctx complete history rejections))
-          status (proto-get thought ':status)
-          usage (_usage-add usage (proto-get thought ':usage)))
+          status (proto-get thought _STATUS)
+          usage (_usage-add usage (proto-get thought _USAGE)))
     (cond
-      (= status ':unreadable)
-      (do (setv trace (_redacted [:gate "proto" :reason (+ "unreadable proposal: " (proto-get thought ':error))
-                                  :action (or (proto-get thought ':written)
-                                              [:answer (proto-get thought ':text)])]
+      (= status _UNREADABLE)
+      (do (setv trace (_redacted [_GATE "proto" _REASON (+ "unreadable proposal: " (proto-get thought _ERROR))
+                                  _ACTION (or (proto-get thought _WRITTEN)
+                                              [_ANSWER (proto-get thought _TEXT)])]
                                  ctx))
           (.append rejections trace)
-          (.append tries (+ [:attempt n :verdict :reject] trace)))
-      (!= status ':ok)
-      (return [:verdict :failed
-               :reason (or (proto-get thought ':reason) "no provider answered")
-               :attempts tries :usage usage :rejections rejections])
+          (.append tries (+ [_ATTEMPT n _VERDICT _REJECT] trace)))
+      (!= status _OK)
+      (return [_VERDICT _FAILED
+               _REASON (or (proto-get thought _REASON) "no provider answered")
+               _ATTEMPTS tries _USAGE usage _REJECTIONS rejections])
       True
-      (do (setv proposed (+ [(proto-get thought ':action)] (list (or (proto-get thought ':unrun) [])))
-                calls (or (proto-get thought ':calls) [])
+      (do (setv proposed (+ [(proto-get thought _ACTION)] (list (or (proto-get thought _UNRUN) [])))
+                calls (or (proto-get thought _CALLS) [])
                 judged [])
           (defn :async judged-one [action]
             (setv outcome (await (judge action ctx))
-                  rejected (= (proto-get outcome ':verdict) ':reject))
+                  rejected (= (proto-get outcome _VERDICT) _REJECT))
             ;; A refused proposal is only ever shown, never run: whatever secret it
             ;; carried is masked before it reaches the model, the person or the store.
             (when rejected (setv outcome (_redacted outcome ctx)))
             ;; a rejected attempt is kept whole; one that passed is an outcome
             ;; itself, so its attempt keeps only what replay judges again
-            (.append tries (+ [:attempt n :provider (proto-get thought ':provider)]
+            (.append tries (+ [_ATTEMPT n _PROVIDER (proto-get thought _PROVIDER)]
                               (if rejected
                                   outcome
-                                  [:verdict (proto-get outcome ':verdict) :gate (proto-get outcome ':gate)
-                                   :reason (proto-get outcome ':reason) :proposed (proto-get outcome ':proposed)])))
-            (.append judged (proto-merge outcome (if calls [:call (get calls (len judged))] [])))
+                                  [_VERDICT (proto-get outcome _VERDICT) _GATE (proto-get outcome _GATE)
+                                   _REASON (proto-get outcome _REASON) _PROPOSED (proto-get outcome _PROPOSED)])))
+            (.append judged (proto-merge outcome (if calls [_CALL (get calls (len judged))] [])))
             outcome)
           (for [[k action] (enumerate proposed)]
             (setv outcome (await (judged-one action)))
-            (when (= (proto-get outcome ':verdict) ':reject)
-              (.append rejections [:gate (proto-get outcome ':gate)
-                                   :reason (proto-get outcome ':reason)
-                                   :action (proto-get outcome ':action)])
+            (when (= (proto-get outcome _VERDICT) _REJECT)
+              (.append rejections [_GATE (proto-get outcome _GATE)
+                                   _REASON (proto-get outcome _REASON)
+                                   _ACTION (proto-get outcome _ACTION)])
               (continue))
-            (setv call (if calls (get calls k) (proto-get thought ':call))
+            (setv call (if calls (get calls k) (proto-get thought _CALL))
                   rest (list (cut proposed (+ k 1) None))
                   one (or (= (len proposed) 1) (_runs-alone outcome)))
-            (await (_tell-said ctx (proto-get thought ':said)))
+            (await (_tell-said ctx (proto-get thought _SAID)))
             (when (not one)
               (for [action rest] (await (judged-one action))))
-            (return (proto-merge outcome (+ [:attempts tries :usage usage
-                                             :provider (proto-get thought ':provider)]
-                                            (if call [:call call] [])
-                                            (cond (not one) [:batch judged]
-                                                  rest [:unrun rest :note (unrun-note rest)]
+            (return (proto-merge outcome (+ [_ATTEMPTS tries _USAGE usage
+                                             _PROVIDER (proto-get thought _PROVIDER)]
+                                            (if call [_CALL call] [])
+                                            (cond (not one) [_BATCH judged]
+                                                  rest [_UNRUN rest _NOTE (unrun-note rest)]
                                                   True []))))))))
-  [:verdict :refused :rejections rejections :attempts tries :usage usage])
+  [_VERDICT _REFUSED _REJECTIONS rejections _ATTEMPTS tries _USAGE usage])
 
 (defn _runs-alone [outcome]
   "True when the passing OUTCOME is asked about (an escalation) or is the
    answer (a message): the rest of its answer is then not run."
-  (or (= (proto-get outcome ':verdict) ':escalate)
-      (= (proto-get (proto-get outcome ':action []) ':action) ':message)))
+  (or (= (proto-get outcome _VERDICT) _ESCALATE)
+      (= (proto-get (proto-get outcome _ACTION []) _ACTION) _MESSAGE)))
 
 (defn :async _tell-said [ctx said]
   "Show the person SAID, the words the model wrote beside the call that passed."
@@ -568,8 +675,8 @@ gate lets through reaches the act stage."
 
 (defn refusal-text [outcome]
   "What to tell the person when every attempt was refused."
-  (setv lines (lfor [i r] (enumerate (proto-get outcome ':rejections []) 1)
-                    :setv a (proto-get r ':action [])
+  (setv lines (lfor [i r] (enumerate (proto-get outcome _REJECTIONS []) 1)
+                    :setv a (proto-get r _ACTION [])
                     f"{i}. {(action-words a)} — refused by {(proto-get r ':gate)}: {(reason-words a (proto-get r ':reason))}"))
   (+ f"I could not find an action the gates accept after {(len lines)} attempts:\n"
      (.join "\n" lines)))

@@ -37,6 +37,13 @@ a daemon's registry. The loop asks the registry for \"the gates, in order\" or
               (raise (SkillError f"skill {name}: actuator {action} field {(get schema i)} has unknown type {t !r}"))))
           {"run" (get spec "run")
            "schema" schema
+           ;; the schema as #(field type required) triples, the form the check
+           ;; of every proposal reads (see "The shape of an action" in reason.org)
+           "fields" (lfor i (range 0 (len schema) 2)
+                          :setv field-spec (get schema (+ i 1))
+                          #((. (get schema i) name)
+                            (hy.I.passepartout/proto.proto-get field-spec ':type "any")
+                            (bool (hy.I.passepartout/proto.proto-get field-spec ':required))))
            "doc" (.get spec "doc" "")
            "effect" (bool (.get spec "effect" True))
            "skill" name})))
@@ -61,9 +68,22 @@ a daemon's registry. The loop asks the registry for \"the gates, in order\" or
            "enabled" (bool (.get spec "enabled" True))
            "skill" name})))
 
+(defn _check-actions [name actions gate]
+  "The action names of skill NAME's :actions as a frozenset, or None (every action)."
+  (when (is actions None)
+    (return None))
+  (when (is gate None)
+    (raise (SkillError f"skill {name}: :actions names the actions its gate judges, and it has no :gate")))
+  (when (or (isinstance actions str) (not (isinstance actions #(list tuple set frozenset))))
+    (raise (SkillError f"skill {name}: :actions must be a list of action names")))
+  (for [a actions]
+    (when (not (and (isinstance a str) (_name-re.match a)))
+      (raise (SkillError f"skill {name}: action name {a !r} in :actions is not lower-case kebab"))))
+  (frozenset actions))
+
 (defn make-skill [name [doc None] [priority 50] [trigger None] [gate None] [filter None]
                   [validator None] [validators None] [augment None] [prompt None]
-                  [actuators None] [handlers None] [immutable False]]
+                  [actuators None] [handlers None] [immutable False] [actions None]]
   "A checked skill record (a plain dict)."
   (when (not (and (isinstance name str) (_name-re.match name)))
     (raise (SkillError f"skill name {name !r} must be lower-case kebab (a-z 0-9 -)")))
@@ -78,7 +98,8 @@ a daemon's registry. The loop asks the registry for \"the gates, in order\" or
       (raise (SkillError f"skill {name}: :{k} must be a function"))))
   (setv (get record "actuators") (_check-actuators name (or actuators {}))
         (get record "validators") (_check-validators name validators validator)
-        (get record "handlers") (list (or handlers [])))
+        (get record "handlers") (list (or handlers []))
+        (get record "actions") (_check-actions name actions gate))
   (for [h (get record "handlers")]
     (when (not (callable h))
       (raise (SkillError f"skill {name}: every handler must be a function"))))
@@ -147,8 +168,13 @@ a daemon's registry. The loop asks the registry for \"the gates, in order\" or
 
 ;; * Ordered views
 
+(setv _unseen (object))
+
 (defn registry-view [registry key compute]
   "The value of (COMPUTE), kept under KEY until REGISTRY changes."
+  (setv known (.get registry.cache key _unseen))
+  (when (is-not known _unseen)
+    (return known))
   (with [registry.lock]
     (setv cache registry.cache)
     (when (not (in key cache))
@@ -165,6 +191,18 @@ a daemon's registry. The loop asks the registry for \"the gates, in order\" or
   "The (name function) pairs of every skill that has KEY, in skill order."
   (registry-view registry key
                  (fn [] (lfor s (all-skills registry) :if (get s key) #((get s "name") (get s key))))))
+
+(defn gates-for [registry [action-name None]]
+  "The (name gate) pairs of the gates that judge an action called ACTION-NAME
+   (a string), in skill order: those whose skill names it in :actions, and
+   those whose skill names no actions. Every gate when ACTION-NAME is None."
+  (registry-view registry #("gates-for" action-name)
+                 (fn [] (lfor s (all-skills registry)
+                              :if (and (get s "gate")
+                                       (or (is action-name None)
+                                           (is (.get s "actions") None)
+                                           (in action-name (get s "actions"))))
+                              #((get s "name") (get s "gate"))))))
 
 (defn reply-validators [registry]
   "Every reply validator's spec, in skill order."

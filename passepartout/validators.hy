@@ -6,14 +6,23 @@ action behind them; this module runs them and decides whether the answer goes
 out, goes back to the model for one correction, or is withheld."
 
 (import time
-        passepartout.proto [proto-get proto-put]
+        passepartout.proto [kw proto-get proto-put]
         passepartout.context [context-runtime]
         passepartout.skills [reply-validators])
+
+(setv _CONFIG (kw "config")
+      _EXECUTED (kw "executed")
+      _RAN (kw "ran")
+      _FIRED (kw "fired")
+      _TOOK (kw "took")
+      _VERDICT (kw "verdict")
+      _DELIVER (kw "deliver")
+      _FINDINGS (kw "findings"))
 
 ;; * Which validators run
 
 (defn _enabled [spec ctx]
-  (setv config (or (proto-get ctx ':config) (context-runtime ctx "config") {})
+  (setv config (or (proto-get ctx _CONFIG) (context-runtime ctx "config") {})
         table (if (isinstance config dict) (.get config "validators" {}) {})
         said (if (isinstance table dict) (.get table (get spec "name")) None))
   (if (is None said) (get spec "enabled") (bool said)))
@@ -24,7 +33,7 @@ out, goes back to the model for one correction, or is withheld."
   "The findings of the enabled reply validators on TEXT, in skill order.
    EXECUTED is the task's (name status) list; FIRED the validators that
    already held one of its answers."
-  (setv ctx (proto-put ctx ':executed (list (or executed [])))
+  (setv ctx (proto-put ctx _EXECUTED (list (or executed [])))
         fired (list (or fired []))
         out [])
   (for [spec (reply-validators (context-runtime ctx "skills"))
@@ -55,7 +64,7 @@ out, goes back to the model for one correction, or is withheld."
         names (fn [xs] (.join ", " (gfor f xs (proto-get f ':validator)))))
   (cond
     (not fs)
-    [:verdict :deliver :findings []]
+    [_VERDICT _DELIVER _FINDINGS []]
     new
     [:verdict :hold :findings fs
      :fire (lfor f new (proto-get f ':validator))
@@ -74,5 +83,5 @@ out, goes back to the model for one correction, or is withheld."
 (defn review-reply [text ctx state [clock time.perf-counter]]
   "The review of the answer TEXT in the task of STATE, with :took (seconds)."
   (setv t (clock)
-        r (judge (findings text ctx (proto-get state ':ran []) (proto-get state ':fired []))))
-  (+ r [:took (- (clock) t)]))
+        r (judge (findings text ctx (proto-get state _RAN []) (proto-get state _FIRED []))))
+  (+ r [_TOOK (- (clock) t)]))

@@ -117,6 +117,7 @@ the person with /agenda."
   "Keeps the agenda of open goals: the :agenda action, its evidence gate, /agenda, and the open items in the prompt."
   :priority 85
   :gate agenda-gate
+  :actions ["agenda"]
   :handlers [on-agenda]
   :actuators {"agenda" {"run" run-agenda
                         "schema" [:op [:type "any" :required True

@@ -34,4 +34,5 @@ everything that went by."
 (defskill egress
   "Asks before a shell command uploads, or reaches a host that is not allowed."
   :priority 55
-  :gate egress-gate)
+  :gate egress-gate
+  :actions ["shell"])

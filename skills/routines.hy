@@ -173,6 +173,7 @@ the routines of the conversation with their next run in the person's zone, and
   "Routines and reminders: work or words that come back on a schedule (:schedule), and their pause, resume and delete (:routine)."
   :priority 91
   :gate routines-gate
+  :actions ["schedule" "routine"]
   :handlers [on-routines]
   :actuators {"schedule" {"run" run-schedule
                           "schema" [:when [:type "string" :required True

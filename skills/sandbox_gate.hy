@@ -31,4 +31,5 @@ the physics under the law."
 (defskill sandbox
   "Without an OS sandbox for shell commands, asks a person about every one."
   :priority 60
-  :gate sandbox-gate)
+  :gate sandbox-gate
+  :actions ["shell"])

@@ -28,4 +28,5 @@ passepartout bench) and the skill can be disabled or replaced like any other."
 (defskill shell-safety
   "Judges every shell command on its syntax tree: what it deletes, writes, reads and runs."
   :priority 80
-  :gate shell-gate)
+  :gate shell-gate
+  :actions ["shell"])

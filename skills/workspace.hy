@@ -45,4 +45,5 @@ and /status; each of its blocks names the skill file it tangles into."
 (defskill workspace
   "Keeps file reads in the workspace and writes in the workspace or the temp folders."
   :priority 90
-  :gate workspace-gate)
+  :gate workspace-gate
+  :actions ["read-file" "write-file"])

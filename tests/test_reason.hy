@@ -121,12 +121,56 @@
   (expect (proto-get out ':gate) "boom" "deciding gate")
   (assert (in "ZeroDivisionError" (proto-get out ':reason)) (proto-get out ':reason)))
 
+(defn spin [seconds]
+  "Use SECONDS of this thread's CPU time."
+  (setv t0 (time.thread-time))
+  (while (< (- (time.thread-time) t0) seconds)))
+
 (defn test-a-slow-gate-fails-closed [registry ctx]
-  (setv ticks (iter [0.0 10.0]))
-  (gate-skill registry "slow" 50 (fn [a c] [:verdict :allow]))
-  (setv out (verify LS ctx :clock (fn [] (next ticks))))
-  (expect (V out) "reject" "verdict")
-  (assert (in "did not answer within 250 ms" (proto-get out ':reason)) (proto-get out ':reason)))
+  "A gate that computes for longer than its budget is refused, after a quick
+   gate that ran before it and with the gates after it not run."
+  (setv later [])
+  (gate-skill registry "quick" 90 (fn [a c] [:verdict :allow]))
+  (gate-skill registry "slow" 50 (fn [a c] (spin 0.1) [:verdict :allow]))
+  (gate-skill registry "later" 10 (fn [a c] (.append later 1) [:verdict :allow]))
+  (setv out (verify LS ctx :budget 0.02))
+  (expect [(V out) (proto-get out ':gate)] ["reject" "slow"] "verdict and gate")
+  (assert (in "gate slow did not answer within 20 ms" (proto-get out ':reason)) (proto-get out ':reason))
+  (expect later [] "gates after the slow one"))
+
+(defn test-gates-judge-only-the-actions-they-declare [registry ctx]
+  "A gate whose skill names :actions meets only proposals of those actions; one
+   that names none meets every proposal."
+  (setv seen [])
+  (register-skill registry (make-skill "shell-only" :priority 60 :actions ["shell"]
+                                       :gate (fn [a c] (.append seen #("shell-only" (proto-get a ':action)))
+                                               [:verdict :allow])))
+  (register-skill registry (make-skill "every" :priority 50
+                                       :gate (fn [a c] (.append seen #("every" (proto-get a ':action)))
+                                               [:verdict :allow])))
+  (setv out (verify [:action :message :text "hi"] ctx))
+  (expect seen [#("every" (kw "message"))] "the gates a message met")
+  (expect (lfor d (proto-get out ':decisions) (proto-get d ':gate)) ["schema" "every"] "its decisions")
+  (.clear seen)
+  (verify LS ctx)
+  (expect (lfor [g _] seen g) ["shell-only" "every"] "the gates a shell command met"))
+
+(defn test-a-modify-into-another-action-meets-the-later-gates-of-that-action [registry ctx]
+  "A gate that turns a :message into a :shell command hands it to the gates after
+   it that judge :shell, and not to those before it."
+  (setv seen [])
+  (defn watcher [name]
+    (fn [a c] (.append seen #(name (. (proto-get a ':action) name))) [:verdict :allow]))
+  (register-skill registry (make-skill "shell-early" :priority 90 :actions ["shell"] :gate (watcher "shell-early")))
+  (register-skill registry (make-skill "turn" :priority 70 :actions ["message"]
+                                       :gate (fn [a c] [:verdict :modify :reason "a command instead"
+                                                        :action [:action :shell :cmd "echo hi"]])))
+  (register-skill registry (make-skill "message-late" :priority 40 :actions ["message"] :gate (watcher "message-late")))
+  (register-skill registry (make-skill "shell-late" :priority 30 :actions ["shell"] :gate (watcher "shell-late")))
+  (register-skill registry (make-skill "every" :priority 20 :gate (watcher "every")))
+  (setv out (verify [:action :message :text "hi"] ctx))
+  (expect [(V out) (proto-get out ':gate)] ["modify" "turn"] "verdict and gate")
+  (expect seen [#("shell-late" "shell") #("every" "shell")] "the gates the new action met"))
 
 (defn timed-verify [ctx budget]
   "The outcome of verify on LS in CTX with each gate given BUDGET seconds, and the seconds it took."

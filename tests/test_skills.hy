@@ -5,7 +5,7 @@
         pathlib [Path]
         passepartout.proto [proto-get]
         passepartout.skills [make-skill register-skill unregister-skill get-skill all-skills
-                             skill-functions actuator-for actuator-table pre-reason-handlers
+                             skill-functions gates-for actuator-for actuator-table pre-reason-handlers
                              load-skill-file load-skills Registry registry-version SkillError]
         steps [run])
 
@@ -43,7 +43,10 @@
                         [{"name" "x" "actuators" {"Shell" {"run" print}}} "lower-case kebab"]
                         [{"name" "x" "actuators" {"shell" {"schema" []}}} "callable"]
                         [{"name" "x" "actuators" {"shell" {"run" print "schema" [:cmd [:type "text"]]}}} "unknown type"]
-                        [{"name" "x" "handlers" [1]} "handler"]]]
+                        [{"name" "x" "handlers" [1]} "handler"]
+                        [{"name" "x" "actions" ["shell"]} "has no :gate"]
+                        [{"name" "x" "gate" print "actions" "shell"} "list of action names"]
+                        [{"name" "x" "gate" print "actions" ["Shell"]} "not lower-case kebab"]]]
     (with [e (pytest.raises SkillError)]
       (make-skill #** kwargs))
     (assert (in words (str e.value)) f"{kwargs}: {e.value}")))
@@ -52,6 +55,20 @@
   (for [[n p] [["b" 10] ["a" 10] ["z" 99] ["m" 0]]]
     (register-skill registry (make-skill n :priority p :gate (fn [a c] [:verdict :allow]))))
   (expect (lfor [n _] (skill-functions registry "gate") n) ["z" "a" "b" "m"] "gate order"))
+
+(defn test-gates-for-an-action-are-those-that-judge-it [registry]
+  "gates-for gives, in skill order, the gates that name the action in :actions
+   and those that name none; every gate for None; and follows changes."
+  (register-skill registry (make-skill "shell-only" :priority 90 :actions ["shell"] :gate (fn [a c] None)))
+  (register-skill registry (make-skill "files" :priority 80 :actions ["read-file" "write-file"] :gate (fn [a c] None)))
+  (register-skill registry (make-skill "every" :priority 70 :gate (fn [a c] None)))
+  (defn names [action] (lfor [n _] (gates-for registry action) n))
+  (expect (names "shell") ["shell-only" "every"] "gates for shell")
+  (expect (names "write-file") ["files" "every"] "gates for write-file")
+  (expect (names "message") ["every"] "gates for message")
+  (expect (names None) ["shell-only" "files" "every"] "every gate")
+  (register-skill registry (make-skill "files" :priority 80 :gate (fn [a c] None)))
+  (expect (names "shell") ["shell-only" "files" "every"] "gates for shell once files judges every action"))
 
 (defn test-views-follow-changes [registry]
   (setv v (registry-version registry))

@@ -12,7 +12,8 @@ that do the work."
 
 ;; * verify
 
-(import re)
+(import re
+        hy.models [Keyword])
 
 (setv _surrogate-re (re.compile "[\ud800-\udfff]"))
 
@@ -25,17 +26,33 @@ that do the work."
    "reason" (_clean (+ "not a proposal: " reason))
    "action" (_clean (cut line 200))})
 
+(setv _modules None
+      _VERDICT (Keyword "verdict")
+      _GATE (Keyword "gate")
+      _REASON (Keyword "reason")
+      _ACTION (Keyword "action")
+      _CONFINED (Keyword "confined"))
+
+(defn _verifying []
+  "#(proto reason): the modules verify reads and judges with, imported on the
+   first line (the other commands start without them), and only then: an import
+   statement run for every line costs more than a gate's allow."
+  (global _modules)
+  (when (is _modules None)
+    (import passepartout.proto passepartout.reason)
+    (setv _modules #(passepartout.proto passepartout.reason)))
+  _modules)
+
 (defn _judge [action ctx n line]
   "The verdict dict for ACTION, read from LINE, the Nth."
-  (import passepartout.proto [proto-print proto-get]
-          passepartout.reason [verify])
+  (setv [proto reason] (_verifying))
   (try
-    (setv outcome (verify action ctx))
-    (| {"verdict" (. (proto-get outcome ':verdict) name)
-        "gate" (_clean (proto-get outcome ':gate))
-        "reason" (_clean (proto-get outcome ':reason))
-        "action" (proto-print (proto-get outcome ':action))}
-       (if (proto-get outcome ':confined) {"confined" True} {}))
+    (setv outcome (reason.verify action ctx))
+    (| {"verdict" (. (proto.proto-get outcome _VERDICT) name)
+        "gate" (_clean (proto.proto-get outcome _GATE))
+        "reason" (_clean (proto.proto-get outcome _REASON))
+        "action" (proto.proto-print (proto.proto-get outcome _ACTION))}
+       (if (proto.proto-get outcome _CONFINED) {"confined" True} {}))
     (except [e Exception]
       {"verdict" "reject" "gate" "verify"
        "reason" (_clean (try f"the proposal on line {n} could not be judged: {(. (type e) __name__)}: {e}"
@@ -51,13 +68,12 @@ that do the work."
 
 (defn verify-line [line n ctx]
   "The verdict dict for LINE, the Nth of the input."
-  (import passepartout.proto [ProtoError proto-read proto-normalize]
-          passepartout.reason [proposal-action])
+  (setv [proto reason] (_verifying))
   (when (not (.strip line))
     (return (_not-a-proposal line f"line {n} is empty")))
   (try
-    (setv action (proposal-action (proto-normalize (proto-read line))))
-    (except [e ProtoError]
+    (setv action (reason.proposal-action (proto.proto-normalize (proto.proto-read line))))
+    (except [e proto.ProtoError]
       (return (_not-a-proposal line f"line {n}: {e}")))
     (except [e Exception]
       (return (_not-a-proposal line (try f"line {n}: {(. (type e) __name__)}: {e}"
