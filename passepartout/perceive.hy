@@ -1,11 +1,11 @@
 ;; * Why
 
-(import inspect
+(import inspect re
         hy.models [Keyword]
         passepartout.proto [ProtoError kw proto-get proto-put proto-values
                             proto-normalize is-plist]
         passepartout.context [context-runtime]
-        passepartout.skills [pre-reason-handlers])
+        passepartout.skills [pre-reason-handlers registry-view])
 
 ;; * Sessions
 
@@ -58,6 +58,17 @@
 
 ;; * Pre-reason handlers
 
+(setv SLASH (re.compile r"\s*/")
+      _PAYLOAD ':payload
+      _TEXT ':text
+      _SENSOR ':sensor
+      _HANDLED-BY ':handled-by
+      _EMIT ':emit)
+
+(defn slash-concerns [sensors]
+  "The =concerns= of a handler that answers commands beginning with / from SENSORS."
+  (dfor s sensors s SLASH))
+
 (defn reply-signal [signal text [kind "answer"]]
   "A reply to SIGNAL's session carrying TEXT."
   [:type :reply
@@ -65,27 +76,54 @@
    :source (proto-get signal ':source)
    :payload [:kind (kw kind) :text text]])
 
+(defn _handlers [registry]
+  "#(handlers immediate) of REGISTRY: each handler as #(name handler concerns),
+   in skill order, and the handlers that must not wait their turn."
+  (registry-view registry "perceive-handlers"
+                 (fn []
+                   (setv all (lfor [name h] (pre-reason-handlers registry)
+                                   #(name h (getattr h "concerns" None))))
+                   #(all (lfor [name h concerns] all
+                               :if (callable (getattr h "immediate" None))
+                               #(name h concerns))))))
+
+(defn _concerned [concerns payload]
+  "True when a handler declaring CONCERNS is to see a signal with PAYLOAD."
+  (when (is concerns None) (return True))
+  (setv sensor (proto-get payload _SENSOR)
+        pattern (.get concerns (if (isinstance sensor Keyword) sensor.name sensor) False))
+  (cond (is pattern False) False
+        (is pattern None) True
+        True (do (setv text (proto-get payload _TEXT))
+                 (and (isinstance text str) (is-not (.match pattern text) None)))))
+
 (defn immediate [signal registry]
   "True when a handler of REGISTRY that must not wait its turn claims SIGNAL."
-  (any (gfor [_ handler] (pre-reason-handlers registry)
-             :if (callable (getattr handler "immediate" None))
-             ((. handler immediate) signal))))
+  (setv handlers (get (_handlers registry) 1))
+  (and handlers
+       (do (setv payload (proto-get signal _PAYLOAD))
+           (any (gfor [_ handler concerns] handlers
+                      :if (_concerned concerns payload)
+                      ((. handler immediate) signal))))))
 
 (defn :async perceive [signal ctx]
   "(:signal S) when S goes on to reason, (:handled-by NAME :emit [...]) when a
    handler answered, (:ignored REASON) when there is nothing to do. The
    handlers are those of the registry in CTX."
-  (setv signal (as-signal signal))
-  (for [[name handler] (pre-reason-handlers (context-runtime ctx "skills"))]
+  (setv signal (as-signal signal)
+        payload (proto-get signal _PAYLOAD))
+  (for [[name handler concerns] (get (_handlers (context-runtime ctx "skills")) 0)]
+    (when (not (_concerned concerns payload))
+      (continue))
     (try
       (setv emitted (handler signal ctx))
       (when (inspect.isawaitable emitted)
         (setv emitted (await emitted)))
       (except [e Exception]
-        (return [:handled-by name
-                 :emit [(reply-signal signal f"{name} failed: {(. (type e) __name__)}: {e}" "error")]])))
+        (return [_HANDLED-BY name
+                 _EMIT [(reply-signal signal f"{name} failed: {(. (type e) __name__)}: {e}" "error")]])))
     (when (is-not emitted None)
-      (return [:handled-by name :emit (list emitted)])))
+      (return [_HANDLED-BY name _EMIT (list emitted)])))
   (if (in (sensor-of signal) REASONED-SENSORS)
       [:signal signal]
       [:ignored (+ "no handler for sensor :" (str (sensor-of signal)))]))

@@ -6,7 +6,7 @@
                              agenda-text item-id op-name open-ids]
         passepartout.context [context-runtime]
         passepartout.hitl [identity-of]
-        passepartout.perceive [reply-signal sensor-of]
+        passepartout.perceive [reply-signal sensor-of slash-concerns]
         passepartout.proto [proto-get])
 
 (defn _facts [ctx]
@@ -100,6 +100,8 @@
                           ["/agenda done N [REASON]" "close goal N as done"]
                           ["/agenda drop N [REASON]" "drop goal N"]
                           ["/agenda update N TEXT" "say goal N anew"]])
+
+(setv on-agenda.concerns (slash-concerns _SENSORS))
 
 (defskill agenda
   "Keeps the agenda of open goals: the :agenda action, its evidence gate, /agenda, and the open items in the prompt."

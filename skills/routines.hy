@@ -129,7 +129,7 @@
 
 ;; * /routines
 
-(import passepartout.perceive [reply-signal sensor-of])
+(import passepartout.perceive [reply-signal sensor-of slash-concerns])
 
 (defn :async on-routines [signal ctx]
   (setv text (proto-get (proto-get signal ':payload) ':text)
@@ -157,6 +157,8 @@
                             ["/routines pause|resume|delete ID" "pause, resume or delete a routine"]])
 
 ;; * The skill
+
+(setv on-routines.concerns (slash-concerns #{"user-input"}))
 
 (defskill routines
   "Routines and reminders: work or words that come back on a schedule (:schedule), and their pause, resume and delete (:routine)."

@@ -5,7 +5,7 @@
         passepartout.context [context-runtime]
         passepartout.hitl [withdraw-waiting identity-of]
         passepartout.journal [journal-event]
-        passepartout.perceive [reply-signal sensor-of]
+        passepartout.perceive [reply-signal sensor-of slash-concerns]
         passepartout.proto [proto-get])
 
 (defn is-stop [signal]
@@ -47,6 +47,8 @@
 
 (setv on-stop.immediate is-stop
       on-stop.commands [["/stop" "end the task running here: its command is killed, its model call dropped"]])
+
+(setv on-stop.concerns (slash-concerns #{"user-input"}))
 
 (defskill stop
   "/stop: ends the session's task at once, answered here, never by the model."

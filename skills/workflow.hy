@@ -63,7 +63,7 @@
 
 ;; * /workers: the live graph
 
-(import passepartout.perceive [reply-signal sensor-of]
+(import passepartout.perceive [reply-signal sensor-of slash-concerns]
         passepartout.workflow [workers-text workers-outcomes])
 
 (defn on-workers [signal ctx]
@@ -94,6 +94,8 @@
 (setv on-workers.commands [["/workers" "the workflows of this conversation: each worker's state, time, actions and spend"]])
 
 ;; * The skill
+
+(setv on-workers.concerns (slash-concerns #{"user-input"}))
 
 (defskill workflow
   "Starts background work: one worker (:spawn) or a workflow of them (:plan), each governed like the conversation."
