@@ -514,9 +514,12 @@
 
 ;; * The model a bench answers with
 
+(setv _ECHO-KEYS #(':signal ':payload ':text ':status ':ok ':provider))
+
 (defn _echo-model [request]
-  (setv text (str (proto-get (proto-get (proto-get request ':signal) ':payload) ':text)))
-  [:status :ok :provider "echo" :text (+ "(:action :message :text " (proto-print (+ "echo: " text)) ")")])
+  (setv [signal payload text status ok provider] _ECHO-KEYS
+        said (str (proto-get (proto-get (proto-get request signal) payload) text)))
+  [status ok provider "echo" text (+ "(:action :message :text " (proto-print (+ "echo: " said)) ")")])
 
 ;; * What a message costs the daemon
 

@@ -7,12 +7,26 @@
         passepartout.context [context-runtime]
         passepartout.skills [pre-reason-handlers registry-view])
 
+(setv _CHAT       ':chat
+      _EMIT       ':emit
+      _EVENT      ':event
+      _GATEWAY    ':gateway
+      _HANDLED-BY ':handled-by
+      _KIND       ':kind
+      _PAYLOAD    ':payload
+      _REPLY      ':reply
+      _SENSOR     ':sensor
+      _SESSION    ':session
+      _SOURCE     ':source
+      _TEXT       ':text
+      _TYPE       ':type)
+
 ;; * Sessions
 
 (defn session-name [source]
   "The session name of SOURCE, e.g. \"telegram:42\"."
-  (setv gateway (proto-get source ':gateway)
-        chat (proto-get source ':chat))
+  (setv gateway (proto-get source _GATEWAY)
+        chat (proto-get source _CHAT))
   (setv g (if (isinstance gateway Keyword) gateway.name (str (or gateway "local"))))
   (if (is chat None) g f"{g}:{chat}"))
 
@@ -25,45 +39,40 @@
   (when (not (is-plist signal))
     (raise (ProtoError "a signal must be a plist")))
   (setv signal (proto-normalize signal)
-        payload (proto-get signal ':payload))
+        payload (proto-get signal _PAYLOAD))
   (when (not (is-plist payload))
     (raise (ProtoError "a signal needs a :payload plist")))
-  (when (not (isinstance (proto-get payload ':sensor) Keyword))
+  (when (not (isinstance (proto-get payload _SENSOR) Keyword))
     (raise (ProtoError "a signal's payload needs a :sensor keyword")))
-  (setv source (proto-get signal ':source [:gateway :local]))
+  (setv source (proto-get signal _SOURCE [:gateway :local]))
   (when (not (is-plist source))
     (raise (ProtoError "a signal's :source must be a plist")))
-  (setv signal (proto-put (proto-put signal ':type ':event) ':source source))
-  (if (proto-get signal ':session)
+  (setv signal (proto-put (proto-put signal _TYPE _EVENT) _SOURCE source))
+  (if (proto-get signal _SESSION)
       signal
-      (proto-put signal ':session (session-name source))))
+      (proto-put signal _SESSION (session-name source))))
 
 (defn as-signal [signal]
   "SIGNAL itself when it already has the shape =normalize-signal= gives (the
    hub normalised it at the edge), else SIGNAL normalised: the check of the
    stages after the edge, which costs a few lookups instead of a walk."
-  (setv [kind session source payload] (proto-values signal ':type ':session ':source ':payload))
-  (if (and (= kind ':event)
+  (setv [kind session source payload] (proto-values signal _TYPE _SESSION _SOURCE _PAYLOAD))
+  (if (and (= kind _EVENT)
            (isinstance session str)
            (is-plist source)
            (is-plist payload)
-           (isinstance (proto-get payload ':sensor) Keyword))
+           (isinstance (proto-get payload _SENSOR) Keyword))
       signal
       (normalize-signal signal)))
 
 (defn sensor-of [signal]
   "The sensor name of SIGNAL, as a string."
-  (setv s (proto-get (proto-get signal ':payload []) ':sensor))
+  (setv s (proto-get (proto-get signal _PAYLOAD []) _SENSOR))
   (if (isinstance s Keyword) s.name None))
 
 ;; * Pre-reason handlers
 
-(setv SLASH (re.compile r"\s*/")
-      _PAYLOAD ':payload
-      _TEXT ':text
-      _SENSOR ':sensor
-      _HANDLED-BY ':handled-by
-      _EMIT ':emit)
+(setv SLASH (re.compile r"\s*/"))
 
 (defn slash-concerns [sensors]
   "The =concerns= of a handler that answers commands beginning with / from SENSORS."
@@ -71,10 +80,10 @@
 
 (defn reply-signal [signal text [kind "answer"]]
   "A reply to SIGNAL's session carrying TEXT."
-  [:type :reply
-   :session (proto-get signal ':session)
-   :source (proto-get signal ':source)
-   :payload [:kind (kw kind) :text text]])
+  [_TYPE _REPLY
+   _SESSION (proto-get signal _SESSION)
+   _SOURCE (proto-get signal _SOURCE)
+   _PAYLOAD [_KIND (kw kind) _TEXT text]])
 
 (defn _handlers [registry]
   "#(handlers immediate) of REGISTRY: each handler as #(name handler concerns),

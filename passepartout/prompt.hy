@@ -9,6 +9,17 @@
         passepartout.skills [all-skills actuator-table skill-functions]
         passepartout.reason [RULES tool-belt _call-each])
 
+(setv _ACTION   ':action
+      _ID       ':id
+      _NAME     ':name
+      _PAYLOAD  ':payload
+      _SECRETS  ':secrets
+      _SECTIONS ':sections
+      _TEXT     ':text
+      _TOKENS   ':tokens
+      _TOOLS    ':tools
+      _WORKERS  ':workers)
+
 ;; * Settings
 
 (setv _defaults (config-defaults "memory"))
@@ -57,7 +68,7 @@
 (defn allowed-actions [ctx]
   "The names of the actions the task of CTX may take."
   (setv table (actuator-table (context-runtime ctx "skills"))
-        tools (proto-get (or (proto-get ctx ':workers) []) ':tools))
+        tools (proto-get (or (proto-get ctx _WORKERS) []) _TOOLS))
   (if (is tools None)
       (set table)
       (& (| (set (lfor t tools (str t))) #{"message"}) (set table))))
@@ -80,10 +91,10 @@
 (defn signal-text [signal]
   "The words of SIGNAL a memory search looks for: what the person said, or the
    action whose result it brings."
-  (setv payload (or (proto-get signal ':payload) [])
-        text (proto-get payload ':text))
+  (setv payload (or (proto-get signal _PAYLOAD) [])
+        text (proto-get payload _TEXT))
   (cond (isinstance text str) text
-        (proto-get payload ':action) (proto-print (proto-get payload ':action))
+        (proto-get payload _ACTION) (proto-print (proto-get payload _ACTION))
         True ""))
 
 (defn relevant-memories [store text secrets k [model None]]
@@ -92,14 +103,14 @@
   (when (or (is store None) (not (.strip text)) (<= k 0))
     (return []))
   (lfor hit (hy.I.passepartout/memory.memory-recall store text :limit k :model model)
-        [:id (proto-get hit ':id)
-         :text (get (redact-text (proto-get hit ':text) secrets) 0)]))
+        [:id (proto-get hit _ID)
+         :text (get (redact-text (proto-get hit _TEXT) secrets) 0)]))
 
 (defn _memories [signal ctx]
   (setv k (int (get (memory-settings (_config ctx)) "prompt_memories"))
         settings (hy.I.passepartout/memory.embedding-settings (_config ctx))
         hits (relevant-memories (context-runtime ctx "store") (signal-text signal)
-                                (secret-tuple (proto-get ctx ':secrets)) k
+                                (secret-tuple (proto-get ctx _SECRETS)) k
                                 (when settings (get settings 0))))
   (when hits
     (+ "Long-term memory that may bear on this (search it for more):\n"
@@ -151,16 +162,16 @@
     (try (setv text (f signal ctx))
          (except [Exception] (setv text None)))
     (when (and (isinstance text str) (.strip text))
-      (.append out [:name name :text text])))
+      (.append out [_NAME name _TEXT text])))
   (setv registry (context-runtime ctx "skills"))
   (for [[name f] (skill-functions registry "augment")]
     (for [text (_call-each [#(name f)] ctx)]
-      (.append out [:name f"augment:{name}" :text text])))
+      (.append out [_NAME f"augment:{name}" _TEXT text])))
   out)
 
 (defn system-text [sections]
   "The system prompt made of SECTIONS."
-  (.join "\n\n" (gfor s sections (proto-get s ':text))))
+  (.join "\n\n" (gfor s sections (proto-get s _TEXT))))
 
 ;; * Showing it
 
@@ -193,21 +204,21 @@
     :total K :counted-by TEXT) for the prompt SIGNAL would get in CTX after HISTORY."
   (setv [count how] (token-counter model)
         sections (lfor s (prompt-sections signal ctx)
-                       (+ s [:tokens (count (proto-get s ':text))]))
+                       (+ s [:tokens (count (proto-get s _TEXT))]))
         hist (sum (gfor m history (count (str (.get m "content" "")))))
         message (count (signal-text signal)))
   [:sections sections :history-turns (len history) :history-tokens hist
    :message-tokens message
-   :total (+ (sum (gfor s sections (proto-get s ':tokens))) hist message)
+   :total (+ (sum (gfor s sections (proto-get s _TOKENS))) hist message)
    :counted-by how])
 
 (defn report-text [report [full True]]
   "REPORT as lines a person reads: each section with its token count (and its
    text, when FULL), the history, the total."
   (setv lines [])
-  (for [s (proto-get report ':sections)]
+  (for [s (proto-get report _SECTIONS)]
     (.append lines f"── {(proto-get s ':name)} ({(proto-get s ':tokens)} tokens)")
-    (when full (.append lines (proto-get s ':text))))
+    (when full (.append lines (proto-get s _TEXT))))
   (.append lines f"── history ({(proto-get report ':history-turns)} messages, {(proto-get report ':history-tokens)} tokens)")
   (.append lines f"── the message ({(proto-get report ':message-tokens)} tokens)")
   (.append lines f"Total: {(proto-get report ':total)} tokens, counted by {(proto-get report ':counted-by)}.")
