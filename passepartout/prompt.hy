@@ -6,7 +6,7 @@
         passepartout.config [config-defaults]
         passepartout.context [context-runtime]
         passepartout.secrets [redact-text secret-tuple]
-        passepartout.skills [all-skills actuator-table skill-functions]
+        passepartout.skills [all-skills actuator-table skill-functions registry-view]
         passepartout.reason [RULES tool-belt _call-each])
 
 (setv _ACTION   ':action
@@ -53,8 +53,24 @@
       text
       (+ (cut text cap) f"\n[cut: the file holds {(len text)} characters; the first {cap} are used]")))
 
+(setv _file-texts {})
+
 (defn prompt-file-text [config name]
-  "The text of the prompt file NAME, capped; its default when there is no file."
+  "The text of the prompt file NAME, capped; its default when there is no file.
+   The file is read again when it changed (its time or size), or the config did."
+  (setv data (.get (or config {}) "data_dir")
+        path (when data (os.path.join data "prompt" (get PROMPT-FILES name 0))))
+  (try (setv st (os.stat path))
+       (except [[OSError TypeError]] (setv st None)))
+  (setv key #(name path (id config) (when st st.st-mtime-ns) (when st st.st-size))
+        kept (.get _file-texts name))
+  (if (and kept (= (get kept 0) key))
+      (get kept 1)
+      (do (setv text (_read-prompt-file config name))
+          (setv (get _file-texts name) #(key text))
+          text)))
+
+(defn _read-prompt-file [config name]
   (setv path (prompt-file config name)
         cap (int (get (memory-settings config) "file_cap"))
         text (if path
@@ -67,19 +83,29 @@
 
 (defn allowed-actions [ctx]
   "The names of the actions the task of CTX may take."
-  (setv table (actuator-table (context-runtime ctx "skills"))
-        tools (proto-get (or (proto-get ctx _WORKERS) []) _TOOLS))
-  (if (is tools None)
-      (set table)
-      (& (| (set (lfor t tools (str t))) #{"message"}) (set table))))
+  (get (_may ctx) 0))
 
 (defn may-change [ctx]
   "True when the task of CTX may take an action that changes something."
-  (setv table (actuator-table (context-runtime ctx "skills")))
-  (any (gfor a (allowed-actions ctx) (.get (get table a) "effect"))))
+  (get (_may ctx) 1))
 
 (defn may-spawn [ctx]
-  (bool (& (allowed-actions ctx) #{"spawn" "plan"})))
+  (get (_may ctx) 2))
+
+(defn _may [ctx]
+  "#(allowed may-change may-spawn) for the task of CTX, worked out once per
+   registry and worker profile."
+  (setv registry (context-runtime ctx "skills")
+        tools (proto-get (or (proto-get ctx _WORKERS) []) _TOOLS))
+  (registry-view registry #("may" (when (is-not tools None) (tuple (map str tools))))
+                 (fn []
+                   (setv table (actuator-table registry)
+                         allowed (if (is tools None)
+                                     (set table)
+                                     (& (| (set (map str tools)) #{"message"}) (set table))))
+                   #(allowed
+                     (any (gfor a allowed (.get (get table a) "effect")))
+                     (bool (& allowed #{"spawn" "plan"}))))))
 
 ;; * The sections
 
@@ -131,12 +157,15 @@
   (if (> (len one) cap) (+ (cut one (- cap 1)) "…") one))
 
 (defn _skills [signal ctx]
-  (setv lines (lfor s (all-skills (context-runtime ctx "skills"))
-                    :if (any (gfor k ["actuators" "gate" "filter" "augment" "prompt" "validators"]
-                                   (.get s k)))
-                    f"- {(get s "name")}: {(first-sentence (get s "doc"))}"))
-  (when lines
-    (+ "Skills loaded:\n" (.join "\n" lines))))
+  (setv registry (context-runtime ctx "skills"))
+  (registry-view registry "prompt-skills"
+                 (fn []
+                   (setv lines (lfor s (all-skills registry)
+                                     :if (any (gfor k ["actuators" "gate" "filter" "augment" "prompt" "validators"]
+                                                    (.get s k)))
+                                     f"- {(get s "name")}: {(first-sentence (get s "doc"))}"))
+                   (when lines
+                     (+ "Skills loaded:\n" (.join "\n" lines))))))
 
 (defn _actions [signal ctx]
   (+ "Actions:\n" (tool-belt (context-runtime ctx "skills"))))
@@ -145,8 +174,8 @@
       [#("base" (fn [s c] (prompt-file-text (_config c) "base")))
        #("persona" (fn [s c] (prompt-file-text (_config c) "persona")))
        #("rules" (fn [s c] RULES))
-       #("approvals" (fn [s c] (when (may-change c) APPROVALS)))
-       #("spawning" (fn [s c] (when (may-spawn c) SPAWNING)))
+       #("approvals" (fn [s c] (when (get (_may c) 1) APPROVALS)))
+       #("spawning" (fn [s c] (when (get (_may c) 2) SPAWNING)))
        #("actions" _actions)
        #("skills" _skills)
        #("memories" _memories)
