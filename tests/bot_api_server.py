@@ -609,9 +609,7 @@ def run_in_process(chats=50, per_chat=20, timeout=120.0, in_perceive=False, serv
     total = chats * per_chat
     env = None
     try:
-        # their imports are not part of the figure
-        import passepartout.gateways.telegram  # noqa: F401
-        _litellm_module()
+        import passepartout.gateways.telegram  # noqa: F401  (its import is not part of the figure)
         config = write_config(folder, server, list(talk))
         environ = daemon_environ(folder)
         env = boot(config_path=str(config), environ=environ, providers=[make_provider("symbolic")])
