@@ -1,5 +1,15 @@
 ;; * Why
 
+"Every way of running Passepartout (the terminal chat, the headless daemon, a
+test) needs the same parts put together in the same order: the config, the
+store, the skills, the cascade. boot does it once and returns the env dict
+that loop.step runs on; the workers that run steps only read it, so what a
+daemon keeps between steps, such as the recent turns of each session
+(env[\"histories\"], see loop.org), is made here too. It needs no
+configuration at all: with none, the data lives in the default data dir, the
+workspace beside it, and the cascade ends in the symbolic provider, so a fresh
+machine can chat at once."
+
 (import asyncio fcntl logging logging.handlers os signal sys time
         pathlib [Path]
         passepartout.config [ConfigError load-config ensure-dirs config-secrets config-defaults]
@@ -8,11 +18,11 @@
         passepartout.proto [proto-get]
         passepartout.skills [Registry load-skills set-immutable-skills]
         passepartout.cascade [make-cascade providers-from-config warm-litellm]
-        passepartout.hitl [escalate approvals-boot]
+        passepartout.approvals.hitl [escalate approvals-boot]
         passepartout.sandbox [sandbox-status]
         passepartout.services [Services]
         passepartout.gatekeeper [ProcessGates]
-        passepartout.gateway [Hub configured-gateways]
+        passepartout.gateways.hub [Hub configured-gateways]
         passepartout.backoff [growing-pause]
         passepartout.secrets [redact-text secret-tuple])
 
@@ -427,7 +437,7 @@
    the journal's daily archive (=archive.org=; off when [journal] archive_after is),
    and memory's nightly dream (=memory.org=; off when [memory] dream_at is)."
   (import passepartout.repl [serve-repl]
-          passepartout.hitl [approvals-service]
+          passepartout.approvals.hitl [approvals-service]
           passepartout.agenda [agenda-review-service]
           passepartout.archive [archive-service]
           passepartout.memory [dream-service])

@@ -1,14 +1,19 @@
 ;; * Why
 
+"A person answers an approval by typing a command in the conversation they are
+in, whatever the gateway. The commands are a pre-reason handler, so they are
+answered by deterministic code in perceive and never reach a model: a model
+cannot see a code being typed, and nothing it says can approve anything."
+
 (require passepartout.macros [defskill])
 (import re
         hy.models [Keyword]
         passepartout.proto [proto-get]
         passepartout.perceive [reply-signal]
         passepartout.context [context-runtime]
-        passepartout.hitl [answer-approval revoke-grant pending-text grants-text
+        passepartout.approvals.hitl [answer-approval revoke-grant pending-text grants-text
                            context-env identity-of pending-approvals]
-        passepartout.grants [duration-minutes]
+        passepartout.approvals.grants [duration-minutes]
         passepartout.egress [host-word])
 
 ;; * Reading a command

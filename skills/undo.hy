@@ -1,10 +1,20 @@
+;; * Why
+
+"The gates can be wrong and the sandbox keeps a wrong command inside the
+workspace, but inside the workspace it can still do damage: delete the work
+of an afternoon, rewrite .git, fill a file with nonsense. So before every
+action that may write, the workspace is checkpointed, and /undo puts it back
+as it was before the last action (/undo N: before the N-th last), /changes
+says what an action changed. A checkpoint is a turn of the journal, and so is
+an undo."
+
 ;; * /undo and /changes
 
 (require passepartout.macros [defskill])
 (import asyncio re time
         passepartout.checkpoint [keeper-for keeper-why counts]
         passepartout.context [context-runtime]
-        passepartout.hitl [identity-of]
+        passepartout.approvals.hitl [identity-of]
         passepartout.journal [journal-append]
         passepartout.limits [size-text]
         passepartout.perceive [reply-signal sensor-of slash-concerns]

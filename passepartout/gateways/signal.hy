@@ -1,12 +1,19 @@
 ;; * Why
 
+"Signal has no bot API. What speaks for a Signal account on a server is
+signal-cli, and the usual way to reach it from another program is
+signal-cli-rest-api, a small HTTP server in front of it. This gateway talks to
+that server with requests: it fetches the messages sent to one account
+number, hands the ones from people on the allow-list to the hub, and sends the
+replies back."
+
 (import asyncio ipaddress json logging re
         urllib.parse [urlsplit quote :as url-quote]
         requests
         passepartout.proto [proto-get]
         passepartout.display [display-text]
         passepartout.config [ConfigError]
-        passepartout.gateway [send-pieces Undeliverable])
+        passepartout.gateways.hub [send-pieces Undeliverable])
 
 (setv log (logging.getLogger "passepartout.gateways.signal"))
 

@@ -1,5 +1,9 @@
 ;; * Why
 
+"Telegram is how a person reaches the agent from a phone. The gateway long-polls
+the Bot API with python-telegram-bot's Bot, turns each message of an allowed
+person into a signal, and sends the replies back as plain text."
+
 (import asyncio logging os re sqlite3 time warnings
         aiohttp
         datetime [timedelta]
@@ -13,7 +17,7 @@
         passepartout.proto [kw proto-get]
         passepartout.display [display-text]
         passepartout.store [StoreError kv-get kv-put]
-        passepartout.gateway [send-pieces Undeliverable MAX-PIECES-KEPT]
+        passepartout.gateways.hub [send-pieces Undeliverable MAX-PIECES-KEPT]
         passepartout.backoff [growing-pause])
 
 (setv log (logging.getLogger "passepartout.gateways.telegram"))

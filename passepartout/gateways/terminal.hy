@@ -1,5 +1,11 @@
 ;; * Why
 
+"passepartout chat is the first thing a person runs, on a fresh machine, and
+the place a developer watches the gates work. So it shows everything: each
+action that ran, each proposal a gate refused and why, approvals with their code
+(answered by typing /approve CODE at the same prompt), and, while the cascade
+works, a \"thinking\" line with the time spent."
+
 (import asyncio re sys time
         pathlib [Path]
         passepartout.act [action-name]
@@ -91,7 +97,7 @@
         store (when services services.store))
   (if (is store None)
       []
-      (lfor a (hy.I.passepartout/hitl.pending-approvals store SESSION) (proto-get a ':code))))
+      (lfor a (hy.I.passepartout/approvals/hitl.pending-approvals store SESSION) (proto-get a ':code))))
 
 (defn :async _send [hub text show]
   "Send the typed TEXT; False when it asks to leave."

@@ -1,5 +1,13 @@
 ;; * Why
 
+"Some actions are neither allowed nor refused: a gate escalates them, and a
+person decides. Every agent that asks people for approval fails in a few known
+ways: the question is lost when the process restarts, or it is kept forever and
+the task waits in silence; free text such as \"ok\" approves by accident; a stale
+button runs something other than what was shown; the agent's own request is
+approved by the agent's own account. This module is built against each of
+those."
+
 ;; ** The modules
 
 (import asyncio logging os time
@@ -12,16 +20,16 @@
         passepartout.journal [journal-event]
         passepartout.display [display-text output-words reason-words]
         passepartout.task [task-state after-action ending write-records]
-        passepartout.hitl-binding [action-hash binding-of binding-problem policy-version
+        passepartout.approvals.binding [action-hash binding-of binding-problem policy-version
                                    script-files floor-problem]
-        passepartout.hitl-store [CODE-ALPHABET HOST-IDENTITY approvals-config identity-of
+        passepartout.approvals.store [CODE-ALPHABET HOST-IDENTITY approvals-config identity-of
                                  token-hash get-approval find-approval request-approval
                                  expire-due withdraw-waiting recover approvals-boot
                                  pending-approvals _select _approval _event _when _shown
                                  _origin _task-of _executor _alive _fail _told]
-        passepartout.hitl-voting [context-env record-answer pending-text
+        passepartout.approvals.voting [context-env record-answer pending-text
                                   _voters _settled-text _result _grant-minutes]
-        passepartout.grants [shell-escalations grant-scope describe-scope add-grant host-scope
+        passepartout.approvals.grants [shell-escalations grant-scope describe-scope add-grant host-scope
                              active-grants grant-covering revoke-grant grants-text])
 
 ;; * Asking
@@ -238,7 +246,7 @@
           (await (asyncio.shield (_deliver env runner id signal))))
         (except [asyncio.CancelledError] (raise))
         (except [Exception]
-          (.exception (logging.getLogger "passepartout.hitl") "the approvals service failed a pass")))
+          (.exception (logging.getLogger "passepartout.approvals.hitl") "the approvals service failed a pass")))
       (await (asyncio.sleep POLL-SECONDS)))
     (finally
       (when (= (approvals-served store) (os.getpid))

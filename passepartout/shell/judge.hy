@@ -1,20 +1,33 @@
 ;; * Why
 
+"The model proposes shell commands as text, and the shell is a language, not a
+list of words. A gate that looks for rm -rf with a regular expression is
+passed within days: the same deletion hides behind sudo, env, command,
+\\rm, \"rm\", $'\\x72m', inside bash -c \"…\", after cd / &&, in a
+$(…), in find -exec, or in the arguments of a program allowed by name
+(rg --pre, git -c core.pager=, tar --checkpoint-action=exec=, GNU
+sed's e). The shell gate reads the command the way the shell will: it parses
+it into a syntax tree, walks every simple command in it (pipelines, lists,
+subshells, command and process substitutions, here-documents, loops,
+functions, and the strings handed to bash -c, eval, su -c, watch,
+trap and alias, parsed again in turn), peels the launchers off each one,
+and judges what is left, arguments included."
+
 ;; ** The modules
 
 (import fnmatch functools os posixpath re
         passepartout.proto [proto-get]
         passepartout.workspace [path-inside BUILD-FILES]
-        passepartout.shell-parse [CACHE-SIZE HERE MARKERS MAX-BYTES MAX-JUDGED MAX-NEST
+        passepartout.shell.parse [CACHE-SIZE HERE MARKERS MAX-BYTES MAX-JUDGED MAX-NEST
                                   MEMO-SIZE UNKNOWN expand-braces sed-effects _kept
                                   _private-use-re]
-        passepartout.shell-walk [ALLOW CONFINE ESCALATE REJECT CODE-RE FIND-MATCH SHELLS analyse
+        passepartout.shell.walk [ALLOW CONFINE ESCALATE REJECT CODE-RE FIND-MATCH SHELLS analyse
                                  data-name hidden-code _absolute _clip]
         passepartout.secrets [ordinary-variable secret-variable]
-        passepartout.shell-rules [ShellRulesError load-rules parse-options rule-matches
+        passepartout.shell.rules [ShellRulesError load-rules parse-options rule-matches
                                   rule-operands rules-for _entry-holds _rule-options
                                   _rules-about _spec _unmodelled]
-        passepartout.shell-paths [_concrete _device _glob-re _in-places _judge-delete _judge-write
+        passepartout.shell.paths [_concrete _device _glob-re _in-places _judge-delete _judge-write
                                   _name-match _named-paths _names-regex _norm _places
                                   _read-verdicts _realpath _resolve _shown _tree-verdicts])
 

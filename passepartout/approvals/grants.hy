@@ -1,5 +1,11 @@
 ;; * Why
 
+"A person asked about the same kind of action again and again stops reading the
+question. A grant lets them answer once for a while, /approve CODE 30m, so
+that the questions that remain are worth reading. It must not cover more than
+was meant: it is only as wide as the escalations that were approved, it lapses
+when the policy changes, and it never reaches an action the gates reject."
+
 (import os re
         collections [Counter]
         passepartout.proto [kw proto-get]
@@ -7,14 +13,14 @@
         passepartout.egress [action-asks ask-pairs entry-covers host-entries host-text
                              split-host]
         passepartout.workspace [resolve-path]
-        passepartout.shell [analyse judge-command]
-        passepartout.shell :as shell
+        passepartout.shell.judge [analyse judge-command]
+        passepartout.shell.judge :as shell
         passepartout.store [data-print data-read]
         passepartout.context [context-runtime]
         passepartout.journal [journal-event]
-        passepartout.hitl-binding [policy-version]
-        passepartout.hitl-store [approvals-config _when]
-        passepartout.hitl-voting [_result _voters])
+        passepartout.approvals.binding [policy-version]
+        passepartout.approvals.store [approvals-config _when]
+        passepartout.approvals.voting [_result _voters])
 
 ;; * What a grant covers
 
