@@ -14,12 +14,18 @@ everything that went by."
         ipaddress os re shutil
         passepartout.proto [proto-get proto-put]
         passepartout.config [config-defaults]
-        passepartout.shell.walk [analyse])
+        passepartout.shell.walk [analyse]
+        passepartout.shell.parse [CACHE-SIZE])
 
 (setv PROXY-PORT 3128
       BOX-SOCKET "/run/passepartout-egress.sock"
       READ-METHODS #{"GET" "HEAD" "OPTIONS"}
-      ALLOWED-HOSTS (get (config-defaults "sandbox") "allowed_hosts"))
+      ALLOWED-HOSTS (get (config-defaults "sandbox") "allowed_hosts")
+      _program-key ':program _host-key ':host _upload-key ':upload _how-key ':how
+      _remote-key ':remote _hosts-key ':hosts _uploads-key ':uploads _uses-key ':uses
+      _allowed-hosts-key ':allowed-hosts _grants-key ':grants _named-key ':named
+      _named-reads-key ':named-reads _allowed-key ':allowed
+      _cmd-key ':cmd _sandbox-key ':sandbox _kind-key ':kind _workspace-key ':workspace)
 
 ;; * Hosts
 
@@ -107,7 +113,7 @@ everything that went by."
 
 (defn allowed-hosts [status]
   "The allowed-host entries of the sandbox STATUS (the defaults when it has none)."
-  (host-entries (proto-get (or status []) ':allowed-hosts ALLOWED-HOSTS)))
+  (host-entries (proto-get (or status []) _allowed-hosts-key ALLOWED-HOSTS)))
 
 ;; * The proxy's decision
 
@@ -115,14 +121,14 @@ everything that went by."
   "#(allowed why) for a request METHOD to HOST:PORT under POLICY at NOW."
   (setv target (host-text host port)
         upload (not (in method (| READ-METHODS #{"CONNECT"}))))
-  (for [[h p expires] (proto-get policy ':grants [])]
+  (for [[h p expires] (proto-get policy _grants-key [])]
     (when (and (> expires now) (entry-covers #(h p) host port))
       (return #(True f"{(host-text h p)} is granted by a person"))))
-  (when (any (gfor e (proto-get policy ':named []) (entry-covers e host port)))
+  (when (any (gfor e (proto-get policy _named-key []) (entry-covers e host port)))
     (return #(True f"{target} is on the command line a person approved")))
-  (when (and (not upload) (any (gfor e (proto-get policy ':named-reads []) (entry-covers e host port))))
+  (when (and (not upload) (any (gfor e (proto-get policy _named-reads-key []) (entry-covers e host port))))
     (return #(True f"{target} is on the command line a person approved, to be read")))
-  (setv allowed (any (gfor e (proto-get policy ':allowed []) (entry-covers e host port))))
+  (setv allowed (any (gfor e (proto-get policy _allowed-key []) (entry-covers e host port))))
   (cond (and allowed (not upload))
         #(True f"{target} is an allowed host")
         allowed
@@ -275,7 +281,7 @@ everything that went by."
       (host-text (get found 0) 22))))
 
 (defn _use [program host upload how]
-  [:program program :host host :upload upload :how how])
+  [_program-key program _host-key host _upload-key upload _how-key how])
 
 (defn _uses [program hosts upload how]
   "One use per host of HOSTS, or one with no host for an upload that names none."
@@ -350,7 +356,7 @@ everything that went by."
               h (or (_repo-host (or repo "")) (.get remotes repo)))
         (if (or h (not (and repo (= i 0) (re.fullmatch r"[A-Za-z0-9_.-]{1,100}" repo))))
             (_uses "git" (if h [h] []) True "git push")
-            [(+ (_use "git" None True "git push") [:remote repo])]))
+            [(+ (_use "git" None True "git push") [_remote-key repo])]))
     (= sub "send-email") (_uses "git" [] True "git send-email")
     (not (in sub GIT-REMOTE))
     (if aliased-push (_uses "git" [] True "git push (through an alias)") [])
@@ -401,7 +407,7 @@ everything that went by."
     (in name TEXT-PROGRAMS) []
     True (+ (_publish-uses name args) (_uses name (_words-hosts args) False name))))
 
-(defn [(lru-cache :maxsize 1024)] _command-uses [cmd]
+(defn [(lru-cache :maxsize CACHE-SIZE)] _command-uses [cmd]
   (setv remotes {}
         uses [])
   (try
@@ -420,10 +426,13 @@ everything that went by."
    (:program P :host H :upload BOOL :how TEXT), H None when the line does not say.
    (command-egress \"git push https://github.com/a/b\")
    ⇒ (:hosts (\"github.com\") :uploads ((:program \"git\" :host \"github.com\" :upload True :how \"git push\")) …)"
-  (setv uses (if (and (isinstance cmd str) (.strip cmd)) (list (_command-uses cmd)) []))
-  [:hosts (list (dict.fromkeys (gfor u uses :if (proto-get u ':host) (proto-get u ':host))))
-   :uploads (lfor u uses :if (proto-get u ':upload) u)
-   :uses uses])
+  (setv uses (_uses-of cmd))
+  [_hosts-key (list (dict.fromkeys (gfor u uses :if (proto-get u _host-key) (proto-get u _host-key))))
+   _uploads-key (lfor u uses :if (proto-get u _upload-key) u)
+   _uses-key uses])
+
+(defn _uses-of [cmd]
+  (if (and (isinstance cmd str) (.strip cmd)) (list (_command-uses cmd)) []))
 
 (defn _leaves [host]
   (setv found (when host (split-host host)))
@@ -431,9 +440,9 @@ everything that went by."
 
 (defn _named-remote [use remotes]
   "USE with the host of the git remote it pushes to, when REMOTES knows it."
-  (setv h (.get (or remotes {}) (proto-get use ':remote)))
-  (if (and h (is (proto-get use ':host) None))
-      (proto-put use ':host h)
+  (setv h (.get (or remotes {}) (proto-get use _remote-key)))
+  (if (and h (is (proto-get use _host-key) None))
+      (proto-put use _host-key h)
       use))
 
 (defn egress-asks [cmd allowed [remotes None]]
@@ -441,11 +450,11 @@ everything that went by."
    the allowed-host entries ALLOWED: every upload that leaves the box, and every
    host neither allowed nor kept in the box. REMOTES maps the workspace's git
    remotes to their hosts (=workspace-remotes=)."
-  (lfor u (proto-get (command-egress cmd) ':uses)
+  (lfor u (_uses-of cmd)
         :setv u (_named-remote u remotes)
-        :setv host (proto-get u ':host)
+        :setv host (proto-get u _host-key)
         :setv found (when host (split-host host))
-        :if (if (proto-get u ':upload)
+        :if (if (proto-get u _upload-key)
                 (_leaves host)
                 (and found (_leaves host)
                      (not (any (gfor e allowed (entry-covers e #* found))))))
@@ -453,9 +462,9 @@ everything that went by."
 
 (defn use-text [use]
   "A use as a person reads it: \"`git push` uploads to github.com\"."
-  (setv host (proto-get use ':host)
-        how (proto-get use ':how))
-  (if (proto-get use ':upload)
+  (setv host (proto-get use _host-key)
+        how (proto-get use _how-key))
+  (if (proto-get use _upload-key)
       (if host
           f"`{how}` uploads to {host}"
           f"`{how}` uploads to a host the command line does not name")
@@ -465,9 +474,9 @@ everything that went by."
   "The (program what) pairs the uses ASKS give a grant of their kind: the
    program with the host it uploads to or reaches."
   (sorted (sfor u asks
-                #((proto-get u ':program)
-                  (cond (not (proto-get u ':upload)) f"reaches {(proto-get u ':host)}"
-                        (proto-get u ':host) f"uploads to {(proto-get u ':host)}"
+                #((proto-get u _program-key)
+                  (cond (not (proto-get u _upload-key)) f"reaches {(proto-get u _host-key)}"
+                        (proto-get u _host-key) f"uploads to {(proto-get u _host-key)}"
                         True "uploads to a host the line does not name")))))
 
 ;; ** The remote a push names
@@ -544,11 +553,15 @@ everything that went by."
   "egress-asks for the shell ACTION in CTX: the allowed hosts of its sandbox,
    and, with bubblewrap in force and a line that is one git push, the
    workspace's remotes."
-  (setv cmd (proto-get action ':cmd)
-        status (proto-get ctx ':sandbox)
-        remotes (when (and (= (proto-get (or status []) ':kind) "bubblewrap")
+  (setv cmd (proto-get action _cmd-key))
+  ;; A line that names no host and uploads nothing has nothing to ask about:
+  ;; neither the allowed hosts nor the remotes are read for it.
+  (when (not (_uses-of cmd))
+    (return []))
+  (setv status (proto-get ctx _sandbox-key)
+        remotes (when (and (= (proto-get (or status []) _kind-key) "bubblewrap")
                            (isinstance cmd str) (in "push" cmd) (_one-push cmd))
-                  (workspace-remotes (proto-get ctx ':workspace))))
+                  (workspace-remotes (proto-get ctx _workspace-key))))
   (egress-asks cmd (allowed-hosts status) remotes))
 
 ;; * Inside the box

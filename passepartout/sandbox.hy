@@ -118,12 +118,13 @@ the physics under the law."
 
 ;; * The command line
 
-(setv READ-ONLY-SHELL "shell:read-only")
+(setv READ-ONLY-SHELL "shell:read-only"
+      _workers-key ':workers _tools-key ':tools)
 
 (defn workspace-read-only [ctx]
   "True when the task of CTX may run shell commands only on a read-only workspace:
    a worker whose tools name =shell:read-only= and not =shell=."
-  (setv tools (proto-get (or (proto-get ctx ':workers) []) ':tools))
+  (setv tools (proto-get (or (proto-get ctx _workers-key) []) _tools-key))
   (and (is-not tools None) (in READ-ONLY-SHELL tools) (not (in "shell" tools))))
 
 (defn _under [path root]

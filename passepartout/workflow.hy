@@ -21,9 +21,11 @@ and every one of its proposals passes the same gates as the conversation's."
 
 ;; * What a session may do
 
+(setv _workers-key ':workers _depth-key ':depth _known-key ':known)
+
 (defn session-workers [ctx]
   "The =:workers= plist of CTX, or that of a conversation with no workers."
-  (or (proto-get ctx ':workers) [:depth 0 :known []]))
+  (or (proto-get ctx _workers-key) [_depth-key 0 _known-key []]))
 
 ;; * The graph of a plan
 

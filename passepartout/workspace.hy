@@ -16,10 +16,12 @@ called without any gate."
 ;; * Text that cannot be a path
 
 (setv MAX-PATH 4096
+      _ok-key ':ok _reason-key ':reason _path-key ':path _root-key ':root _secret-key ':secret
+      _workspace-key ':workspace _home-key ':home _protected-key ':protected _temp-dirs-key ':temp-dirs
       _control-re (re.compile "[\x00-\x1f\x7f-\x9f]"))
 
 (defn _refuse [reason]
-  [:ok False :reason reason])
+  [_ok-key False _reason-key reason])
 
 (defn _char-name [c]
   (if (= c "\x00") "NUL" f"\\x{(ord c) :02x}"))
@@ -111,7 +113,7 @@ called without any gate."
 
 (defn _locate [p ctx write]
   "(:ok true :path REAL :root ROOT) for the reading P, or a refusal."
-  (setv workspace (_real (proto-get ctx ':workspace)))
+  (setv workspace (_real (proto-get ctx _workspace-key)))
   (when (not workspace)
     (return (_refuse "there is no workspace")))
   (setv run (_dot-run p))
@@ -120,7 +122,7 @@ called without any gate."
   (when (.startswith p "~")
     (when (not (or (= p "~") (.startswith p "~/")))
       (return (_refuse "~name is another user's home, outside the workspace")))
-    (setv home (proto-get ctx ':home))
+    (setv home (proto-get ctx _home-key))
     (when (not home)
       (return (_refuse "~ has no meaning here: the context names no home")))
     (setv p (+ (.rstrip home "/") "/" (cut p 2 None))))
@@ -132,17 +134,17 @@ called without any gate."
   (setv real (os.path.realpath p))
   (when (_unresolved-link real)
     (return (_refuse "it goes through a symlink that cannot be resolved (a loop)")))
-  (for [protected (or (proto-get ctx ':protected) [])]
+  (for [protected (or (proto-get ctx _protected-key) [])]
     (setv r (_real protected))
     (when (and r (path-inside real r))
       (return (_refuse "it is one of the daemon's own files"))))
   (when (path-inside real workspace)
-    (return [:ok True :path real :root workspace]))
+    (return [_ok-key True _path-key real _root-key workspace]))
   (when write
-    (for [t (or (proto-get ctx ':temp-dirs) [])]
+    (for [t (or (proto-get ctx _temp-dirs-key) [])]
       (setv r (_real t))
       (when (and r (path-inside real r))
-        (return [:ok True :path real :root r]))))
+        (return [_ok-key True _path-key real _root-key r]))))
   (_refuse (if write
                f"it resolves to {real}, outside the workspace and the temp folders"
                f"it resolves to {real}, outside the workspace (reads are confined to it)")))
@@ -215,11 +217,11 @@ called without any gate."
   (when problem
     (return (_refuse problem)))
   (setv found (_locate path ctx write))
-  (when (not (proto-get found ':ok))
+  (when (not (proto-get found _ok-key))
     (return found))
   (for [[label text] (_other-readings path)]
     (setv other (_locate text ctx write))
-    (when (not (proto-get other ':ok))
-      (return (_refuse f"{label}, {(proto-get other ':reason)}"))))
-  (setv real (proto-get found ':path))
-  [:ok True :path real :secret (_secret-path real (proto-get found ':root) path)])
+    (when (not (proto-get other _ok-key))
+      (return (_refuse f"{label}, {(proto-get other _reason-key)}"))))
+  (setv real (proto-get found _path-key))
+  [_ok-key True _path-key real _secret-key (_secret-path real (proto-get found _root-key) path)])

@@ -18,21 +18,24 @@ the person with /agenda."
         passepartout.perceive [reply-signal sensor-of slash-concerns]
         passepartout.proto [proto-get])
 
+(setv _verdict ':verdict _allow ':allow
+      _agenda-key ':agenda _open-key ':open _ran-key ':ran)
+
 (defn _facts [ctx]
   "#(open ran) as the context's :agenda gives them; None for what it does not."
-  (setv facts (proto-get ctx ':agenda))
+  (setv facts (proto-get ctx _agenda-key))
   (if facts
-      #((list (proto-get facts ':open [])) (list (proto-get facts ':ran [])))
+      #((list (proto-get facts _open-key [])) (list (proto-get facts _ran-key [])))
       #(None None)))
 
 (defn agenda-gate [action ctx]
   (if (!= (action-name action) "agenda")
-      [:verdict :allow]
+      [_verdict _allow]
       (do (setv [open ran] (_facts ctx)
                 why (action-problem action open ran))
           (if why
               [:verdict :reject :reason (+ "agenda: " why)]
-              [:verdict :allow]))))
+              [_verdict _allow]))))
 
 (defn run-agenda [action ctx]
   (setv store (context-runtime ctx "store"))

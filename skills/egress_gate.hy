@@ -15,16 +15,18 @@ everything that went by."
         passepartout.egress [action-asks use-text]
         passepartout.proto [proto-get])
 
+(setv _verdict ':verdict _allow ':allow _upload-key ':upload)
+
 (defn egress-gate [action ctx]
   "Escalate a :shell action whose command line uploads, or names a host that is
    not allowed, naming the hosts."
   (when (!= (action-name action) "shell")
-    (return [:verdict :allow]))
+    (return [_verdict _allow]))
   (setv asks (action-asks action ctx))
   (if (not asks)
-      [:verdict :allow]
+      [_verdict _allow]
       [:verdict :escalate
-       :rule (if (any (gfor u asks (proto-get u ':upload))) "egress-upload" "egress-host")
+       :rule (if (any (gfor u asks (proto-get u _upload-key))) "egress-upload" "egress-host")
        :reason (+ (.join "; " (dict.fromkeys (map use-text asks)))
                   ". Approving lets it through for this action; /approve CODE 1h HOST also lets "
                   "HOST through in this conversation for an hour")]))

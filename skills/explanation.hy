@@ -16,13 +16,14 @@ the chance."
         passepartout.skills [actuator-for])
 
 (setv MIN-EXPLANATION 3
-      _explanation-key ':explanation)
+      _explanation-key ':explanation
+      _verdict ':verdict _allow ':allow)
 
 (defn explanation-gate [action ctx]
   (setv name (action-name action)
         spec (when name (actuator-for (context-runtime ctx "skills") name)))
   (when (not (and spec (get spec "effect")))
-    (return [:verdict :allow]))
+    (return [_verdict _allow]))
   (setv why (proto-get action _explanation-key))
   (cond
     (not (isinstance why str))
@@ -31,7 +32,7 @@ the chance."
     (< (len (.strip why)) MIN-EXPLANATION)
     [:verdict :reject
      :reason f"a :{name} action changes things, and its :explanation is empty or too short: say in a few words why it is needed (:explanation \"…\") and propose it again"]
-    True [:verdict :allow]))
+    True [_verdict _allow]))
 
 (defskill explanation
   "Refuses an action that changes something unless it says why (:explanation)."

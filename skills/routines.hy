@@ -82,6 +82,8 @@ the routines of the conversation with their next run in the person's zone, and
     (= (proto-get (routine-get store id) ':state) "deleted") f"{id !r} was deleted already"
     True None))
 
+(setv _verdict ':verdict _allow ':allow)
+
 (defn routines-gate [action ctx]
   (setv name (action-name action)
         why (cond (= name "schedule") (schedule-problem action ctx)
@@ -89,7 +91,7 @@ the routines of the conversation with their next run in the person's zone, and
                   True None))
   (if why
       [:verdict :reject :reason (+ name " refused: " why)]
-      [:verdict :allow]))
+      [_verdict _allow]))
 
 ;; * The actuators
 

@@ -12,17 +12,20 @@ the physics under the law."
 (import passepartout.act [action-name]
         passepartout.proto [proto-get])
 
+(setv _verdict ':verdict _allow ':allow
+      _sandbox-key ':sandbox _kind-key ':kind _why-key ':why)
+
 (defn sandbox-gate [action ctx]
   "Escalate every :shell action when CTX says no sandbox is in force."
   (when (!= (action-name action) "shell")
-    (return [:verdict :allow]))
-  (setv status (proto-get ctx ':sandbox)
-        kind (proto-get (or status []) ':kind))
+    (return [_verdict _allow]))
+  (setv status (proto-get ctx _sandbox-key)
+        kind (proto-get (or status []) _kind-key))
   (if (in kind #("bubblewrap" "off"))
-      [:verdict :allow]
+      [_verdict _allow]
       [:verdict :escalate :rule "no-sandbox"
        :reason (+ "no sandbox is in force here ("
-                  (or (proto-get (or status []) ':why) "the context does not say")
+                  (or (proto-get (or status []) _why-key) "the context does not say")
                   "), so every shell command is asked about first")]))
 
 (defskill sandbox

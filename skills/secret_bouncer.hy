@@ -22,7 +22,9 @@ the time or the machine."
 (setv SCANNED {"message" #{"text"} "shell" #{"cmd"} "memory-add" #{"text"}}
       _secrets-key ':secrets
       _path-key ':path
-      _workspace-key ':workspace)
+      _workspace-key ':workspace
+      _ok-key ':ok
+      _verdict ':verdict _allow ':allow)
 
 (defn _strings [value]
   "Every string in VALUE, a string or nested lists."
@@ -39,8 +41,8 @@ the time or the machine."
             (and (os.path.isabs lexical) (not (path-inside lexical workspace))))
     (return False))
   (setv found (resolve-path path ctx :write True))
-  (and (proto-get found ':ok)
-       (path-inside (proto-get found ':path) (os.path.realpath workspace))))
+  (and (proto-get found _ok-key)
+       (path-inside (proto-get found _path-key) (os.path.realpath workspace))))
 
 (defn _reason [name hits]
   (setv parts (lfor [field kinds] (.items hits)
@@ -67,12 +69,13 @@ the time or the machine."
       (setv findings (cond (in field full) (find-secrets text secrets)
                            (in field own-only) (own-secret-findings text secrets)
                            True (+ (own-secret-findings text secrets) (find-in-urls text secrets))))
-      (for [kind (secret-kinds findings)]
-        (setv kinds (.setdefault hits field []))
-        (when (not (in kind kinds)) (.append kinds kind)))))
+      (when findings
+        (for [kind (secret-kinds findings)]
+          (setv kinds (.setdefault hits field []))
+          (when (not (in kind kinds)) (.append kinds kind))))))
   (if hits
       [:verdict :reject :reason (_reason name hits)]
-      [:verdict :allow]))
+      [_verdict _allow]))
 
 (defn secret-filter [action result ctx]
   (setv [new count] (redact-value result (secret-tuple (proto-get ctx ':secrets))))

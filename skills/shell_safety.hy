@@ -12,12 +12,14 @@ passepartout bench) and the skill can be disabled or replaced like any other."
         passepartout.proto [proto-get]
         passepartout.shell.judge [judge-command])
 
+(setv _verdict ':verdict _allow ':allow _cmd-key ':cmd)
+
 (defn shell-gate [action ctx]
   "The verdict of the shell-safety gate on ACTION: every :shell command is judged."
   (when (!= (action-name action) "shell")
-    (return [:verdict :allow]))
+    (return [_verdict _allow]))
   (try
-    (judge-command (proto-get action ':cmd) ctx)
+    (judge-command (proto-get action _cmd-key) ctx)
     (except [e Exception]
       [:verdict :reject
        :reason f"the shell-safety gate failed on this command and refuses it ({(. (type e) __name__)}: {e})"

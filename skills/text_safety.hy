@@ -14,7 +14,8 @@ rules."
         passepartout.display [control-sequences display-text plain-text unicode-problem])
 
 (setv SHOWN-WORDS {"message" #{"text"}}
-      _everywhere #{"explanation"})
+      _everywhere #{"explanation"}
+      _verdict ':verdict _allow ':allow)
 
 (defn _strings [value]
   "Every string in VALUE, a string or nested lists."
@@ -40,7 +41,7 @@ rules."
   (for [i (range 1 (len action) 2)]
     (when (not (_plain (get action i)))
       (return (_judge action))))
-  [:verdict :allow])
+  [_verdict _allow])
 
 (defn _judge [action]
   "The verdict on ACTION, which holds a string that is not plain text."

@@ -21,10 +21,16 @@ them part of the tool belt and holds the gate that says what a workflow may be."
   (setv registry (context-runtime ctx "skills"))
   (if registry (set (actuator-table registry)) (set)))
 
+(setv _verdict ':verdict _allow ':allow _tools-key ':tools _workers-key ':workers)
+
 (defn workflow-gate [action ctx]
-  (setv name (action-name action)
-        workers (session-workers ctx)
-        tools (proto-get workers ':tools))
+  (setv name (action-name action))
+  ;; A conversation with no workers has no tool profile to keep to and no
+  ;; read-only shell: there only :spawn and :plan are judged.
+  (when (and (not (in name #("spawn" "plan"))) (not (proto-get ctx _workers-key)))
+    (return [_verdict _allow]))
+  (setv workers (session-workers ctx)
+        tools (proto-get workers _tools-key))
   (cond
     (and (is-not tools None) (!= name "message") (not (in name (lfor t tools (tool-action t)))))
     [:verdict :reject
@@ -36,11 +42,11 @@ them part of the tool belt and holds the gate that says what a workflow may be."
                 " nothing holds a command to that: read files with :read-file instead")]
     (= name "spawn")
     (do (setv why (spawn-problem action workers (_profiles ctx) (_actions ctx)))
-        (if why [:verdict :reject :reason (+ "spawn refused: " why)] [:verdict :allow]))
+        (if why [:verdict :reject :reason (+ "spawn refused: " why)] [_verdict _allow]))
     (= name "plan")
     (do (setv why (plan-problem action workers (_profiles ctx) (_actions ctx)))
-        (if why [:verdict :reject :reason (+ "plan refused: " why)] [:verdict :allow]))
-    True [:verdict :allow]))
+        (if why [:verdict :reject :reason (+ "plan refused: " why)] [_verdict _allow]))
+    True [_verdict _allow]))
 
 ;; * The actuators
 

@@ -14,7 +14,10 @@ and /status; each of its blocks names the skill file it tangles into."
         passepartout.proto [proto-get]
         passepartout.workspace [resolve-path runs-later])
 
-(setv _writes {"read-file" False "write-file" True})
+(setv _writes {"read-file" False "write-file" True}
+      _verdict ':verdict _allow ':allow
+      _path-key ':path _ok-key ':ok _secret-key ':secret _reason-key ':reason
+      _workspace-key ':workspace)
 
 (defn _shown [path]
   (setv text (repr path))
@@ -23,19 +26,21 @@ and /status; each of its blocks names the skill file it tangles into."
 (defn workspace-gate [action ctx]
   (setv name (action-name action))
   (when (not (in name _writes))
-    (return [:verdict :allow]))
-  (setv path (proto-get action ':path)
-        found (resolve-path path ctx :write (get _writes name)))
-  (cond (not (proto-get found ':ok))
+    (return [_verdict _allow]))
+  (setv path (proto-get action _path-key)
+        found (resolve-path path ctx :write (get _writes name))
+        runs (and (get _writes name) (proto-get found _ok-key) (not (proto-get found _secret-key))
+                  (runs-later (proto-get found _path-key) (proto-get ctx _workspace-key))))
+  (cond (not (proto-get found _ok-key))
         [:verdict :reject
-         :reason f"{name} {(_shown path)} refused: {(proto-get found ':reason)}"]
-        (proto-get found ':secret)
+         :reason f"{name} {(_shown path)} refused: {(proto-get found _reason-key)}"]
+        (proto-get found _secret-key)
         [:verdict :escalate
          :reason f"{name} {(_shown path)} touches a file that usually holds secrets; a person must approve"]
-        (and (get _writes name) (runs-later (proto-get found ':path) (proto-get ctx ':workspace)))
+        runs
         [:verdict :escalate
-         :reason f"{name} {(_shown path)} writes {(runs-later (proto-get found ':path) (proto-get ctx ':workspace))}, which runs commands later, unseen; a person must approve"]
-        True [:verdict :allow]))
+         :reason f"{name} {(_shown path)} writes {runs}, which runs commands later, unseen; a person must approve"]
+        True [_verdict _allow]))
 
 (defskill workspace
   "Keeps file reads in the workspace and writes in the workspace or the temp folders."

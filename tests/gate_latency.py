@@ -9,7 +9,7 @@ import sys
 import tempfile
 
 import hy  # noqa: F401  (loads the Hy modules)
-from passepartout import bench
+from passepartout.tools import bench
 
 
 def main(runs):

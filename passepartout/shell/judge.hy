@@ -960,7 +960,9 @@ and judges what is left, arguments included."
       _confined-key ':confined
       _reject ':reject
       _escalate ':escalate
-      _allow ':allow)
+      _allow ':allow
+      _sandbox-key ':sandbox
+      _kind-key ':kind)
 
 (defn _verdict [severity reason rule]
   (cond (= severity REJECT) [_verdict-key _reject _reason-key reason _rule-key rule]
@@ -1222,7 +1224,7 @@ and judges what is left, arguments included."
 
 (defn sandbox-in-force [ctx]
   "True when the context CTX says shell actions run in the sandbox."
-  (= (proto-get (or (proto-get ctx ':sandbox) []) ':kind) "bubblewrap"))
+  (= (proto-get (or (proto-get ctx _sandbox-key) []) _kind-key) "bubblewrap"))
 
 (defn _confine [verdicts pc rules]
   "VERDICTS with the escalations the sandbox makes harmless turned into confined

@@ -18,7 +18,8 @@ guarded writes of [paths])."
 
 (setv _indexes {}
       _written-sets {}
-      _context-keys #{"workspace" "home" "temp-dirs" "protected" "sandbox" "written"})
+      _context-keys #{"workspace" "home" "temp-dirs" "protected" "sandbox" "written"}
+      _kind-key ':kind)
 
 (defn _context-places [ctx]
   "The workspace, home, temp folders and protected paths of the context CTX, by
@@ -58,7 +59,7 @@ guarded writes of [paths])."
     (when (>= (len _indexes) MAX-CONTEXTS) (.clear _indexes))
     (setv (get _indexes key) pc))
   (| pc {"ctx" ctx "nested" 0 "resolved" {}
-         "confined" (= (proto-get (or (.get fields "sandbox") []) ':kind) "bubblewrap")
+         "confined" (= (proto-get (or (.get fields "sandbox") []) _kind-key) "bubblewrap")
          "written" (_written-set (.get fields "written"))}))
 
 (defn _written-set [paths]
