@@ -14,11 +14,15 @@ stops and the person is told the figure."
 (setv DEFAULTS (config-defaults "budget")
       ZERO [:prompt-tokens 0 :completion-tokens 0 :cost 0.0])
 
+(setv _COMPLETION-TOKENS ':completion-tokens
+      _COST              ':cost
+      _PROMPT-TOKENS     ':prompt-tokens)
+
 ;; * Adding up
 
 (defn usage-values [u]
   "#(prompt-tokens completion-tokens cost) of the usage plist U, 0 where absent."
-  (setv [p c x] (proto-values u ':prompt-tokens ':completion-tokens ':cost))
+  (setv [p c x] (proto-values u _PROMPT-TOKENS _COMPLETION-TOKENS _COST))
   #((or p 0) (or c 0) (or x 0.0)))
 
 (defn usage-add [a b]
@@ -28,7 +32,7 @@ stops and the person is told the figure."
         (or (is a None) (is a ZERO)) b
         True (do (setv [pa ca xa] (usage-values a)
                        [pb cb xb] (usage-values b))
-                 [:prompt-tokens (+ pa pb) :completion-tokens (+ ca cb) :cost (+ xa xb)])))
+                 [_PROMPT-TOKENS (+ pa pb) _COMPLETION-TOKENS (+ ca cb) _COST (+ xa xb)])))
 
 (defn usage-tokens [u]
   (setv [p c _] (usage-values u))

@@ -11,6 +11,14 @@ answer is evaluated."
         passepartout.proto [ProtoError kw proto-get proto-put proto-has proto-without
                             proto-read proto-normalize proto-from-data is-plist])
 
+(setv _ACTION    ':action
+      _ARGUMENTS ':arguments
+      _MESSAGE   ':message
+      _NAME      ':name
+      _PAYLOAD   ':payload
+      _PROPOSAL  ':proposal
+      _UNRUN     ':unrun)
+
 ;; * Bounds and vocabulary
 
 (setv MAX-TEXT 65536
@@ -172,7 +180,7 @@ answer is evaluated."
 
 (defn _aliased [action]
   "The action plist ACTION with its action's argument aliases renamed."
-  (setv name (proto-get action ':action)
+  (setv name (proto-get action _ACTION)
         table (.get _ALIASES (if (isinstance name Keyword) name.name "") {}))
   (for [[alias field] (.items table)]
     (when (and (proto-has action (kw alias)) (not (proto-has action (kw field))))
@@ -196,7 +204,7 @@ answer is evaluated."
   "The action plist of a call NAME with ARGUMENTS (a dict, or JSON text)."
   (setv action (action-name name)
         fields (proto-normalize (proto-from-data (_args-dict arguments))))
-  (_aliased (+ [:action (kw action)] (proto-without fields [':action]))))
+  (_aliased (+ [:action (kw action)] (proto-without fields [_ACTION]))))
 
 (defn _name-and-args [data]
   "#(name arguments) when the dict DATA is shaped as a call, else None."
@@ -236,7 +244,7 @@ answer is evaluated."
         (when inner
           (setv envelope (proto-normalize (proto-from-data (dfor [k v] (.items data)
                                                                  :if (!= k "payload") k v))))
-          [(proto-put envelope ':payload (get inner 0))]))
+          [(proto-put envelope _PAYLOAD (get inner 0))]))
     True
     (do (setv pair (_name-and-args data))
         (when pair [(call-action #* pair)]))))
@@ -246,17 +254,17 @@ answer is evaluated."
   (when (not (is-plist value))
     (return None))
   (setv p (proto-normalize value)
-        inner (proto-get p ':payload))
+        inner (proto-get p _PAYLOAD))
   (defn fix [action]
-    (setv name (proto-get action ':action))
+    (setv name (proto-get action _ACTION))
     (when (isinstance name str)
-      (setv action (proto-put action ':action (kw (action-name name)))))
-    (if (isinstance (proto-get action ':action) Keyword) (_aliased action) None))
+      (setv action (proto-put action _ACTION (kw (action-name name)))))
+    (if (isinstance (proto-get action _ACTION) Keyword) (_aliased action) None))
   (cond
-    (proto-has p ':action) (fix p)
-    (and (is-plist inner) (proto-has inner ':action))
+    (proto-has p _ACTION) (fix p)
+    (and (is-plist inner) (proto-has inner _ACTION))
     (do (setv a (fix inner))
-        (when a (proto-put p ':payload a)))
+        (when a (proto-put p _PAYLOAD a)))
     True None))
 
 ;; * Python-looking calls
@@ -747,7 +755,7 @@ answer is evaluated."
   (setv known (set (or known ACTIONS)))
   (when tool-calls
     (return (_result (lfor c tool-calls
-                           (call-action (proto-get c ':name) (proto-get c ':arguments)))
+                           (call-action (proto-get c _NAME) (proto-get c _ARGUMENTS)))
                      (when (and text (.strip text)) (try (strip-reasoning text) (except [ProtoError] None))))))
   (setv text (or text ""))
   (when (> (len text) MAX-TEXT)
@@ -808,8 +816,8 @@ answer is evaluated."
 
 (defn _fields [p]
   "The action plist inside proposal P as a dict of field name to value."
-  (setv inner (proto-get p ':payload))
-  (setv a (if (and (is-plist inner) (proto-has inner ':action)) inner p))
+  (setv inner (proto-get p _PAYLOAD))
+  (setv a (if (and (is-plist inner) (proto-has inner _ACTION)) inner p))
   (dfor i (range 0 (len a) 2) (. (get a i) name) (get a (+ i 1))))
 
 (defn classify [case [known None]]
@@ -820,8 +828,8 @@ answer is evaluated."
     (setv r (extract (.get case "text") calls known))
     (except [e ProtoError]
       (return #("retry" (str e)))))
-  (if (proto-has r ':message)
-      #("message" (proto-get r ':message))
+  (if (proto-has r _MESSAGE)
+      #("message" (proto-get r _MESSAGE))
       #("action" r)))
 
 (defn _expected-fields [want]
@@ -846,8 +854,8 @@ answer is evaluated."
                (= want "message") (= got "message")
                (= want "retry") (= got "retry")
                True (and (= got "action")
-                         (= (_fields (proto-get detail ':proposal)) (_expected-fields want))
-                         (= (len (proto-get detail ':unrun)) (.get case "unrun" 0)))))
+                         (= (_fields (proto-get detail _PROPOSAL)) (_expected-fields want))
+                         (= (len (proto-get detail _UNRUN)) (.get case "unrun" 0)))))
     (when (= got "retry") (+= retries 1))
     (when (and (= got "message")
                (or (!= want "message")

@@ -28,21 +28,21 @@ fallback answered while no model could is left out (its answers are marked
 
 (defn _turn [e]
   "#(kind task message id) for the event E."
-  (setv data (proto-get e ':data [])
-        kind (proto-get e ':kind)
-        task (proto-get data ':task))
+  (setv data (proto-get e _DATA [])
+        kind (proto-get e _KIND)
+        task (proto-get data _TASK))
   #(kind (if (is task None) None (str task))
     (cond
       (= kind "input")
-      {"role" "user" "content" (str (or (proto-get data ':text) ""))}
+      {"role" "user" "content" (str (or (proto-get data _TEXT) ""))}
       (= kind "answer")
-      {"role" "assistant" "content" (str (or (proto-get data ':text) ""))}
+      {"role" "assistant" "content" (str (or (proto-get data _TEXT) ""))}
       True
       (with-call {"role" "user"
-                  "content" (+ "Result of " (proto-print (proto-get data ':action []))
-                               ":\n" (proto-print (proto-get data ':result [])))}
-                 (proto-get data ':call)))
-    (proto-get e ':id)))
+                  "content" (+ "Result of " (proto-print (proto-get data _ACTION []))
+                               ":\n" (proto-print (proto-get data _RESULT [])))}
+                 (proto-get data _CALL)))
+    (proto-get e _ID)))
 
 (defn turns-since [store session since]
   "#(newest n turns): the id of the newest turn of SESSION after the id
@@ -50,17 +50,32 @@ fallback answered while no model could is left out (its answers are marked
   (setv new (events store :session session :kinds HISTORY-KINDS :since-id since
                     :limit HISTORY-KEEP :latest True)
         turns (lfor e new
-                    :if (!= (proto-get (proto-get e ':data []) ':by) "fallback")
+                    :if (!= (proto-get (proto-get e _DATA []) _BY) "fallback")
                     (_turn e)))
   (when (< (len new) HISTORY-KEEP)
-    (return #((if new (proto-get (get new -1) ':id) since) (len new) turns)))
-  (setv newest (proto-get (get new -1) ':id)
+    (return #((if new (proto-get (get new -1) _ID) since) (len new) turns)))
+  (setv newest (proto-get (get new -1) _ID)
         kinds (.join ", " (* ["?"] (len HISTORY-KINDS))))
   #(newest
     (get (.query store f"SELECT count(*) FROM events WHERE session = ? AND id > ? AND id <= ? AND kind IN ({kinds})"
                  #(session since newest #* HISTORY-KINDS))
          0 0)
     turns))
+
+(setv _ACTION   ':action
+      _BY       ':by
+      _CALL     ':call
+      _DATA     ':data
+      _ID       ':id
+      _KIND     ':kind
+      _OK       ':ok
+      _PROVIDER ':provider
+      _RESULT   ':result
+      _STATUS   ':status
+      _TASK     ':task
+      _TEXT     ':text
+      _THROUGH  ':through
+      _TURNS    ':turns)
 
 ;; * The budget
 
@@ -97,7 +112,7 @@ fallback answered while no model could is left out (its answers are marked
   "The chat message that gives the model SUMMARY (a summary event's data)."
   {"role" "user"
    "content" (+ f"Earlier in this conversation ({(proto-get summary ':turns 0)} turns, summarised):\n"
-                (str (proto-get summary ':text "")))})
+                (str (proto-get summary _TEXT "")))})
 
 (defn plan-cone [turns task [summary None] [budget None] [keep 6]]
   "#(messages due): of TURNS (#(kind task message id), oldest first), the chat
@@ -111,7 +126,7 @@ fallback answered while no model could is left out (its answers are marked
       #(messages due)))
 
 (defn _plan-cone [turns task summary budget keep]
-  (setv through (if summary (proto-get summary ':through 0) 0)
+  (setv through (if summary (proto-get summary _THROUGH 0) 0)
         kept []
         used (if summary (message-tokens (summary-message summary)) 0)
         said 0
@@ -138,7 +153,7 @@ fallback answered while no model could is left out (its answers are marked
   "The data of the newest summary of SESSION, with its :id, or None."
   (setv found (events store :kind "summary" :session session :limit 1 :latest True))
   (when found
-    (+ (proto-get (get found 0) ':data) [:id (proto-get (get found 0) ':id)])))
+    (+ (proto-get (get found 0) _DATA) [:id (proto-get (get found 0) _ID)])))
 
 (defn _older-said [store session through first]
   "The id of the newest conversation turn of SESSION after THROUGH and before
@@ -167,7 +182,7 @@ fallback answered while no model could is left out (its answers are marked
       (setv [size turns] (.turns histories store session)))
   (setv summary (latest-summary store session)
         [messages due] (plan-cone turns task summary budget keep)
-        through (if summary (proto-get summary ':through 0) 0))
+        through (if summary (proto-get summary _THROUGH 0) 0))
   (when (and (is due None) turns (> size (len turns)))
     (setv due (_older-said store session through (get turns 0 3))))
   #(messages size (when (is-not due None) #(through due))))
@@ -222,12 +237,12 @@ fallback answered while no model could is left out (its answers are marked
   (lfor [i ts kind data] (.query store "SELECT id, ts, kind, data FROM events WHERE session = ? AND kind IN ('input', 'answer') AND id > ? AND id <= ? ORDER BY id"
                                  #(session through upto))
         :setv d (data-read data)
-        :if (!= (proto-get d ':by) "fallback")
-        #(i ts kind (get (redact-text (str (or (proto-get d ':text) "")) secrets) 0))))
+        :if (!= (proto-get d _BY) "fallback")
+        #(i ts kind (get (redact-text (str (or (proto-get d _TEXT) "")) secrets) 0))))
 
 (defn compaction-request [previous rows session]
   "The request that asks a model to summarise ROWS after the summary PREVIOUS."
-  (setv body (+ (if previous (+ "Earlier summary:\n" (str (proto-get previous ':text "")) "\n\n") "")
+  (setv body (+ (if previous (+ "Earlier summary:\n" (str (proto-get previous _TEXT "")) "\n\n") "")
                 "Turns:\n"
                 (.join "\n" (gfor [i ts kind text] rows
                                   f"{(if (= kind "input") "person" "agent")}: {text}"))))
@@ -250,14 +265,14 @@ fallback answered while no model could is left out (its answers are marked
                       :if (= (get p "name") model) p))
     (.append answers (await (cascade-complete (make-cascade [(if named (get named 0) (make-provider model))])
                                               request))))
-  (when (not (and answers (= (proto-get (get answers 0) ':status) ':ok)))
+  (when (not (and answers (= (proto-get (get answers 0) _STATUS) _OK)))
     (.append answers (await (_ask services.complete request))))
   (for [a answers]
-    (setv text (proto-get a ':text))
-    (when (and (= (proto-get a ':status) ':ok)
-               (not (in (proto-get a ':provider) #("symbolic" "fallback")))
+    (setv text (proto-get a _TEXT))
+    (when (and (= (proto-get a _STATUS) _OK)
+               (not (in (proto-get a _PROVIDER) #("symbolic" "fallback")))
                (isinstance text str) (.strip text))
-      (return #((.strip text) (proto-get a ':provider)))))
+      (return #((.strip text) (proto-get a _PROVIDER)))))
   #(None None))
 
 (defn :async compact [services session through upto]
@@ -275,14 +290,14 @@ fallback answered while no model could is left out (its answers are marked
                             #(None None))))
   (if text
       (setv text (get (redact-text text secrets) 0))
-      (setv text (.strip (+ (if previous (+ (str (proto-get previous ':text "")) "\n") "")
+      (setv text (.strip (+ (if previous (+ (str (proto-get previous _TEXT "")) "\n") "")
                             (left-out-text rows)))))
   (setv text (if (> (len text) SUMMARY-CAP) (+ "…" (cut text (- SUMMARY-CAP) None)) text)
-        parents (+ (lfor r rows (get r 0)) (if previous [(proto-get previous ':id)] [])))
+        parents (+ (lfor r rows (get r 0)) (if previous [(proto-get previous _ID)] [])))
   (hy.I.passepartout/journal.journal-append
     store [:event "summary" :session session :parents parents
            :data [:text text :through upto
-                  :turns (+ (len rows) (if previous (proto-get previous ':turns 0) 0))
+                  :turns (+ (len rows) (if previous (proto-get previous _TURNS 0) 0))
                   :by model :left-out (is model None)]]))
 
 (defn :async step-history [services session task]

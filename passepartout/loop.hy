@@ -28,6 +28,36 @@ The runner (runner.org) feeds it, one session's signals in order."
 
 (setv log (logging.getLogger "passepartout.loop"))
 
+(setv _ACT          ':act
+      _ACTION       ':action
+      _ASK          ':ask
+      _BATCH        ':batch
+      _CALL         ':call
+      _CONE         ':cone
+      _CONTEXT-HASH ':context-hash
+      _COST         ':cost
+      _EMIT         ':emit
+      _ESCALATE     ':escalate
+      _EVENT        ':event
+      _HANDLED-BY   ':handled-by
+      _IGNORED      ':ignored
+      _MESSAGE      ':message
+      _MOVED        ':moved
+      _NOW          ':now
+      _PAYLOAD      ':payload
+      _PROVIDER     ':provider
+      _REFUSED      ':refused
+      _REJECT       ':reject
+      _REPLY        ':reply
+      _SESSION      ':session
+      _STOP-MARK    ':stop-mark
+      _TASK         ':task
+      _TEXT         ':text
+      _THEN         ':then
+      _TS           ':ts
+      _USAGE        ':usage
+      _VERDICT      ':verdict)
+
 ;; * What a step writes
 
 (defclass StepWrites []
@@ -47,7 +77,7 @@ The runner (runner.org) feeds it, one session's signals in order."
     "Gather RECORDS (see =task.org=), each stamped with the time it was made."
     (setv ts (time.time))
     (for [r records]
-      (.append self.pending (if (proto-get r ':event) (proto-put r ':ts ts) r))))
+      (.append self.pending (if (proto-get r _EVENT) (proto-put r _TS ts) r))))
 
   (defn spend [self usage]
     (setv self.spent (usage-add self.spent usage)))
@@ -63,7 +93,7 @@ The runner (runner.org) feeds it, one session's signals in order."
           self.pending []
           self.day-before (usage-add self.day-before spent)
           self.spent ZERO
-          spending (or (usage-tokens spent) (proto-get spent ':cost)))
+          spending (or (usage-tokens spent) (proto-get spent _COST)))
     (when (or pending spending)
       (await (.call self.writer _write-step pending (when spending spent) self.now)))))
 
@@ -81,7 +111,7 @@ The runner (runner.org) feeds it, one session's signals in order."
    model call still says on its way out is not news of a task that goes on."
   (when notify
     (fn [text [kind "progress"]]
-      (when (not (stopped-since stops (proto-get signal ':session) mark))
+      (when (not (stopped-since stops (proto-get signal _SESSION) mark))
         (notify (reply-signal signal text kind))))))
 
 (defn _budget-check [services writes usage [spending ZERO]]
@@ -99,7 +129,7 @@ The runner (runner.org) feeds it, one session's signals in order."
 (defn _stopped [ctx]
   "True when the task of CTX's step was stopped since the step began."
   (stopped-since (context-runtime ctx "stops")
-                 (proto-get ctx ':session) (proto-get ctx ':stop-mark)))
+                 (proto-get ctx _SESSION) (proto-get ctx _STOP-MARK)))
 
 (defn :async step [signal services [mark None] [notify None]]
   "The signals that SIGNAL leads to in the daemon SERVICES: replies for the
@@ -115,31 +145,31 @@ The runner (runner.org) feeds it, one session's signals in order."
    EMITTED is what a handler answered (or [] for a signal ignored), or None
    when the signal goes on to reason-step with that context."
   (setv signal (as-signal signal)
-        session (proto-get signal ':session)
+        session (proto-get signal _SESSION)
         mark (if (is mark None) (stop-mark services.stops session) mark)
         ctx (proto-put (context-for services session
                                     :notify (_notifier signal notify services.stops mark)
-                                    :task (proto-get (proto-get signal ':payload) ':task))
-                       ':stop-mark mark)
+                                    :task (proto-get (proto-get signal _PAYLOAD) _TASK))
+                       _STOP-MARK mark)
         seen (await (perceive signal ctx)))
-  #((cond (proto-get seen ':handled-by) (proto-get seen ':emit)
-          (proto-get seen ':ignored) []
+  #((cond (proto-get seen _HANDLED-BY) (proto-get seen _EMIT)
+          (proto-get seen _IGNORED) []
           True None)
     signal ctx))
 
 (defn :async reason-step [signal services ctx]
   "The rest of a step: reason, then act or ask, then go on."
-  (setv writes (StepWrites services (proto-get ctx ':now)))
+  (setv writes (StepWrites services (proto-get ctx _NOW)))
   (try
     (await (_step signal services ctx writes))
     (finally (await (.flush writes)))))
 
 (defn :async _step [signal services ctx writes]
-  (setv session (proto-get signal ':session)
-        payload (proto-get signal ':payload)
+  (setv session (proto-get signal _SESSION)
+        payload (proto-get signal _PAYLOAD)
         tool-result (= (sensor-of signal) "tool-result")
         state (task-state signal)
-        [history size] (await (step-history services session (proto-get state ':task)))
+        [history size] (await (step-history services session (proto-get state _TASK)))
         _ (await (prepare-recall services.store services.config (signal-text signal)))
         figures (cone-figures history size)
         interrupted (cut-off services.store signal state))
@@ -148,8 +178,8 @@ The runner (runner.org) feeds it, one session's signals in order."
   ;; A tool result is already the last turn of the history; the signal presents it.
   (if tool-result
       (setv history (cut history 0 -1))
-      (.event writes "input" session [:text (proto-get payload ':text) :task (proto-get state ':task)]))
-  (setv spent-before (proto-get state ':usage)
+      (.event writes "input" session [_TEXT (proto-get payload _TEXT) _TASK (proto-get state _TASK)]))
+  (setv spent-before (proto-get state _USAGE)
         why (_budget-check services writes spent-before))
   (when why
     (return (_then writes (stop signal state (+ why ".")))))
@@ -160,36 +190,36 @@ The runner (runner.org) feeds it, one session's signals in order."
                                  :attempts (context-limit ctx "attempts" 3)
                                  :guard (fn [spent] (_budget-check services writes spent-before spent))
                                  :judge services.gates.verify))))
-  (setv spent (or (proto-get outcome ':usage) ZERO))
+  (setv spent (or (proto-get outcome _USAGE) ZERO))
   (.spend writes spent)
-  (setv [refused repeated] (refused-again (proto-get state ':refused) outcome)
-        state (proto-merge state [:usage (usage-add spent-before spent) :refused refused]))
+  (setv [refused repeated] (refused-again (proto-get state _REFUSED) outcome)
+        state (proto-merge state [_USAGE (usage-add spent-before spent) _REFUSED refused]))
   ;; the context the gates saw goes with their decisions (named, kept once), so
   ;; that replay judges alike
   (setv [context-hash context] (context-record (context-data ctx)))
   (.record writes [context])
-  (.event writes "outcome" session (proto-merge outcome [:task (proto-get state ':task)
-                                                         :context-hash context-hash
-                                                         :now (proto-get ctx ':now)
-                                                         :cone figures]))
+  (.event writes "outcome" session (proto-merge outcome [_TASK (proto-get state _TASK)
+                                                         _CONTEXT-HASH context-hash
+                                                         _NOW (proto-get ctx _NOW)
+                                                         _CONE figures]))
   ;; stopped while the model thought: its cost is counted, its answer dropped
   (when (_stopped ctx)
     (return []))
   (setv after (after-outcome signal outcome state repeated (refusal-text outcome))
-        then (proto-get after ':then))
+        then (proto-get after _THEN))
   (+ (refusal-lines signal outcome)
      (cond
-       (= then ':ask)
+       (= then _ASK)
        (do (await (.flush writes))
            (await (_ask signal services ctx outcome state)))
-       (= then ':act)
+       (= then _ACT)
        (await (_carry-out signal services ctx writes outcome state))
        True
-       (_then writes (proto-get after ':moved)))))
+       (_then writes (proto-get after _MOVED)))))
 
 (defn :async _ask [signal services ctx outcome state]
   "The signals asking a person about the escalated action of OUTCOME."
-  (setv action (proto-get outcome ':action))
+  (setv action (proto-get outcome _ACTION))
   (if (is services.escalate None)
       (not-approvable signal action outcome)
       (await (services.escalate signal action (proto-merge outcome [:task-state state]) ctx services))))
@@ -212,7 +242,7 @@ The runner (runner.org) feeds it, one session's signals in order."
 (defn :async _carry-out [signal services ctx writes outcome state]
   "Act on an allowed OUTCOME (each allowed call of its =:batch=, when it has
    one); what follows is the task's to say."
-  (when (proto-get outcome ':batch)
+  (when (proto-get outcome _BATCH)
     (return (await (_carry-out-batch signal services ctx writes outcome state))))
   (setv [done moved] (await (_act-one signal services ctx writes outcome state)))
   (if (is done None) (_then writes moved) done))
@@ -221,10 +251,10 @@ The runner (runner.org) feeds it, one session's signals in order."
   "Run the action of the allowed OUTCOME: #(None moved) with what follows it
    (#(signals records)), or #(signals None) when the step ends here (a budget
    reached, a stop) with SIGNALS."
-  (setv action (proto-get outcome ':action)
-        name (. (proto-get action ':action) name)
+  (setv action (proto-get outcome _ACTION)
+        name (. (proto-get action _ACTION) name)
         budget (context-limit ctx "step-budget" 8)
-        why (_budget-check services writes (proto-get state ':usage)))
+        why (_budget-check services writes (proto-get state _USAGE)))
   (when why
     (return #((_then writes (stop signal state (+ "before " (proto-print action) ": " why "."))) None)))
   (when (_stopped ctx)
@@ -245,17 +275,17 @@ The runner (runner.org) feeds it, one session's signals in order."
         (raise))
       (setv result (await (_settled job)))
       (.record writes (lfor r (get (after-act signal action result state outcome budget) 1)
-                            :if (proto-get r ':event) r))
+                            :if (proto-get r _EVENT) r))
       (raise)))
   (setv review (when (and (is-answer action result)
                           ;; the built-in provider's own words claim nothing
-                          (!= (proto-get outcome ':provider) "symbolic"))
+                          (!= (proto-get outcome _PROVIDER) "symbolic"))
                  ;; the answer is checked against what the task ran before it goes out
-                 (review-reply (proto-get result ':reply) ctx state))
+                 (review-reply (proto-get result _REPLY) ctx state))
         moved (after-act signal action result state outcome budget review))
   (when (_stopped ctx)
     ;; the result is history all the same; the task goes no further
-    (.record writes (lfor r (get moved 1) :if (proto-get r ':event) r))
+    (.record writes (lfor r (get moved 1) :if (proto-get r _EVENT) r))
     (return #([] None)))
   #(None moved))
 
@@ -269,21 +299,21 @@ The runner (runner.org) feeds it, one session's signals in order."
   (defn answered [entry result]
     (nonlocal last)
     (.record writes [(unrun-record signal state entry result)])
-    (setv last #((proto-get entry ':action) result (proto-get entry ':call))))
-  (setv entries (proto-get outcome ':batch))
+    (setv last #((proto-get entry _ACTION) result (proto-get entry _CALL))))
+  (setv entries (proto-get outcome _BATCH))
   (for [[i entry] (enumerate entries)]
-    (setv verdict (proto-get entry ':verdict))
+    (setv verdict (proto-get entry _VERDICT))
     (cond
-      (= verdict ':reject)
+      (= verdict _REJECT)
       (answered entry (unrun-result entry))
-      (or (= verdict ':escalate)
-          (= (proto-get (proto-get entry ':action) ':action) ':message))
+      (or (= verdict _ESCALATE)
+          (= (proto-get (proto-get entry _ACTION) _ACTION) _MESSAGE))
       (do (for [e (cut entries i None)]
             (answered e (unrun-result e entry)))
           (break))
       True
       (do (setv [done moved] (await (_act-one signal services ctx writes
-                                              (proto-merge entry [:provider (proto-get outcome ':provider)])
+                                              (proto-merge entry [:provider (proto-get outcome _PROVIDER)])
                                               state)))
           (when (is-not done None)
             (return (+ shown done)))

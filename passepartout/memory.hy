@@ -78,9 +78,15 @@ store-open) finds them by their words, best match first."
       EMBED-BATCH 32
       QUERY-WAIT 2.0)
 
+(setv _defaults None)
+
 (defn embedding-settings [config]
   "#(model api-base key-env) of the embedding model CONFIG names, or None."
-  (setv m (| (hy.I.passepartout/config.config-defaults "memory") (.get (or config {}) "memory" {}))
+  (global _defaults)
+  ;; asked for every message: the defaults are built once
+  (when (is _defaults None)
+    (setv _defaults (hy.I.passepartout/config.config-defaults "memory")))
+  (setv m (| _defaults (.get (or config {}) "memory" {}))
         model (.strip (or (.get m "embedding_model") "")))
   (when model
     #(model (or (.get m "embedding_api_base") None) (or (.get m "embedding_api_key_env") None))))

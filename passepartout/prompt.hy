@@ -12,8 +12,19 @@ that a person can see what a message would be given (passepartout prompt,
         passepartout.config [config-defaults]
         passepartout.context [context-runtime]
         passepartout.secrets [redact-text secret-tuple]
-        passepartout.skills [all-skills actuator-table skill-functions]
+        passepartout.skills [all-skills actuator-table skill-functions registry-view]
         passepartout.reason [RULES tool-belt _call-each])
+
+(setv _ACTION   ':action
+      _ID       ':id
+      _NAME     ':name
+      _PAYLOAD  ':payload
+      _SECRETS  ':secrets
+      _SECTIONS ':sections
+      _TEXT     ':text
+      _TOKENS   ':tokens
+      _TOOLS    ':tools
+      _WORKERS  ':workers)
 
 ;; * Settings
 
@@ -48,8 +59,24 @@ that a person can see what a message would be given (passepartout prompt,
       text
       (+ (cut text cap) f"\n[cut: the file holds {(len text)} characters; the first {cap} are used]")))
 
+(setv _file-texts {})
+
 (defn prompt-file-text [config name]
-  "The text of the prompt file NAME, capped; its default when there is no file."
+  "The text of the prompt file NAME, capped; its default when there is no file.
+   The file is read again when it changed (its time or size), or the config did."
+  (setv data (.get (or config {}) "data_dir")
+        path (when data (os.path.join data "prompt" (get PROMPT-FILES name 0))))
+  (try (setv st (os.stat path))
+       (except [[OSError TypeError]] (setv st None)))
+  (setv key #(name path (id config) (when st st.st-mtime-ns) (when st st.st-size))
+        kept (.get _file-texts name))
+  (if (and kept (= (get kept 0) key))
+      (get kept 1)
+      (do (setv text (_read-prompt-file config name))
+          (setv (get _file-texts name) #(key text))
+          text)))
+
+(defn _read-prompt-file [config name]
   (setv path (prompt-file config name)
         cap (int (get (memory-settings config) "file_cap"))
         text (if path
@@ -62,19 +89,29 @@ that a person can see what a message would be given (passepartout prompt,
 
 (defn allowed-actions [ctx]
   "The names of the actions the task of CTX may take."
-  (setv table (actuator-table (context-runtime ctx "skills"))
-        tools (proto-get (or (proto-get ctx ':workers) []) ':tools))
-  (if (is tools None)
-      (set table)
-      (& (| (set (lfor t tools (str t))) #{"message"}) (set table))))
+  (get (_may ctx) 0))
 
 (defn may-change [ctx]
   "True when the task of CTX may take an action that changes something."
-  (setv table (actuator-table (context-runtime ctx "skills")))
-  (any (gfor a (allowed-actions ctx) (.get (get table a) "effect"))))
+  (get (_may ctx) 1))
 
 (defn may-spawn [ctx]
-  (bool (& (allowed-actions ctx) #{"spawn" "plan"})))
+  (get (_may ctx) 2))
+
+(defn _may [ctx]
+  "#(allowed may-change may-spawn) for the task of CTX, worked out once per
+   registry and worker profile."
+  (setv registry (context-runtime ctx "skills")
+        tools (proto-get (or (proto-get ctx _WORKERS) []) _TOOLS))
+  (registry-view registry #("may" (when (is-not tools None) (tuple (map str tools))))
+                 (fn []
+                   (setv table (actuator-table registry)
+                         allowed (if (is tools None)
+                                     (set table)
+                                     (& (| (set (map str tools)) #{"message"}) (set table))))
+                   #(allowed
+                     (any (gfor a allowed (.get (get table a) "effect")))
+                     (bool (& allowed #{"spawn" "plan"}))))))
 
 ;; * The sections
 
@@ -86,10 +123,10 @@ that a person can see what a message would be given (passepartout prompt,
 (defn signal-text [signal]
   "The words of SIGNAL a memory search looks for: what the person said, or the
    action whose result it brings."
-  (setv payload (or (proto-get signal ':payload) [])
-        text (proto-get payload ':text))
+  (setv payload (or (proto-get signal _PAYLOAD) [])
+        text (proto-get payload _TEXT))
   (cond (isinstance text str) text
-        (proto-get payload ':action) (proto-print (proto-get payload ':action))
+        (proto-get payload _ACTION) (proto-print (proto-get payload _ACTION))
         True ""))
 
 (defn relevant-memories [store text secrets k [model None]]
@@ -98,14 +135,14 @@ that a person can see what a message would be given (passepartout prompt,
   (when (or (is store None) (not (.strip text)) (<= k 0))
     (return []))
   (lfor hit (hy.I.passepartout/memory.memory-recall store text :limit k :model model)
-        [:id (proto-get hit ':id)
-         :text (get (redact-text (proto-get hit ':text) secrets) 0)]))
+        [:id (proto-get hit _ID)
+         :text (get (redact-text (proto-get hit _TEXT) secrets) 0)]))
 
 (defn _memories [signal ctx]
   (setv k (int (get (memory-settings (_config ctx)) "prompt_memories"))
         settings (hy.I.passepartout/memory.embedding-settings (_config ctx))
         hits (relevant-memories (context-runtime ctx "store") (signal-text signal)
-                                (secret-tuple (proto-get ctx ':secrets)) k
+                                (secret-tuple (proto-get ctx _SECRETS)) k
                                 (when settings (get settings 0))))
   (when hits
     (+ "Long-term memory that may bear on this (search it for more):\n"
@@ -126,12 +163,15 @@ that a person can see what a message would be given (passepartout prompt,
   (if (> (len one) cap) (+ (cut one (- cap 1)) "…") one))
 
 (defn _skills [signal ctx]
-  (setv lines (lfor s (all-skills (context-runtime ctx "skills"))
-                    :if (any (gfor k ["actuators" "gate" "filter" "augment" "prompt" "validators"]
-                                   (.get s k)))
-                    f"- {(get s "name")}: {(first-sentence (get s "doc"))}"))
-  (when lines
-    (+ "Skills loaded:\n" (.join "\n" lines))))
+  (setv registry (context-runtime ctx "skills"))
+  (registry-view registry "prompt-skills"
+                 (fn []
+                   (setv lines (lfor s (all-skills registry)
+                                     :if (any (gfor k ["actuators" "gate" "filter" "augment" "prompt" "validators"]
+                                                    (.get s k)))
+                                     f"- {(get s "name")}: {(first-sentence (get s "doc"))}"))
+                   (when lines
+                     (+ "Skills loaded:\n" (.join "\n" lines))))))
 
 (defn _actions [signal ctx]
   (+ "Actions:\n" (tool-belt (context-runtime ctx "skills"))))
@@ -140,8 +180,8 @@ that a person can see what a message would be given (passepartout prompt,
       [#("base" (fn [s c] (prompt-file-text (_config c) "base")))
        #("persona" (fn [s c] (prompt-file-text (_config c) "persona")))
        #("rules" (fn [s c] RULES))
-       #("approvals" (fn [s c] (when (may-change c) APPROVALS)))
-       #("spawning" (fn [s c] (when (may-spawn c) SPAWNING)))
+       #("approvals" (fn [s c] (when (get (_may c) 1) APPROVALS)))
+       #("spawning" (fn [s c] (when (get (_may c) 2) SPAWNING)))
        #("actions" _actions)
        #("skills" _skills)
        #("memories" _memories)
@@ -157,16 +197,16 @@ that a person can see what a message would be given (passepartout prompt,
     (try (setv text (f signal ctx))
          (except [Exception] (setv text None)))
     (when (and (isinstance text str) (.strip text))
-      (.append out [:name name :text text])))
+      (.append out [_NAME name _TEXT text])))
   (setv registry (context-runtime ctx "skills"))
   (for [[name f] (skill-functions registry "augment")]
     (for [text (_call-each [#(name f)] ctx)]
-      (.append out [:name f"augment:{name}" :text text])))
+      (.append out [_NAME f"augment:{name}" _TEXT text])))
   out)
 
 (defn system-text [sections]
   "The system prompt made of SECTIONS."
-  (.join "\n\n" (gfor s sections (proto-get s ':text))))
+  (.join "\n\n" (gfor s sections (proto-get s _TEXT))))
 
 ;; * Showing it
 
@@ -199,21 +239,21 @@ that a person can see what a message would be given (passepartout prompt,
     :total K :counted-by TEXT) for the prompt SIGNAL would get in CTX after HISTORY."
   (setv [count how] (token-counter model)
         sections (lfor s (prompt-sections signal ctx)
-                       (+ s [:tokens (count (proto-get s ':text))]))
+                       (+ s [:tokens (count (proto-get s _TEXT))]))
         hist (sum (gfor m history (count (str (.get m "content" "")))))
         message (count (signal-text signal)))
   [:sections sections :history-turns (len history) :history-tokens hist
    :message-tokens message
-   :total (+ (sum (gfor s sections (proto-get s ':tokens))) hist message)
+   :total (+ (sum (gfor s sections (proto-get s _TOKENS))) hist message)
    :counted-by how])
 
 (defn report-text [report [full True]]
   "REPORT as lines a person reads: each section with its token count (and its
    text, when FULL), the history, the total."
   (setv lines [])
-  (for [s (proto-get report ':sections)]
+  (for [s (proto-get report _SECTIONS)]
     (.append lines f"── {(proto-get s ':name)} ({(proto-get s ':tokens)} tokens)")
-    (when full (.append lines (proto-get s ':text))))
+    (when full (.append lines (proto-get s _TEXT))))
   (.append lines f"── history ({(proto-get report ':history-turns)} messages, {(proto-get report ':history-tokens)} tokens)")
   (.append lines f"── the message ({(proto-get report ':message-tokens)} tokens)")
   (.append lines f"Total: {(proto-get report ':total)} tokens, counted by {(proto-get report ':counted-by)}.")

@@ -15,7 +15,7 @@ the person with /agenda."
                              agenda-text item-id op-name open-ids]
         passepartout.context [context-runtime]
         passepartout.approvals.hitl [identity-of]
-        passepartout.perceive [reply-signal sensor-of]
+        passepartout.perceive [reply-signal sensor-of slash-concerns]
         passepartout.proto [proto-get])
 
 (setv _verdict ':verdict _allow ':allow
@@ -112,6 +112,8 @@ the person with /agenda."
                           ["/agenda done N [REASON]" "close goal N as done"]
                           ["/agenda drop N [REASON]" "drop goal N"]
                           ["/agenda update N TEXT" "say goal N anew"]])
+
+(setv on-agenda.concerns (slash-concerns _SENSORS))
 
 (defskill agenda
   "Keeps the agenda of open goals: the :agenda action, its evidence gate, /agenda, and the open items in the prompt."

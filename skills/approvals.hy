@@ -112,6 +112,11 @@ cannot see a code being typed, and nothing it says can approve anything."
        ["/grants" "the grants in force in this conversation"]
        ["/revoke ID" "end a grant now"]])
 
+(setv approvals-handler.concerns
+      ;; the commands, a one-word answer to the one approval waiting, and the buttons
+      (let [said (re.compile r"\s*(?:/|(?:y|yes|a|n|no)\s*\Z)" re.I)]
+        {"user-input" said "chat-message" said "callback" None}))
+
 (defskill approvals
   "Answers /approve, /deny, /pending, /grants and /revoke before any model sees them."
   :priority 100

@@ -11,7 +11,7 @@ and /status; each of its blocks names the skill file it tangles into."
 
 (require passepartout.macros [defskill])
 (import re
-        passepartout.perceive [reply-signal sensor-of]
+        passepartout.perceive [reply-signal sensor-of slash-concerns]
         passepartout.proto [proto-get]
         passepartout.context [context-runtime]
         passepartout.skills [get-skill pre-reason-handlers])
@@ -60,6 +60,8 @@ and /status; each of its blocks names the skill file it tangles into."
 
 (setv on-help.commands [["/help" "this list"]])
 
+(setv on-help.concerns (slash-concerns SENSORS))
+
 (defskill help
   "/help: lists the slash commands of every skill, answered here, never by the model."
   :priority 100
@@ -89,6 +91,8 @@ and /status; each of its blocks names the skill file it tangles into."
                            (if near f" Did you mean {(.join ", " near)}?" "")
                            " /help lists them all.")
                  "notice")])
+
+(setv on-unknown.concerns (slash-concerns SENSORS))
 
 (defskill unknown-command
   "Answers a slash command no skill knows with the nearest ones, never passing it to the model."

@@ -13,7 +13,7 @@ and /status; each of its blocks names the skill file it tangles into."
 (import re
         passepartout.act [error-result]
         passepartout.context [context-runtime]
-        passepartout.perceive [reply-signal sensor-of]
+        passepartout.perceive [reply-signal sensor-of slash-concerns]
         passepartout.proto [proto-get]
         passepartout.secrets [find-secrets secret-kinds secret-tuple])
 
@@ -108,6 +108,8 @@ and /status; each of its blocks names the skill file it tangles into."
        ["/forget N|WORDS" "drop note N, or the notes holding all of WORDS (and any that say it later)"]
        ["/memories [WORDS]" "the latest notes, or those matching WORDS"]
        ["/dream" "consolidate memory now: merge near-duplicates, drop what was forgotten, mark stale notes"]])
+
+(setv on-memory-command.concerns (slash-concerns #{"user-input" "chat-message"}))
 
 (defskill memory-actions
   "Adds to and searches the long-term memory; /remember, /forget, /memories and /dream."

@@ -13,7 +13,7 @@ that a person can see what a message would be given (passepartout prompt,
 (require passepartout.macros [defskill])
 (import re
         passepartout.context [context-runtime]
-        passepartout.perceive [reply-signal sensor-of]
+        passepartout.perceive [reply-signal sensor-of slash-concerns]
         passepartout.proto [proto-get proto-put]
         passepartout.prompt [prompt-report report-text configured-model]
         passepartout.history [task-history history-budget])
@@ -41,6 +41,8 @@ that a person can see what a message would be given (passepartout prompt,
     [(reply-signal signal (report-text report :full False))]))
 
 (setv on-prompt.commands [["/prompt [TEXT]" "the prompt TEXT would get here: each section with its token count, the history, the total"]])
+
+(setv on-prompt.concerns (slash-concerns #{"user-input" "chat-message"}))
 
 (defskill prompt-view
   "/prompt: the prompt a message would get, section by section, answered here and never by the model."

@@ -8,7 +8,7 @@ the socket then answers that nothing evaluates forms."
 
 (require passepartout.macros [defskill])
 (import passepartout.proto [proto-get]
-        passepartout.perceive [sensor-of])
+        passepartout.perceive [sensor-of slash-concerns])
 
 (defn on-repl-eval [signal ctx]
   (when (= (sensor-of signal) "repl-eval")
@@ -20,6 +20,9 @@ the socket then answers that nothing evaluates forms."
              (isinstance text str)
              (.startswith (.lstrip text) "/reload"))
     (hy.I.passepartout/reload.handle-reload signal ctx)))
+
+(setv on-repl-eval.concerns {"repl-eval" None}
+      on-reload.concerns (slash-concerns #{"user-input"}))
 
 (defskill repl
   "Forms from the REPL socket, and /reload: answered here, never by the model."

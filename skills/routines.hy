@@ -140,7 +140,7 @@ the routines of the conversation with their next run in the person's zone, and
 
 ;; * /routines
 
-(import passepartout.perceive [reply-signal sensor-of])
+(import passepartout.perceive [reply-signal sensor-of slash-concerns])
 
 (defn :async on-routines [signal ctx]
   (setv text (proto-get (proto-get signal ':payload) ':text)
@@ -168,6 +168,8 @@ the routines of the conversation with their next run in the person's zone, and
                             ["/routines pause|resume|delete ID" "pause, resume or delete a routine"]])
 
 ;; * The skill
+
+(setv on-routines.concerns (slash-concerns #{"user-input"}))
 
 (defskill routines
   "Routines and reminders: work or words that come back on a schedule (:schedule), and their pause, resume and delete (:routine)."

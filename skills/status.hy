@@ -13,7 +13,7 @@ and /status; each of its blocks names the skill file it tangles into."
 (import passepartout.budget [budget-limits day-usage usage-tokens]
         passepartout.context [context-runtime]
         passepartout.approvals.hitl [active-grants describe-scope pending-approvals]
-        passepartout.perceive [reply-signal sensor-of]
+        passepartout.perceive [reply-signal sensor-of slash-concerns]
         passepartout.proto [proto-get]
         passepartout.repl [running-text]
         passepartout.limits [limits-summary]
@@ -103,6 +103,8 @@ and /status; each of its blocks names the skill file it tangles into."
     [(reply-signal signal (status-text ctx (proto-get signal ':session)))]))
 
 (setv on-status.commands [["/status" "the models and their breakers, today's spending, approvals and grants here, the gateways, the workspace and the sandbox"]])
+
+(setv on-status.concerns (slash-concerns #{"user-input" "chat-message"}))
 
 (defskill status
   "/status: what the daemon is doing for this conversation, answered here, never by the model."

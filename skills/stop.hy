@@ -14,7 +14,7 @@ and /status; each of its blocks names the skill file it tangles into."
         passepartout.context [context-runtime]
         passepartout.approvals.hitl [withdraw-waiting identity-of]
         passepartout.journal [journal-event]
-        passepartout.perceive [reply-signal sensor-of]
+        passepartout.perceive [reply-signal sensor-of slash-concerns]
         passepartout.proto [proto-get])
 
 (defn is-stop [signal]
@@ -56,6 +56,8 @@ and /status; each of its blocks names the skill file it tangles into."
 
 (setv on-stop.immediate is-stop
       on-stop.commands [["/stop" "end the task running here: its command is killed, its model call dropped"]])
+
+(setv on-stop.concerns (slash-concerns #{"user-input"}))
 
 (defskill stop
   "/stop: ends the session's task at once, answered here, never by the model."

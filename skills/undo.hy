@@ -17,7 +17,7 @@ an undo."
         passepartout.approvals.hitl [identity-of]
         passepartout.journal [journal-append]
         passepartout.limits [size-text]
-        passepartout.perceive [reply-signal sensor-of]
+        passepartout.perceive [reply-signal sensor-of slash-concerns]
         passepartout.proto [proto-get])
 
 (setv SENSORS #{"user-input" "chat-message"}
@@ -111,6 +111,8 @@ an undo."
 (setv on-undo-or-changes.commands
       [["/undo [N]" "put the workspace back as it was before the last action that changed it (or the N-th last)"]
        ["/changes [N]" "what the last action that changed the workspace changed (or the N-th last)"]])
+
+(setv on-undo-or-changes.concerns (slash-concerns SENSORS))
 
 (defskill undo
   "/undo and /changes: checkpoints of the workspace, answered here, never by the model."

@@ -74,7 +74,7 @@ them part of the tool belt and holds the gate that says what a workflow may be."
 
 ;; * /workers: the live graph
 
-(import passepartout.perceive [reply-signal sensor-of]
+(import passepartout.perceive [reply-signal sensor-of slash-concerns]
         passepartout.workflow [workers-text workers-outcomes])
 
 (defn on-workers [signal ctx]
@@ -105,6 +105,8 @@ them part of the tool belt and holds the gate that says what a workflow may be."
 (setv on-workers.commands [["/workers" "the workflows of this conversation: each worker's state, time, actions and spend"]])
 
 ;; * The skill
+
+(setv on-workers.concerns (slash-concerns #{"user-input"}))
 
 (defskill workflow
   "Starts background work: one worker (:spawn) or a workflow of them (:plan), each governed like the conversation."

@@ -4,7 +4,7 @@
         passepartout.proto [kw proto-get ProtoError proto-read]
         passepartout.context [make-context]
         passepartout.skills [Registry make-skill register-skill]
-        passepartout.perceive [perceive normalize-signal session-name sensor-of]
+        passepartout.perceive [perceive normalize-signal session-name sensor-of slash-concerns immediate]
         steps [run])
 
 (defn expect [got want [what "value"]]
@@ -84,3 +84,38 @@
   (register-skill registry (make-skill "mine" :handlers [(fn [s c] [[:type :reply :payload [:text "mine"]]])]))
   (expect (proto-get (seen-by HELLO registry) ':handled-by) "mine" "handled by, in the registry that has it")
   (expect (proto-get (seen-by HELLO (Registry)) ':handled-by) None "handled by, in another registry"))
+
+(defn test-a-handler-is-called-only-for-the-signals-it-concerns [registry]
+  (setv calls [])
+  (defn command [s c] (.append calls "command") [[:type :reply :payload [:text "done"]]])
+  (setv command.concerns (slash-concerns #{"user-input"}))
+  (defn buttons [s c] (.append calls "buttons") None)
+  (setv buttons.concerns {"callback" None})
+  (defn every [s c] (.append calls "every") None)
+  (register-skill registry (make-skill "command" :priority 10 :handlers [command]))
+  (register-skill registry (make-skill "buttons" :priority 20 :handlers [buttons]))
+  (register-skill registry (make-skill "every" :priority 30 :handlers [every]))
+  (expect (proto-get (seen-by HELLO registry) ':signal) (normalize-signal HELLO) "plain words go on to reason")
+  (expect calls ["every"] "handlers asked about plain words")
+  (.clear calls)
+  (setv seen (seen-by [:source [:gateway :test :chat 1] :payload [:sensor :user-input :text "  /go now"]] registry))
+  (expect (proto-get seen ':handled-by) "command" "a command is answered")
+  (expect calls ["every" "command"] "handlers asked about a command")
+  (.clear calls)
+  (seen-by [:source [:gateway :test :chat 1] :payload [:sensor :callback :data "x"]] registry)
+  (expect calls ["every" "buttons"] "handlers asked about a button pressed")
+  (.clear calls)
+  (seen-by [:source [:gateway :test :chat 1] :payload [:sensor :chat-message :text "/go"]] registry)
+  (expect calls ["every"] "handlers asked about a command from a sensor the command handler leaves out"))
+
+(defn test-immediate-is-asked-only-of-the-handlers-concerned [registry]
+  (setv asked [])
+  (defn stop [s c] None)
+  (setv stop.immediate (fn [s] (.append asked (proto-get (proto-get s ':payload) ':text)) True)
+        stop.concerns (slash-concerns #{"user-input"}))
+  (register-skill registry (make-skill "stop" :handlers [stop]))
+  (expect (immediate (normalize-signal HELLO) registry) False "plain words are not immediate")
+  (expect (immediate (normalize-signal [:source [:gateway :test :chat 1]
+                                        :payload [:sensor :user-input :text "/stop"]]) registry)
+          True "the command is")
+  (expect asked ["/stop"] "what the immediate test was asked about"))

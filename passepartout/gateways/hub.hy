@@ -21,6 +21,22 @@ join, and the hub they hand what they receive to."
 
 (setv log (logging.getLogger "passepartout.gateways.hub"))
 
+(setv _ATTEMPTS ':attempts
+      _GATEWAY  ':gateway
+      _ID       ':id
+      _INBOX    ':inbox
+      _KIND     ':kind
+      _NEXT-TRY ':next-try
+      _OUTBOX   ':outbox
+      _PAYLOAD  ':payload
+      _REPLY    ':reply
+      _SESSION  ':session
+      _SIGNAL   ':signal
+      _SOURCE   ':source
+      _TASK     ':task
+      _TEXT     ':text
+      _TYPE     ':type)
+
 ;; * The registry
 
 (setv _name-re (re.compile r"[a-z][a-z0-9_]*\Z"))
@@ -62,11 +78,11 @@ join, and the hub they hand what they receive to."
 (defn _sent [store id session reply shown]
   "Mark the kept reply ID sent and, when it was SHOWN, journal that it reached
    its person: a turn of the task it ends, when it names one."
-  (setv payload (or (proto-get reply ':payload) []))
+  (setv payload (or (proto-get reply _PAYLOAD) []))
   (outbox-sent store id)
   (when shown
-    (journal-event store "delivered" session [:outbox id :kind (proto-get payload ':kind)
-                                              :task (proto-get payload ':task)])))
+    (journal-event store "delivered" session [_OUTBOX id _KIND (proto-get payload _KIND)
+                                              _TASK (proto-get payload _TASK)])))
 
 (defclass Undeliverable [Exception]
   "What a gateway's deliver raises for a reply that no retry will get out (the
@@ -96,7 +112,7 @@ join, and the hub they hand what they receive to."
   (.pop sent key None))
 
 (defn _gateway-of [source]
-  (setv g (proto-get source ':gateway))
+  (setv g (proto-get source _GATEWAY))
   (cond (is g None) None
         (isinstance g Keyword) g.name
         True (str g)))
@@ -158,15 +174,15 @@ join, and the hub they hand what they receive to."
     "Persist SIGNAL under KEY (a fresh one when None) for the gateway of its
      source, then queue it; its session. The way in for what has no service
      to redeliver: the terminal, the REPL, the approvals service."
-    (setv name (or (_gateway-of (or (proto-get signal ':source) [])) "repl"))
+    (setv name (or (_gateway-of (or (proto-get signal _SOURCE) [])) "repl"))
     (await (self._keep name [#((or key (+ "local-" (. (uuid.uuid4) hex))) signal)] :durable False))
     (when (is-plist signal)
-      (setv source (proto-get signal ':source))
-      (or (proto-get signal ':session) (when (is-plist source) (session-name source)))))
+      (setv source (proto-get signal _SOURCE))
+      (or (proto-get signal _SESSION) (when (is-plist source) (session-name source)))))
 
   (defn :async emit [self signal [key None]]
     "Deliver SIGNAL if it is a reply, else submit it under KEY (a service's output)."
-    (if (= (proto-get signal ':type) ':reply)
+    (if (= (proto-get signal _TYPE) _REPLY)
         (await (self.deliver signal))
         (await (self.submit signal key))))
 
@@ -194,7 +210,7 @@ join, and the hub they hand what they receive to."
                   ;; the workers' own rows come back with any gateway's
                   (if (and gateway (!= gateway "worker")) (inbox-pending self.store "worker") [])))
     (for [row rows]
-      (await (self._submit (proto-get row ':id) (proto-get row ':signal))))
+      (await (self._submit (proto-get row _ID) (proto-get row _SIGNAL))))
     (await (.resume self.workflows))
     (await (.start self.routines))
     (len rows))
@@ -215,8 +231,8 @@ join, and the hub they hand what they receive to."
   (defn :async _submit [self id signal]
     (try
       (setv signal (normalize-signal signal)
-            signal (proto-put signal ':source (proto-put (proto-get signal ':source) ':inbox id))
-            why (unicode-problem (proto-get signal ':payload)))
+            signal (proto-put signal _SOURCE (proto-put (proto-get signal _SOURCE) _INBOX id))
+            why (unicode-problem (proto-get signal _PAYLOAD)))
       (when why
         (.info log "inbox row %s is not valid text (%s); its sender is told it was not read" id why)
         (await (self.deliver (ending (reply-signal signal (+ f"Your message was not read: it is not valid text ({why}). "
@@ -254,10 +270,10 @@ join, and the hub they hand what they receive to."
     "Keep REPLY in the outbox, then send it through the gateway of its source.
      A reply that ends its task marks the task's inbox row done in the same
      commit; one to a session whose earlier replies wait is kept behind them."
-    (setv source (proto-get reply ':source [])
-          session (proto-get reply ':session)
+    (setv source (proto-get reply _SOURCE [])
+          session (proto-get reply _SESSION)
           name (or (_gateway-of source) "none")
-          inbox (when (ends-task reply) (proto-get source ':inbox))
+          inbox (when (ends-task reply) (proto-get source _INBOX))
           reply (valid-unicode reply))
     (with [:async (self._lock session)]
       (setv waiting (in session self.held)
@@ -314,7 +330,7 @@ join, and the hub they hand what they receive to."
       (return True))
     (setv pause (growing-pause (+ attempts 1) 300))
     (.warning log "a reply to %s could not be sent through %s (%s); it is kept and tried again in %s s: %s"
-              session name why pause (display-text (cut (str (proto-get (proto-get reply ':payload []) ':text "")) 200)))
+              session name why pause (display-text (cut (str (proto-get (proto-get reply _PAYLOAD []) _TEXT "")) 200)))
     (.add self.held session)
     (await (.call self.writer outbox-failed id (+ (time.time) pause)))
     False)
@@ -364,9 +380,9 @@ join, and the hub they hand what they receive to."
         (setv rows (outbox-pending self.store None session)
               clear True)
         (for [row rows]
-          (when (or (> (proto-get row ':next-try) now)
-                    (not (await (self._send (proto-get row ':id) (proto-get row ':gateway) session
-                                            (proto-get row ':reply) (proto-get row ':attempts)))))
+          (when (or (> (proto-get row _NEXT-TRY) now)
+                    (not (await (self._send (proto-get row _ID) (proto-get row _GATEWAY) session
+                                            (proto-get row _REPLY) (proto-get row _ATTEMPTS)))))
             (setv clear False)
             (break)))
         (when clear
@@ -374,11 +390,11 @@ join, and the hub they hand what they receive to."
 
   (defn :async _tell-untold [self signal]
     "Tell the person of SIGNAL's session of replies that expired unsent, once."
-    (setv session (proto-get signal ':session))
+    (setv session (proto-get signal _SESSION))
     (.discard self.untold session)
     (setv rows (outbox-untold self.store session))
     (when rows
-      (setv shown (lfor [_ r] (cut rows 3) (+ "  " (cut (str (proto-get (proto-get r ':payload []) ':text "")) 200)))
+      (setv shown (lfor [_ r] (cut rows 3) (+ "  " (cut (str (proto-get (proto-get r _PAYLOAD []) _TEXT "")) 200)))
             text (+ f"{(len rows)} {(if (= (len rows) 1) "reply" "replies")} to you could not be delivered "
                     "while the service could not be reached, and " (if (= (len rows) 1) "was" "were")
                     " given up:\n" (.join "\n" shown)

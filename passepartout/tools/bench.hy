@@ -517,70 +517,14 @@ beside each figure, so a change that costs speed shows up as a number."
   [#("/stop to the running action's processes gone, p50" (* 1000 (statistics.median times)) "ms" "< 100 ms")
    #("/stop to the running action's processes gone, max" (* 1000 (max times)) "ms" "")])
 
-;; * One message, function by function
+;; * The model a bench answers with
 
-(setv _PLUMBING #("proto.hy" "budget.hy" "macros.hy"))
+(setv _ECHO-KEYS #(':signal ':payload ':text ':status ':ok ':provider))
 
 (defn _echo-model [request]
-  (setv text (str (proto-get (proto-get (proto-get request ':signal) ':payload) ':text)))
-  [:status :ok :provider "echo" :text (+ "(:action :message :text " (proto-print (+ "echo: " text)) ")")])
-
-(defn bench-function-entries []
-  (import asyncio threading
-          passepartout.cascade [make-provider]
-          passepartout.daemon [boot shutdown]
-          passepartout.gateways.hub [Hub])
-  (setv root (str (. (Path __file__) parent parent parent))
-        folder (tempfile.mkdtemp :prefix "passepartout-bench-entries-")
-        config (/ (Path folder) "config.toml")
-        _ (.write-text config "[sandbox]\nmode = \"off\"\n")
-        env (boot :config-path (str config)
-                  :environ {"PASSEPARTOUT_DATA_DIR" (str (/ (Path folder) "data")) "HOME" folder
-                            "PATH" (.get os.environ "PATH" "/usr/bin:/bin")}
-                  :providers [(make-provider "symbolic")])
-        frames {}
-        calls {}
-        threads [None 0])
-  (setv env.complete _echo-model)
-  (defn ours [filename]
-    (or (.startswith filename (os.path.join root "passepartout"))
-        (.startswith filename (os.path.join root "skills"))))
-  (defn profile [frame event arg]
-    (when (and (= event "call") (ours frame.f-code.co-filename))
-      (setv here (threading.get-ident))
-      (when (and (is-not (get threads 0) None) (!= here (get threads 0)))
-        (+= (get threads 1) 1))
-      (setv (get threads 0) here)
-      (when (not (in (id frame) frames))
-        (setv (get frames (id frame)) frame
-              key #(frame.f-code.co-filename frame.f-code.co-name)
-              (get calls key) (+ 1 (.get calls key 0))))))
-  (defn :async one [n measured]
-    (setv done (asyncio.Event))
-    (defn :async deliver [reply] (.set done))
-    (when measured
-      (threading.setprofile profile)
-      (sys.setprofile profile))
-    (setv hub (Hub env [{"name" "telegram" "deliver" deliver}]))
-    (await (.receive hub "telegram" f"bench-{n}"
-                     [:type :event :source [:gateway :telegram :chat 5 :user 7]
-                      :payload [:sensor :user-input :text f"hello {n}"]]))
-    (await (.wait done))
-    (sys.setprofile None)
-    (threading.setprofile None)
-    (await (.close hub)))
-  (try
-    (asyncio.run (one 1 False))
-    (asyncio.run (one 2 True))
-    (finally (shutdown env)))
-  (setv own (dfor [k v] (.items calls)
-                  :if (not (or (.endswith (get k 0) _PLUMBING) (.startswith (get k 1) "<")))
-                  k v))
-  [#("one message to its reply: thread switches in the project's code" (get threads 1) "" "≤ 3")
-   #("one message to its reply: function entries of the project's code" (sum (.values calls))
-     f"in {(len calls)} functions of {(len (sfor k calls (get k 0)))} files" "")
-   #("one message to its reply: the same without plist, usage and comprehension plumbing"
-     (sum (.values own)) f"in {(len own)} functions of {(len (sfor k own (get k 0)))} files" "")])
+  (setv [signal payload text status ok provider] _ECHO-KEYS
+        said (str (proto-get (proto-get (proto-get request signal) payload) text)))
+  [status ok provider "echo" text (+ "(:action :message :text " (proto-print (+ "echo: " said)) ")")])
 
 ;; * What a message costs the daemon
 
@@ -875,6 +819,5 @@ beside each figure, so a change that costs speed shows up as a number."
                (fn [] (_tests-rows "conversation" quick "the conversation strict servers accept"))
                (fn [] (bench-journal (if quick 300 2000)))
                bench-cone
-               bench-function-entries
                (fn [] (bench-reply-validators (if quick 3 20)))]]
     (for [row (bench)] (_print-row row))))
