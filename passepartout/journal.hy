@@ -1,6 +1,6 @@
 ;; * Why
 
-(import hashlib json lzma time
+(import hashlib json lzma re time
         pathlib [Path]
         passepartout.proto [ProtoError proto-get proto-print proto-put proto-read proto-values proto-without]
         passepartout.display [action-words display-text status-words when-words]
@@ -30,6 +30,22 @@
 (defn row-hash [row]
   "The hash of ROW, a tuple in the journal's column order (its own hash left out)."
   (.hexdigest (hashlib.sha256 (.encode (_encode (cut row 0 14)) "utf-8" "surrogatepass"))))
+
+;; ** Hashes as bytes
+
+(setv _hex-re (re.compile "(?:[0-9a-f]{2})*"))
+
+(defn packed [h]
+  "The hash H (hex text) as the bytes the file keeps; None and other text as they are."
+  (if (and (isinstance h str) (.fullmatch _hex-re h)) (bytes.fromhex h) h))
+
+(defn _hexed [column]
+  f"CASE typeof({column}) WHEN 'blob' THEN lower(hex({column})) ELSE {column} END")
+
+(setv read-columns (+ "id, ts, kind, session, data, turn, clock, parents, task, "
+                       (.join ", " (gfor c ["state_before" "state_after"] (_hexed c)))
+                       ", tokens, cost, "
+                       (.join ", " (gfor c ["prev" "hash"] (_hexed c)))))
 
 ;; * Appending a turn
 
@@ -67,12 +83,12 @@
           seq (if seq (get seq 0) 0)
           memo (_remembered store seq)
           last (if (is (get memo "id") None)
-                   (or (_one conn "SELECT hash FROM events WHERE turn IS NOT NULL ORDER BY id DESC LIMIT 1" #())
+                   (or (_one conn (+ "SELECT " (_hexed "hash") " FROM events WHERE turn IS NOT NULL ORDER BY id DESC LIMIT 1") #())
                        (_one conn "SELECT head FROM segments WHERE head != '' ORDER BY last DESC LIMIT 1" #()))
                    #((get memo "hash")))
           mine (or (_last-of conn memo session "sessions"
-                             "SELECT id, clock, state_after FROM events
-                              WHERE session IS ? AND turn IS NOT NULL ORDER BY id DESC LIMIT 1"
+                             (+ "SELECT id, clock, " (_hexed "state_after") " FROM events
+                                 WHERE session IS ? AND turn IS NOT NULL ORDER BY id DESC LIMIT 1")
                              session)
                    (_one conn "SELECT id, clock, state_after FROM archived_sessions WHERE session IS ?"
                          #(session)))
@@ -95,7 +111,8 @@
           hash (row-hash row))
     (.execute conn (+ "INSERT INTO events (" _columns ") VALUES ("
                       (.join ", " (* ["?"] 15)) ")")
-              (+ row #(hash)))
+              (+ (cut row 0 9) #((packed before) (packed after)) (cut row 11 13)
+                 #((packed (get row 13)) (packed hash))))
     (.update memo {"id" id "hash" hash})
     (setv (get memo "sessions" session) #(id clock after))
     (when task
@@ -215,7 +232,7 @@
   (when (is-not since-ts None)
     (.append where "ts >= ?")
     (.append params since-ts))
-  (setv sql (+ "SELECT " _columns " FROM events WHERE " (.join " AND " where) " AND id > ? ORDER BY id LIMIT 4096")
+  (setv sql (+ "SELECT " read-columns " FROM events WHERE " (.join " AND " where) " AND id > ? ORDER BY id LIMIT 4096")
         cursor since-id)
   (defn wanted [row]
     (and (is-not (get row 5) None)

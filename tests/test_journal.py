@@ -143,7 +143,7 @@ def test_an_inserted_turn_is_named(home, tmp_path):
     with store_open(path) as store:
         # a plain event between the turns leaves a free id, as grants and answers do
         a_task(store, between=lambda: event_append(store, "approval", "s", plist(event="noted")))
-        rows = store.query("SELECT id, hash FROM events WHERE turn IS NOT NULL ORDER BY id")
+        rows = store.query("SELECT id, lower(hex(hash)) FROM events WHERE turn IS NOT NULL ORDER BY id")
     (id2, hash2), (id3, _) = rows[1], rows[2]
     # a forger deletes the plain event after turn 2 and puts a well-formed turn in its place
     row = (id2 + 1, 1.0, "outcome", "s", '(:verdict :allow :task "t1")', "thought", 3, str(id2), "t1",
@@ -386,3 +386,30 @@ def test_an_outcome_is_stored_once_over_and_read_back_whole(tmp_path):
         assert text.count("ledger.txt") == 1 and "rm -rf /" in text, text
         assert '"schema" (:gate "shell-safety" :verdict :allow :rule "redirect-write") "sandbox"' in text, text
         assert outcome_data(data_read(text)) == outcome, data_read(text)
+
+
+def test_hashes_are_kept_as_bytes_and_hex_text_written_before_still_verifies(tmp_path):
+    """A turn's four hashes take their bytes in the file; rows written with hex
+    text (before, or by hand) read back as the same hex, and the chain goes on
+    from them."""
+    path = store_path_for(tmp_path)
+    with store_open(path) as store:
+        a_task(store)
+    conn = sqlite3.connect(path)
+    kinds = conn.execute("SELECT DISTINCT typeof(prev), typeof(hash), typeof(state_before), typeof(state_after)"
+                         " FROM events WHERE turn IS NOT NULL").fetchall()
+    assert kinds == [("blob",) * 4], kinds
+    assert conn.execute("SELECT length(hash), length(prev) FROM events WHERE id = 2").fetchone() == (32, 32)
+    # the same rows as hex text, as a store written before kept them
+    conn.execute("DROP TRIGGER events_no_update")
+    conn.execute("UPDATE events SET prev = lower(hex(prev)), hash = lower(hex(hash)),"
+                 " state_before = lower(hex(state_before)), state_after = lower(hex(state_after))")
+    conn.commit()
+    conn.close()
+    with store_open(path) as store:
+        before = turns(store)
+        a_task(store, task="t2")
+        after = turns(store)
+        assert verdict(store) == {"ok": True, "turns": 8}
+    assert after[:4] == before and after[4]["prev"] == before[3]["hash"], after[4]
+    assert all(len(t["hash"]) == 64 and len(t["prev"]) in (0, 64) for t in after), after
