@@ -364,7 +364,9 @@
        opened_at REAL,
        incident TEXT,
        clause TEXT,
-       updated REAL NOT NULL)"]])
+       updated REAL NOT NULL)"]
+   ;; 15: an inbox row's next step apart from the message it received (see "The inbox")
+   ["ALTER TABLE inbox ADD COLUMN next TEXT"]])
 
 (setv SCHEMA-VERSION (len _schema))
 
@@ -797,7 +799,7 @@
 (defn inbox-done [store id [ts None]]
   "Mark the inbox row ID done; True when it was pending."
   (with [conn (.transaction store)]
-    (= 1 (. (.execute conn "UPDATE inbox SET state = 'done', done = ? WHERE id = ? AND state = 'pending'"
+    (= 1 (. (.execute conn "UPDATE inbox SET state = 'done', done = ?, next = NULL WHERE id = ? AND state = 'pending'"
                       #((_now ts) id))
             rowcount))))
 
@@ -805,16 +807,17 @@
   "The pending row ID now holds SIGNAL, the next step of its task (see
    =task.org=); True when the row was pending."
   (with [conn (.transaction store)]
-    (= 1 (. (.execute conn "UPDATE inbox SET signal = ? WHERE id = ? AND state = 'pending'"
+    (= 1 (. (.execute conn "UPDATE inbox SET next = ? WHERE id = ? AND state = 'pending'"
                       #((data-print signal) id))
             rowcount))))
 
 (defn inbox-pending [store [gateway None]]
-  "The pending rows, oldest first, as plists (:id N :gateway G :key K :signal S :created T)."
+  "The pending rows, oldest first, as plists (:id N :gateway G :key K :signal S :created T);
+   S is the task's next step when it has one, else the message."
   (lfor [i g k s c] (if (is gateway None)
-                        (.query store "SELECT id, gateway, key, signal, created FROM inbox
+                        (.query store "SELECT id, gateway, key, COALESCE(next, signal), created FROM inbox
                                        WHERE state = 'pending' ORDER BY id")
-                        (.query store "SELECT id, gateway, key, signal, created FROM inbox
+                        (.query store "SELECT id, gateway, key, COALESCE(next, signal), created FROM inbox
                                        WHERE state = 'pending' AND gateway = ? ORDER BY id"
                                 #((_name gateway "a gateway"))))
         [:id i :gateway g :key k :signal (data-read s) :created c]))
@@ -841,14 +844,14 @@
                           #((_name gateway "a gateway") session (data-print reply) ts ts))
                 lastrowid))
     (when (is-not inbox None)
-      (.execute conn "UPDATE inbox SET state = 'done', done = ? WHERE id = ? AND state = 'pending'"
+      (.execute conn "UPDATE inbox SET state = 'done', done = ?, next = NULL WHERE id = ? AND state = 'pending'"
                 #(ts inbox))))
   id)
 
 (defn outbox-sent [store id [ts None]]
-  "Mark the reply ID sent."
+  "Mark the reply ID sent, and forget its text."
   (with [conn (.transaction store)]
-    (.execute conn "UPDATE outbox SET state = 'sent', done = ? WHERE id = ? AND state = 'pending'"
+    (.execute conn "UPDATE outbox SET state = 'sent', done = ?, reply = '()' WHERE id = ? AND state = 'pending'"
               #((_now ts) id))))
 
 (defn outbox-failed [store id next-try]
