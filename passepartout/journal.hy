@@ -1,6 +1,7 @@
 ;; * Why
 
 (import hashlib json lzma re time
+        hy.models [Keyword]
         pathlib [Path]
         passepartout.proto [ProtoError proto-get proto-print proto-put proto-read proto-values proto-without]
         passepartout.display [action-words display-text status-words when-words]
@@ -73,13 +74,16 @@
         kind (str kind)
         session (if (is session None) None (str session))
         data (or data [])
-        text (data-print (if (= kind "outcome") (outcome-compact data) data))
+        stored (if (= kind "outcome") (outcome-compact data) data)
         [task usage] (proto-values data ':task ':usage)
         task (if (is task None) None (str task))
         figures (when usage (usage-values usage))
         ts (if (is ts None) (time.time) (float ts)))
   (with [conn (.transaction store)]
-    (setv seq (_one conn "SELECT seq FROM sqlite_sequence WHERE name = 'events'" #())
+    (when (= kind "outcome")
+      (setv stored (_keep-decisions store stored)))
+    (setv text (data-print stored)
+          seq (_one conn "SELECT seq FROM sqlite_sequence WHERE name = 'events'" #())
           seq (if seq (get seq 0) 0)
           memo (_remembered store seq)
           last (if (is (get memo "id") None)
@@ -127,34 +131,42 @@
 
 ;; ** Contexts, each kept once
 
-(setv _VOLATILE [':now ':stop-mark])
+(setv _VOLATILE [':now ':stop-mark ':session])
+
+(defn kept-hash [text]
+  "The name of TEXT kept once: the first 128 bits of its SHA-256, in hex."
+  (cut (.hexdigest (hashlib.sha256 (.encode text "utf-8" "surrogatepass"))) 32))
 
 (defn context-record [ctx]
   "#(hash record) for the context data CTX (see =context-data=): the record
    that keeps it once (written by =write-records=), and the hash an outcome
-   names it by. The moment it holds (and the stop count) are left out: the
-   outcome keeps its moment itself."
+   names it by. The moment it holds, the stop count and the session are left
+   out: the outcome's turn keeps them itself."
   (setv text (data-print (proto-without ctx _VOLATILE))
-        hash (cut (.hexdigest (hashlib.sha256 (.encode text "utf-8" "surrogatepass"))) 32))
+        hash (kept-hash text))
   #(hash [:context hash :text text]))
 
 (defn journal-context [store hash text]
-  "Keep the context TEXT under HASH, unless it is kept already."
+  "Keep the context (or the decisions) TEXT under HASH, unless it is kept already."
   (setv known (.setdefault store.memo "contexts" (set)))
   (when (not (in hash known))
     (.execute store.conn "INSERT OR IGNORE INTO contexts (hash, data) VALUES (?, ?)" #(hash text))
     (when (> (len known) 4096) (.clear known))
     (.add known hash)))
 
-(defn context-of [store data]
-  "The context the outcome DATA was judged in, or None when it names none."
+(defn context-of [store data [session None]]
+  "The context the outcome DATA of SESSION was judged in, or None when it names none."
   (setv old (proto-get data ':context))
   (when old (return old))
   (setv hash (proto-get data ':context-hash))
   (when (is hash None) (return None))
   (setv rows (.query store "SELECT data FROM contexts WHERE hash = ?" #(hash)))
   (when rows
-    (+ [:now (proto-get data ':now)] (data-read (get rows 0 0)))))
+    (setv ctx (data-read (get rows 0 0)))
+    ;; a context kept before sessions were left out holds its own
+    (+ [:now (proto-get data ':now)]
+       (if (or (is session None) (is-not (proto-get ctx ':session) None)) [] [:session session])
+       ctx)))
 
 ;; ** An outcome, written once
 
@@ -162,6 +174,27 @@
   "The gate's name when the decision D is an allow and nothing more, else None."
   (when (and (= (len d) 4) (= (proto-get d ':verdict) ':allow) (isinstance (proto-get d ':gate) str))
     (proto-get d ':gate)))
+
+(setv _K-ATTEMPTS ':attempts
+      _K-DECISIONS ':decisions
+      _K-SAME ':same)
+
+(defn _sole-attempt [out]
+  "The attempts of the outcome OUT when the model was asked once and its
+   proposal judged as the outcome says, as compacted."
+  [[:attempt 1 :provider (proto-get out ':provider) :verdict (proto-get out ':verdict)
+    :gate (proto-get out ':gate) :reason (proto-get out ':reason) :proposed _K-SAME]])
+
+(defn _keep-decisions [store out]
+  "The compacted outcome OUT with its list of decisions kept once in STORE
+   (inside the caller's transaction) and named by its hash."
+  (setv decisions (proto-get out _K-DECISIONS))
+  (if (and (isinstance decisions list) decisions)
+      (do (setv text (data-print decisions)
+                hash (kept-hash text))
+          (journal-context store hash text)
+          (proto-put out _K-DECISIONS hash))
+      out))
 
 (defn outcome-compact [data]
   "The outcome DATA as it is stored: what repeats, written once (see =outcome-data=)."
@@ -178,22 +211,32 @@
   (when (and attempts (is-not same None))
     (setv out (proto-put out ':attempts
                          (lfor a attempts
-                               (if (= (proto-get a ':proposed) same) (proto-put a ':proposed ':same) a)))))
+                               (if (= (proto-get a ':proposed) same) (proto-put a ':proposed ':same) a))))
+    (when (= (proto-get out _K-ATTEMPTS) (_sole-attempt out))
+      (setv out (proto-put out _K-ATTEMPTS _K-SAME))))
   out)
 
-(defn outcome-data [data]
-  "The outcome as it was recorded, from DATA as it is stored (=outcome-compact=)."
+(defn outcome-data [data [store None]]
+  "The outcome as it was recorded, from DATA as it is stored (=outcome-compact=);
+   STORE holds the decisions it names by hash."
   (setv action (proto-get data ':action)
-        out data)
+        out data
+        kept (proto-get out _K-DECISIONS))
+  (when (and (isinstance kept str) (is-not store None))
+    (setv rows (.query store "SELECT data FROM contexts WHERE hash = ?" #(kept)))
+    (when rows
+      (setv out (proto-put out _K-DECISIONS (data-read (get rows 0 0))))))
+  (when (= (proto-get out _K-ATTEMPTS) _K-SAME)
+    (setv out (proto-put out _K-ATTEMPTS (_sole-attempt out))))
   (when (= (proto-get out ':proposed) ':same)
     (setv out (proto-put out ':proposed action)))
   (setv proposed (proto-get out ':proposed)
         same (if (is proposed None) action proposed)
         decisions (proto-get out ':decisions)
         attempts (proto-get out ':attempts))
-  (when decisions
+  (when (and decisions (not (isinstance decisions str)))
     (setv out (proto-put out ':decisions (lfor d decisions (if (isinstance d str) [:gate d :verdict :allow] d)))))
-  (when attempts
+  (when (and attempts (not (isinstance attempts Keyword)))
     (setv out (proto-put out ':attempts
                          (lfor a attempts
                                (if (= (proto-get a ':proposed) ':same) (proto-put a ':proposed same) a)))))
@@ -297,7 +340,7 @@
           last row
           n (+ n 1)))
   (for [[hash text] (.query store "SELECT hash, data FROM contexts ORDER BY rowid")]
-    (when (!= hash (cut (.hexdigest (hashlib.sha256 (.encode text "utf-8" "surrogatepass"))) 32))
+    (when (!= hash (kept-hash text))
       (return [:ok False :id None :problem "context edited"
                :text f"the context {hash} does not match its hash: it was edited"])))
   [:ok True :turns n])
@@ -388,8 +431,8 @@
         fresh [:secrets (proto-get today ':secrets []) :runtime (proto-get today ':runtime)])
   (for [row (journal-rows store :session session :since-ts since)
         :if (= (get row 2) "outcome")]
-    (setv data (outcome-data (data-read (get row 4)))
-          ctx (context-of store data))
+    (setv data (outcome-data (data-read (get row 4)) store)
+          ctx (context-of store data (get row 3)))
     (for [attempt (or (proto-get data ':attempts) [])]
       (setv proposed (proto-get attempt ':proposed))
       (when (or (is ctx None) (is proposed None))
