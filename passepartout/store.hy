@@ -366,7 +366,9 @@
        clause TEXT,
        updated REAL NOT NULL)"]
    ;; 15: an inbox row's next step apart from the message it received (see "The inbox")
-   ["ALTER TABLE inbox ADD COLUMN next TEXT"]])
+   ["CREATE TABLE IF NOT EXISTS inbox_next (
+       inbox INTEGER PRIMARY KEY REFERENCES inbox (id),
+       signal TEXT NOT NULL)"]])
 
 (setv SCHEMA-VERSION (len _schema))
 
@@ -799,15 +801,18 @@
 (defn inbox-done [store id [ts None]]
   "Mark the inbox row ID done; True when it was pending."
   (with [conn (.transaction store)]
-    (= 1 (. (.execute conn "UPDATE inbox SET state = 'done', done = ?, next = NULL WHERE id = ? AND state = 'pending'"
-                      #((_now ts) id))
-            rowcount))))
+    (setv done (. (.execute conn "UPDATE inbox SET state = 'done', done = ? WHERE id = ? AND state = 'pending'"
+                            #((_now ts) id))
+                  rowcount))
+    (.execute conn "DELETE FROM inbox_next WHERE inbox = ?" #(id))
+    (= done 1)))
 
 (defn inbox-continue [store id signal]
   "The pending row ID now holds SIGNAL, the next step of its task (see
    =task.org=); True when the row was pending."
   (with [conn (.transaction store)]
-    (= 1 (. (.execute conn "UPDATE inbox SET next = ? WHERE id = ? AND state = 'pending'"
+    (= 1 (. (.execute conn "INSERT OR REPLACE INTO inbox_next (inbox, signal)
+                            SELECT id, ? FROM inbox WHERE id = ? AND state = 'pending'"
                       #((data-print signal) id))
             rowcount))))
 
@@ -815,9 +820,11 @@
   "The pending rows, oldest first, as plists (:id N :gateway G :key K :signal S :created T);
    S is the task's next step when it has one, else the message."
   (lfor [i g k s c] (if (is gateway None)
-                        (.query store "SELECT id, gateway, key, COALESCE(next, signal), created FROM inbox
+                        (.query store "SELECT id, gateway, key, COALESCE(n.signal, i.signal), created
+                                       FROM inbox i LEFT JOIN inbox_next n ON n.inbox = i.id
                                        WHERE state = 'pending' ORDER BY id")
-                        (.query store "SELECT id, gateway, key, COALESCE(next, signal), created FROM inbox
+                        (.query store "SELECT id, gateway, key, COALESCE(n.signal, i.signal), created
+                                       FROM inbox i LEFT JOIN inbox_next n ON n.inbox = i.id
                                        WHERE state = 'pending' AND gateway = ? ORDER BY id"
                                 #((_name gateway "a gateway"))))
         [:id i :gateway g :key k :signal (data-read s) :created c]))
@@ -844,8 +851,9 @@
                           #((_name gateway "a gateway") session (data-print reply) ts ts))
                 lastrowid))
     (when (is-not inbox None)
-      (.execute conn "UPDATE inbox SET state = 'done', done = ?, next = NULL WHERE id = ? AND state = 'pending'"
-                #(ts inbox))))
+      (.execute conn "UPDATE inbox SET state = 'done', done = ? WHERE id = ? AND state = 'pending'"
+                #(ts inbox))
+      (.execute conn "DELETE FROM inbox_next WHERE inbox = ?" #(inbox))))
   id)
 
 (defn outbox-sent [store id [ts None]]
