@@ -177,7 +177,14 @@
 
 (setv _K-ATTEMPTS ':attempts
       _K-DECISIONS ':decisions
-      _K-SAME ':same)
+      _K-SAME ':same
+      _K-USAGE ':usage
+      _USAGE-KEYS [':prompt-tokens ':completion-tokens ':cost])
+
+(defn _usage-numbers [usage]
+  "The numbers of USAGE when it is (:prompt-tokens P :completion-tokens C :cost X), else None."
+  (when (and (isinstance usage list) (= (len usage) 6) (= (cut usage 0 None 2) _USAGE-KEYS))
+    (cut usage 1 None 2)))
 
 (defn _sole-attempt [out]
   "The attempts of the outcome OUT when the model was asked once and its
@@ -214,6 +221,9 @@
                                (if (= (proto-get a ':proposed) same) (proto-put a ':proposed ':same) a))))
     (when (= (proto-get out _K-ATTEMPTS) (_sole-attempt out))
       (setv out (proto-put out _K-ATTEMPTS _K-SAME))))
+  (setv numbers (_usage-numbers (proto-get out _K-USAGE)))
+  (when numbers
+    (setv out (proto-put out _K-USAGE numbers)))
   out)
 
 (defn outcome-data [data [store None]]
@@ -228,6 +238,9 @@
       (setv out (proto-put out _K-DECISIONS (data-read (get rows 0 0))))))
   (when (= (proto-get out _K-ATTEMPTS) _K-SAME)
     (setv out (proto-put out _K-ATTEMPTS (_sole-attempt out))))
+  (setv usage (proto-get out _K-USAGE))
+  (when (and (isinstance usage list) (= (len usage) 3) (not (isinstance (get usage 0) Keyword)))
+    (setv out (proto-put out _K-USAGE (lfor [k v] (zip _USAGE-KEYS usage) x [k v] x))))
   (when (= (proto-get out ':proposed) ':same)
     (setv out (proto-put out ':proposed action)))
   (setv proposed (proto-get out ':proposed)

@@ -405,7 +405,7 @@ def test_the_one_attempt_of_a_model_asked_once_is_written_as_the_outcome(tmp_pat
     outcome = plist(verdict=k("allow"), gate=None, reason=None, action=action, proposed=list(action),
                     decisions=[], attempts=[plist(attempt=1, provider="echo", verdict=k("allow"), gate=None,
                                                   reason=None, proposed=list(action))],
-                    provider="echo", task="t1")
+                    usage=plist(prompt_tokens=11, completion_tokens=7, cost=0.0), provider="echo", task="t1")
     # a different provider in the attempt is no longer the outcome's
     other = list(outcome)
     other[other.index(k("attempts")) + 1] = [plist(attempt=1, provider="other", verdict=k("allow"), gate=None,
@@ -415,6 +415,7 @@ def test_the_one_attempt_of_a_model_asked_once_is_written_as_the_outcome(tmp_pat
             write_records(store, [event_record("outcome", "s", outcome), event_record("outcome", "s", other)])
         (same,), (kept,) = store.query("SELECT data FROM events WHERE kind = 'outcome' ORDER BY id")
         assert ":attempts :same" in same and ":attempts :same" not in kept, (same, kept)
+        assert ":usage (11 7 0.0)" in same, same
         assert outcome_data(data_read(same), store) == outcome, data_read(same)
         assert outcome_data(data_read(kept), store) == other, data_read(kept)
 
