@@ -15,7 +15,7 @@ longer in SQL's reach."
 (import asyncio fcntl hashlib json logging lzma os re time
         pathlib [Path]
         passepartout.proto [proto-get]
-        passepartout.journal [GENESIS segment-folder file-sha256]
+        passepartout.journal [GENESIS segment-folder file-sha256 read-columns]
         passepartout.store [kv-get kv-put])
 
 (setv log (logging.getLogger "passepartout.archive"))
@@ -49,9 +49,7 @@ longer in SQL's reach."
 
 ;; * Writing a segment
 
-(setv _select "SELECT id, ts, kind, session, data, turn, clock, parents, task,
-                      state_before, state_after, tokens, cost, prev, hash
-               FROM events WHERE id >= ? AND id <= ? ORDER BY id"
+(setv _select (+ "SELECT " read-columns " FROM events WHERE id >= ? AND id <= ? ORDER BY id")
       _encode (. (json.JSONEncoder :ensure-ascii False :separators #("," ":")) encode))
 
 (defn _fsync [path [folder False]]

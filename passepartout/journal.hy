@@ -6,7 +6,8 @@ last week. Both questions need a history that cannot quietly change. The
 journal is that history: every step of every task, as a turn appended to the
 store's events and never rewritten."
 
-(import hashlib json lzma time
+(import hashlib json lzma re time
+        hy.models [Keyword]
         pathlib [Path]
         passepartout.proto [ProtoError proto-get proto-print proto-put proto-read proto-values proto-without]
         passepartout.display [action-words display-text status-words when-words]
@@ -37,6 +38,22 @@ store's events and never rewritten."
   "The hash of ROW, a tuple in the journal's column order (its own hash left out)."
   (.hexdigest (hashlib.sha256 (.encode (_encode (cut row 0 14)) "utf-8" "surrogatepass"))))
 
+;; ** Hashes as bytes
+
+(setv _hex-re (re.compile "(?:[0-9a-f]{2})*"))
+
+(defn packed [h]
+  "The hash H (hex text) as the bytes the file keeps; None and other text as they are."
+  (if (and (isinstance h str) (.fullmatch _hex-re h)) (bytes.fromhex h) h))
+
+(defn _hexed [column]
+  f"CASE typeof({column}) WHEN 'blob' THEN lower(hex({column})) ELSE {column} END")
+
+(setv read-columns (+ "id, ts, kind, session, data, turn, clock, parents, task, "
+                       (.join ", " (gfor c ["state_before" "state_after"] (_hexed c)))
+                       ", tokens, cost, "
+                       (.join ", " (gfor c ["prev" "hash"] (_hexed c)))))
+
 ;; * Appending a turn
 
 (defn _one [conn sql params]
@@ -63,22 +80,25 @@ store's events and never rewritten."
         kind (str kind)
         session (if (is session None) None (str session))
         data (or data [])
-        text (data-print (if (= kind "outcome") (outcome-compact data) data))
+        stored (if (= kind "outcome") (outcome-compact data) data)
         [task usage] (proto-values data ':task ':usage)
         task (if (is task None) None (str task))
         figures (when usage (usage-values usage))
         ts (if (is ts None) (time.time) (float ts)))
   (with [conn (.transaction store)]
-    (setv seq (_one conn "SELECT seq FROM sqlite_sequence WHERE name = 'events'" #())
+    (when (= kind "outcome")
+      (setv stored (_keep-decisions store stored)))
+    (setv text (data-print stored)
+          seq (_one conn "SELECT seq FROM sqlite_sequence WHERE name = 'events'" #())
           seq (if seq (get seq 0) 0)
           memo (_remembered store seq)
           last (if (is (get memo "id") None)
-                   (or (_one conn "SELECT hash FROM events WHERE turn IS NOT NULL ORDER BY id DESC LIMIT 1" #())
+                   (or (_one conn (+ "SELECT " (_hexed "hash") " FROM events WHERE turn IS NOT NULL ORDER BY id DESC LIMIT 1") #())
                        (_one conn "SELECT head FROM segments WHERE head != '' ORDER BY last DESC LIMIT 1" #()))
                    #((get memo "hash")))
           mine (or (_last-of conn memo session "sessions"
-                             "SELECT id, clock, state_after FROM events
-                              WHERE session IS ? AND turn IS NOT NULL ORDER BY id DESC LIMIT 1"
+                             (+ "SELECT id, clock, " (_hexed "state_after") " FROM events
+                                 WHERE session IS ? AND turn IS NOT NULL ORDER BY id DESC LIMIT 1")
                              session)
                    (_one conn "SELECT id, clock, state_after FROM archived_sessions WHERE session IS ?"
                          #(session)))
@@ -101,7 +121,8 @@ store's events and never rewritten."
           hash (row-hash row))
     (.execute conn (+ "INSERT INTO events (" _columns ") VALUES ("
                       (.join ", " (* ["?"] 15)) ")")
-              (+ row #(hash)))
+              (+ (cut row 0 9) #((packed before) (packed after)) (cut row 11 13)
+                 #((packed (get row 13)) (packed hash))))
     (.update memo {"id" id "hash" hash})
     (setv (get memo "sessions" session) #(id clock after))
     (when task
@@ -116,34 +137,42 @@ store's events and never rewritten."
 
 ;; ** Contexts, each kept once
 
-(setv _VOLATILE [':now ':stop-mark])
+(setv _VOLATILE [':now ':stop-mark ':session])
+
+(defn kept-hash [text]
+  "The name of TEXT kept once: the first 128 bits of its SHA-256, in hex."
+  (cut (.hexdigest (hashlib.sha256 (.encode text "utf-8" "surrogatepass"))) 32))
 
 (defn context-record [ctx]
   "#(hash record) for the context data CTX (see =context-data=): the record
    that keeps it once (written by =write-records=), and the hash an outcome
-   names it by. The moment it holds (and the stop count) are left out: the
-   outcome keeps its moment itself."
+   names it by. The moment it holds, the stop count and the session are left
+   out: the outcome's turn keeps them itself."
   (setv text (data-print (proto-without ctx _VOLATILE))
-        hash (cut (.hexdigest (hashlib.sha256 (.encode text "utf-8" "surrogatepass"))) 32))
+        hash (kept-hash text))
   #(hash [:context hash :text text]))
 
 (defn journal-context [store hash text]
-  "Keep the context TEXT under HASH, unless it is kept already."
+  "Keep the context (or the decisions) TEXT under HASH, unless it is kept already."
   (setv known (.setdefault store.memo "contexts" (set)))
   (when (not (in hash known))
     (.execute store.conn "INSERT OR IGNORE INTO contexts (hash, data) VALUES (?, ?)" #(hash text))
     (when (> (len known) 4096) (.clear known))
     (.add known hash)))
 
-(defn context-of [store data]
-  "The context the outcome DATA was judged in, or None when it names none."
+(defn context-of [store data [session None]]
+  "The context the outcome DATA of SESSION was judged in, or None when it names none."
   (setv old (proto-get data ':context))
   (when old (return old))
   (setv hash (proto-get data ':context-hash))
   (when (is hash None) (return None))
   (setv rows (.query store "SELECT data FROM contexts WHERE hash = ?" #(hash)))
   (when rows
-    (+ [:now (proto-get data ':now)] (data-read (get rows 0 0)))))
+    (setv ctx (data-read (get rows 0 0)))
+    ;; a context kept before sessions were left out holds its own
+    (+ [:now (proto-get data ':now)]
+       (if (or (is session None) (is-not (proto-get ctx ':session) None)) [] [:session session])
+       ctx)))
 
 ;; ** An outcome, written once
 
@@ -151,6 +180,34 @@ store's events and never rewritten."
   "The gate's name when the decision D is an allow and nothing more, else None."
   (when (and (= (len d) 4) (= (proto-get d ':verdict) ':allow) (isinstance (proto-get d ':gate) str))
     (proto-get d ':gate)))
+
+(setv _K-ATTEMPTS ':attempts
+      _K-DECISIONS ':decisions
+      _K-SAME ':same
+      _K-USAGE ':usage
+      _USAGE-KEYS [':prompt-tokens ':completion-tokens ':cost])
+
+(defn _usage-numbers [usage]
+  "The numbers of USAGE when it is (:prompt-tokens P :completion-tokens C :cost X), else None."
+  (when (and (isinstance usage list) (= (len usage) 6) (= (cut usage 0 None 2) _USAGE-KEYS))
+    (cut usage 1 None 2)))
+
+(defn _sole-attempt [out]
+  "The attempts of the outcome OUT when the model was asked once and its
+   proposal judged as the outcome says, as compacted."
+  [[:attempt 1 :provider (proto-get out ':provider) :verdict (proto-get out ':verdict)
+    :gate (proto-get out ':gate) :reason (proto-get out ':reason) :proposed _K-SAME]])
+
+(defn _keep-decisions [store out]
+  "The compacted outcome OUT with its list of decisions kept once in STORE
+   (inside the caller's transaction) and named by its hash."
+  (setv decisions (proto-get out _K-DECISIONS))
+  (if (and (isinstance decisions list) decisions)
+      (do (setv text (data-print decisions)
+                hash (kept-hash text))
+          (journal-context store hash text)
+          (proto-put out _K-DECISIONS hash))
+      out))
 
 (defn outcome-compact [data]
   "The outcome DATA as it is stored: what repeats, written once (see =outcome-data=)."
@@ -167,22 +224,38 @@ store's events and never rewritten."
   (when (and attempts (is-not same None))
     (setv out (proto-put out ':attempts
                          (lfor a attempts
-                               (if (= (proto-get a ':proposed) same) (proto-put a ':proposed ':same) a)))))
+                               (if (= (proto-get a ':proposed) same) (proto-put a ':proposed ':same) a))))
+    (when (= (proto-get out _K-ATTEMPTS) (_sole-attempt out))
+      (setv out (proto-put out _K-ATTEMPTS _K-SAME))))
+  (setv numbers (_usage-numbers (proto-get out _K-USAGE)))
+  (when numbers
+    (setv out (proto-put out _K-USAGE numbers)))
   out)
 
-(defn outcome-data [data]
-  "The outcome as it was recorded, from DATA as it is stored (=outcome-compact=)."
+(defn outcome-data [data [store None]]
+  "The outcome as it was recorded, from DATA as it is stored (=outcome-compact=);
+   STORE holds the decisions it names by hash."
   (setv action (proto-get data ':action)
-        out data)
+        out data
+        kept (proto-get out _K-DECISIONS))
+  (when (and (isinstance kept str) (is-not store None))
+    (setv rows (.query store "SELECT data FROM contexts WHERE hash = ?" #(kept)))
+    (when rows
+      (setv out (proto-put out _K-DECISIONS (data-read (get rows 0 0))))))
+  (when (= (proto-get out _K-ATTEMPTS) _K-SAME)
+    (setv out (proto-put out _K-ATTEMPTS (_sole-attempt out))))
+  (setv usage (proto-get out _K-USAGE))
+  (when (and (isinstance usage list) (= (len usage) 3) (not (isinstance (get usage 0) Keyword)))
+    (setv out (proto-put out _K-USAGE (lfor [k v] (zip _USAGE-KEYS usage) x [k v] x))))
   (when (= (proto-get out ':proposed) ':same)
     (setv out (proto-put out ':proposed action)))
   (setv proposed (proto-get out ':proposed)
         same (if (is proposed None) action proposed)
         decisions (proto-get out ':decisions)
         attempts (proto-get out ':attempts))
-  (when decisions
+  (when (and decisions (not (isinstance decisions str)))
     (setv out (proto-put out ':decisions (lfor d decisions (if (isinstance d str) [:gate d :verdict :allow] d)))))
-  (when attempts
+  (when (and attempts (not (isinstance attempts Keyword)))
     (setv out (proto-put out ':attempts
                          (lfor a attempts
                                (if (= (proto-get a ':proposed) ':same) (proto-put a ':proposed same) a)))))
@@ -221,7 +294,7 @@ store's events and never rewritten."
   (when (is-not since-ts None)
     (.append where "ts >= ?")
     (.append params since-ts))
-  (setv sql (+ "SELECT " _columns " FROM events WHERE " (.join " AND " where) " AND id > ? ORDER BY id LIMIT 4096")
+  (setv sql (+ "SELECT " read-columns " FROM events WHERE " (.join " AND " where) " AND id > ? ORDER BY id LIMIT 4096")
         cursor since-id)
   (defn wanted [row]
     (and (is-not (get row 5) None)
@@ -286,7 +359,7 @@ store's events and never rewritten."
           last row
           n (+ n 1)))
   (for [[hash text] (.query store "SELECT hash, data FROM contexts ORDER BY rowid")]
-    (when (!= hash (cut (.hexdigest (hashlib.sha256 (.encode text "utf-8" "surrogatepass"))) 32))
+    (when (!= hash (kept-hash text))
       (return [:ok False :id None :problem "context edited"
                :text f"the context {hash} does not match its hash: it was edited"])))
   [:ok True :turns n])
@@ -377,8 +450,8 @@ store's events and never rewritten."
         fresh [:secrets (proto-get today ':secrets []) :runtime (proto-get today ':runtime)])
   (for [row (journal-rows store :session session :since-ts since)
         :if (= (get row 2) "outcome")]
-    (setv data (outcome-data (data-read (get row 4)))
-          ctx (context-of store data))
+    (setv data (outcome-data (data-read (get row 4)) store)
+          ctx (context-of store data (get row 3)))
     (for [attempt (or (proto-get data ':attempts) [])]
       (setv proposed (proto-get attempt ':proposed))
       (when (or (is ctx None) (is proposed None))

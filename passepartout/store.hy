@@ -371,7 +371,11 @@ that span tables when a step needs it."
        opened_at REAL,
        incident TEXT,
        clause TEXT,
-       updated REAL NOT NULL)"]])
+       updated REAL NOT NULL)"]
+   ;; 15: an inbox row's next step apart from the message it received (see "The inbox")
+   ["CREATE TABLE IF NOT EXISTS inbox_next (
+       inbox INTEGER PRIMARY KEY REFERENCES inbox (id),
+       signal TEXT NOT NULL)"]])
 
 (setv SCHEMA-VERSION (len _schema))
 
@@ -804,24 +808,30 @@ that span tables when a step needs it."
 (defn inbox-done [store id [ts None]]
   "Mark the inbox row ID done; True when it was pending."
   (with [conn (.transaction store)]
-    (= 1 (. (.execute conn "UPDATE inbox SET state = 'done', done = ? WHERE id = ? AND state = 'pending'"
-                      #((_now ts) id))
-            rowcount))))
+    (setv done (. (.execute conn "UPDATE inbox SET state = 'done', done = ? WHERE id = ? AND state = 'pending'"
+                            #((_now ts) id))
+                  rowcount))
+    (.execute conn "DELETE FROM inbox_next WHERE inbox = ?" #(id))
+    (= done 1)))
 
 (defn inbox-continue [store id signal]
   "The pending row ID now holds SIGNAL, the next step of its task (see
    =task.org=); True when the row was pending."
   (with [conn (.transaction store)]
-    (= 1 (. (.execute conn "UPDATE inbox SET signal = ? WHERE id = ? AND state = 'pending'"
+    (= 1 (. (.execute conn "INSERT OR REPLACE INTO inbox_next (inbox, signal)
+                            SELECT id, ? FROM inbox WHERE id = ? AND state = 'pending'"
                       #((data-print signal) id))
             rowcount))))
 
 (defn inbox-pending [store [gateway None]]
-  "The pending rows, oldest first, as plists (:id N :gateway G :key K :signal S :created T)."
+  "The pending rows, oldest first, as plists (:id N :gateway G :key K :signal S :created T);
+   S is the task's next step when it has one, else the message."
   (lfor [i g k s c] (if (is gateway None)
-                        (.query store "SELECT id, gateway, key, signal, created FROM inbox
+                        (.query store "SELECT id, gateway, key, COALESCE(n.signal, i.signal), created
+                                       FROM inbox i LEFT JOIN inbox_next n ON n.inbox = i.id
                                        WHERE state = 'pending' ORDER BY id")
-                        (.query store "SELECT id, gateway, key, signal, created FROM inbox
+                        (.query store "SELECT id, gateway, key, COALESCE(n.signal, i.signal), created
+                                       FROM inbox i LEFT JOIN inbox_next n ON n.inbox = i.id
                                        WHERE state = 'pending' AND gateway = ? ORDER BY id"
                                 #((_name gateway "a gateway"))))
         [:id i :gateway g :key k :signal (data-read s) :created c]))
@@ -849,13 +859,14 @@ that span tables when a step needs it."
                 lastrowid))
     (when (is-not inbox None)
       (.execute conn "UPDATE inbox SET state = 'done', done = ? WHERE id = ? AND state = 'pending'"
-                #(ts inbox))))
+                #(ts inbox))
+      (.execute conn "DELETE FROM inbox_next WHERE inbox = ?" #(inbox))))
   id)
 
 (defn outbox-sent [store id [ts None]]
-  "Mark the reply ID sent."
+  "Mark the reply ID sent, and forget its text."
   (with [conn (.transaction store)]
-    (.execute conn "UPDATE outbox SET state = 'sent', done = ? WHERE id = ? AND state = 'pending'"
+    (.execute conn "UPDATE outbox SET state = 'sent', done = ?, reply = '()' WHERE id = ? AND state = 'pending'"
               #((_now ts) id))))
 
 (defn outbox-failed [store id next-try]

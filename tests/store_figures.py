@@ -2,10 +2,11 @@
 
     python tests/store_figures.py [--quick] [--json]
 
-- bytes per message: the Telegram load (CHATS × PER_CHAT messages, the real
-  Telegram client against the Bot API server, the real cascade against the echo
-  OpenAI server, a shell action noted per message before the answer), then the
-  store's pages by table (SQLite's dbstat) over the messages;
+- bytes per message: the Telegram load (50 chats × 20 messages, 10 × 20 with
+  --quick; the real Telegram client against the Bot API server, the real
+  cascade against the echo OpenAI server, a shell action noted per message
+  before the answer), then the store's pages by table (SQLite's dbstat) over
+  the messages;
 - a simulated month: the same kind of turns written for 30 days by an injected
   clock, archived every day with [journal] archive_after = "1d"; the store's
   size at the end against the same month never archived, and the journal
@@ -81,26 +82,30 @@ def bytes_per_message(chats=10, per_chat=20):
     import hy  # noqa: F401
     from passepartout.journal import outcome_data
     from passepartout.store import data_print, data_read
-    conn = sqlite3.connect(str(store))
-    stored = [d for (d,) in conn.execute("SELECT data FROM events WHERE kind = 'outcome'")]
-    conn.close()
-    outcomes = {"stored": sum(len(d.encode()) for d in stored),
-                "recorded": sum(len(data_print(outcome_data(data_read(d))).encode()) for d in stored)}
+    from passepartout.store import store_open
+    with store_open(store) as opened:
+        stored = [d for (d,) in opened.query("SELECT data FROM events WHERE kind = 'outcome'")]
+        outcomes = {"stored": sum(len(d.encode()) for d in stored),
+                    "recorded": sum(len(data_print(outcome_data(data_read(d), opened)).encode()) for d in stored)}
     return {"outcomes": outcomes, "messages": n, "judged": judged, "file": store.stat().st_size,
             "tables": tables, "kinds": kinds, "per_message": sum(tables.values()) / n, "folder": str(folder)}
 
 
 def one_message(store_path):
-    """The events of the first message of a run's store: [(kind, session, data text)]."""
-    conn = sqlite3.connect(str(store_path))
-    try:
-        (task,) = conn.execute("SELECT task FROM events WHERE kind = 'input' ORDER BY id LIMIT 1").fetchone()
-        (session,) = conn.execute("SELECT session FROM events WHERE task = ? LIMIT 1", (task,)).fetchone()
-        first, last = conn.execute("SELECT MIN(id), MAX(id) FROM events WHERE task = ?", (task,)).fetchone()
-        return conn.execute("SELECT kind, session, data FROM events WHERE session = ? AND id >= ? AND id <= ? "
-                            "AND turn IS NOT NULL ORDER BY id", (session, first, last + 1)).fetchall()
-    finally:
-        conn.close()
+    """The events of the first message of a run's store: [(kind, session, data
+    text)], each outcome as it was recorded (outcome_data), as a daemon hands
+    it to the journal."""
+    import hy  # noqa: F401
+    from passepartout.journal import outcome_data
+    from passepartout.store import data_print, data_read, store_open
+    with store_open(Path(store_path)) as store:
+        (task,) = store.query("SELECT task FROM events WHERE kind = 'input' ORDER BY id LIMIT 1")[0]
+        (session,) = store.query("SELECT session FROM events WHERE task = ? LIMIT 1", (task,))[0]
+        first, last = store.query("SELECT MIN(id), MAX(id) FROM events WHERE task = ?", (task,))[0]
+        rows = store.query("SELECT kind, session, data FROM events WHERE session = ? AND id >= ? AND id <= ? "
+                           "AND turn IS NOT NULL ORDER BY id", (session, first, last + 1))
+        return [(kind, s, data_print(outcome_data(data_read(d), store)) if kind == "outcome" else d)
+                for kind, s, d in rows]
 
 
 def file_size(path):
@@ -158,7 +163,7 @@ def simulated_month(template, per_day=300, days=30, archive_after="1d"):
 
 def rows(quick=False):
     """The figures, as [name, value, unit, goal] rows."""
-    load = bytes_per_message(10, 20)
+    load = bytes_per_message(10 if quick else 50, 20)
     month = simulated_month(one_message(Path(load["folder"]) / "data" / "passepartout.sqlite3"),
                             per_day=100 if quick else 300)
     n = load["messages"]

@@ -143,7 +143,7 @@ def test_an_inserted_turn_is_named(home, tmp_path):
     with store_open(path) as store:
         # a plain event between the turns leaves a free id, as grants and answers do
         a_task(store, between=lambda: event_append(store, "approval", "s", plist(event="noted")))
-        rows = store.query("SELECT id, hash FROM events WHERE turn IS NOT NULL ORDER BY id")
+        rows = store.query("SELECT id, lower(hex(hash)) FROM events WHERE turn IS NOT NULL ORDER BY id")
     (id2, hash2), (id3, _) = rows[1], rows[2]
     # a forger deletes the plain event after turn 2 and puts a well-formed turn in its place
     row = (id2 + 1, 1.0, "outcome", "s", '(:verdict :allow :task "t1")', "thought", 3, str(id2), "t1",
@@ -340,13 +340,16 @@ def test_a_context_is_kept_once_and_an_edited_one_is_found(booted):
     outcomes = [data_read(d) for (d,) in env.store.query("SELECT data FROM events WHERE kind = 'outcome'")]
     hashes = {proto_get(o, k("context-hash")) for o in outcomes}
     assert len(outcomes) >= 3 and len(hashes) == 1 and None not in hashes, outcomes
-    assert env.store.query("SELECT count(*) FROM contexts") == [(1,)]
-    ctx = context_of(env.store, outcomes[0])
+    # the table keeps the lists of decisions too (a list, where a context is a plist)
+    assert env.store.query("SELECT count(*) FROM contexts WHERE data LIKE '(:%'") == [(1,)]
+    (kept,) = env.store.query("SELECT data FROM contexts WHERE hash = ?", (proto_get(outcomes[0], k("context-hash")),))[0]
+    assert "test:c" not in kept, "the session is the turn's, not the context's"
+    ctx = context_of(env.store, outcomes[0], "test:c")
     assert proto_get(ctx, k("session")) == "test:c" and proto_get(ctx, k("now")) is not None, ctx
     assert proto_get(journal_verify(env.store), k("ok")) is True
     with env.store.transaction() as conn:
         conn.execute("DROP TRIGGER contexts_no_update")
-        conn.execute("UPDATE contexts SET data = replace(data, 'test:c', 'test:x')")
+        conn.execute("UPDATE contexts SET data = replace(data, ':workspace', ':workspace \"/\" :was')")
     verdict = journal_verify(env.store)
     assert proto_get(verdict, k("ok")) is False and proto_get(verdict, k("problem")) == "context edited", verdict
 
@@ -384,5 +387,61 @@ def test_an_outcome_is_stored_once_over_and_read_back_whole(tmp_path):
             write_records(store, [event_record("outcome", "s", outcome)])
         (text,) = store.query("SELECT data FROM events WHERE kind = 'outcome'")[0]
         assert text.count("ledger.txt") == 1 and "rm -rf /" in text, text
-        assert '"schema" (:gate "shell-safety" :verdict :allow :rule "redirect-write") "sandbox"' in text, text
-        assert outcome_data(data_read(text)) == outcome, data_read(text)
+        stored = data_read(text)
+        (kept,) = store.query("SELECT data FROM contexts WHERE hash = ?", (proto_get(stored, k("decisions")),))[0]
+        assert kept == '("schema" (:gate "shell-safety" :verdict :allow :rule "redirect-write") "sandbox")', kept
+        assert outcome_data(stored, store) == outcome, stored
+        # the same list of decisions in the next outcome is not kept again
+        with store.transaction():
+            write_records(store, [event_record("outcome", "s", outcome)])
+        assert store.query("SELECT count(*) FROM contexts") == [(1,)]
+        assert proto_get(journal_verify(store), k("ok")) is True
+
+
+def test_the_one_attempt_of_a_model_asked_once_is_written_as_the_outcome(tmp_path):
+    from passepartout.journal import outcome_data
+    from passepartout.store import data_read
+    action = plist(action=k("message"), text="hi")
+    outcome = plist(verdict=k("allow"), gate=None, reason=None, action=action, proposed=list(action),
+                    decisions=[], attempts=[plist(attempt=1, provider="echo", verdict=k("allow"), gate=None,
+                                                  reason=None, proposed=list(action))],
+                    usage=plist(prompt_tokens=11, completion_tokens=7, cost=0.0), provider="echo", task="t1")
+    # a different provider in the attempt is no longer the outcome's
+    other = list(outcome)
+    other[other.index(k("attempts")) + 1] = [plist(attempt=1, provider="other", verdict=k("allow"), gate=None,
+                                                   reason=None, proposed=list(action))]
+    with store_open(store_path_for(tmp_path)) as store:
+        with store.transaction():
+            write_records(store, [event_record("outcome", "s", outcome), event_record("outcome", "s", other)])
+        (same,), (kept,) = store.query("SELECT data FROM events WHERE kind = 'outcome' ORDER BY id")
+        assert ":attempts :same" in same and ":attempts :same" not in kept, (same, kept)
+        assert ":usage (11 7 0.0)" in same, same
+        assert outcome_data(data_read(same), store) == outcome, data_read(same)
+        assert outcome_data(data_read(kept), store) == other, data_read(kept)
+
+
+def test_hashes_are_kept_as_bytes_and_hex_text_written_before_still_verifies(tmp_path):
+    """A turn's four hashes take their bytes in the file; rows written with hex
+    text (before, or by hand) read back as the same hex, and the chain goes on
+    from them."""
+    path = store_path_for(tmp_path)
+    with store_open(path) as store:
+        a_task(store)
+    conn = sqlite3.connect(path)
+    kinds = conn.execute("SELECT DISTINCT typeof(prev), typeof(hash), typeof(state_before), typeof(state_after)"
+                         " FROM events WHERE turn IS NOT NULL").fetchall()
+    assert kinds == [("blob",) * 4], kinds
+    assert conn.execute("SELECT length(hash), length(prev) FROM events WHERE id = 2").fetchone() == (32, 32)
+    # the same rows as hex text, as a store written before kept them
+    conn.execute("DROP TRIGGER events_no_update")
+    conn.execute("UPDATE events SET prev = lower(hex(prev)), hash = lower(hex(hash)),"
+                 " state_before = lower(hex(state_before)), state_after = lower(hex(state_after))")
+    conn.commit()
+    conn.close()
+    with store_open(path) as store:
+        before = turns(store)
+        a_task(store, task="t2")
+        after = turns(store)
+        assert verdict(store) == {"ok": True, "turns": 8}
+    assert after[:4] == before and after[4]["prev"] == before[3]["hash"], after[4]
+    assert all(len(t["hash"]) == 64 and len(t["prev"]) in (0, 64) for t in after), after

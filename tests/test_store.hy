@@ -3,11 +3,12 @@
 (import os sqlite3 stat subprocess sys threading
         pathlib [Path]
         pytest
-        passepartout.proto [proto-read proto-print ProtoError]
+        passepartout.proto [proto-get proto-read proto-print ProtoError]
         passepartout.store [store-open store-close store-path-for Store StoreError
                             event-append events kv-get kv-put kv-delete
                             session-touch session-list SCHEMA-VERSION MAX-DATA-BYTES
-                            store-backup backup-path-for])
+                            store-backup backup-path-for
+                            inbox-add inbox-continue inbox-done inbox-pending outbox-add outbox-sent outbox-pending])
 
 (defn check [got want [what ""]]
   (assert (= got want) f"{what}\n got:  {got !r}\n want: {want !r}"))
@@ -400,3 +401,38 @@ store.close()
     (check (proto-read (get lines 1)) [:v 1] "kv")
     (check (lfor e (events store :kind "from-child") (get e 9)) [[:pid 1]]
            "what the child wrote")))
+
+;; * What a row keeps once its work is done
+
+(defn test-a-done-inbox-row-keeps-the-message-and-a-sent-reply-forgets-its-text [tmp-path]
+  (setv message [:type :event :payload [:text "hello"]]
+        next-step [:type :event :payload [:sensor :tool-result :task "t1" :step 1]])
+  (with [store (open-store tmp-path)]
+    (setv id (inbox-add store "telegram" "u1" message))
+    (inbox-continue store id next-step)
+    (check (proto-get (get (inbox-pending store) 0) ':signal) next-step "a pending row gives its next step")
+    (setv reply (outbox-add store "telegram" "telegram:1" [:type :reply :payload [:text "hi"]] :inbox id))
+    (check (inbox-pending store) [] "the reply that ends the task marks the row done")
+    (check (.query store "SELECT signal FROM inbox") [#((proto-print message))]
+           "a done row holds the message it answered")
+    (check (.query store "SELECT count(*) FROM inbox_next") [#(0)] "and no next step")
+    (check (proto-get (get (outbox-pending store) 0) ':reply) [:type :reply :payload [:text "hi"]] "pending")
+    (outbox-sent store reply)
+    (check (.query store "SELECT state, reply FROM outbox") [#("sent" "()")] "a sent reply's text is dropped")))
+
+(defn test-a-store-of-version-14-migrates-and-its-pending-next-step-goes-on [tmp-path]
+  ;; a row continued before step 15 holds its next step as its signal
+  (setv path (store-path-for tmp-path)
+        next-step [:type :event :payload [:sensor :tool-result :task "t1" :step 2]])
+  (with [store (store-open path)] None)
+  (with [conn (sqlite3.connect path)]
+    (.execute conn "DROP TABLE inbox_next")
+    (.execute conn "PRAGMA user_version = 14")
+    (.execute conn "INSERT INTO inbox (gateway, key, signal, state, created) VALUES ('t', 'k', ?, 'pending', 0)"
+              #((proto-print next-step))))
+  (.close conn)
+  (with [store (store-open path)]
+    (check (get (.query store "PRAGMA user_version") 0 0) SCHEMA-VERSION "migrated")
+    (check (proto-get (get (inbox-pending store) 0) ':signal) next-step "the old row's next step")
+    (inbox-done store 1)
+    (check (inbox-pending store) [] "done")))
