@@ -54,7 +54,7 @@
           (journal-context store (proto-get r ':context) (proto-get r ':text))
           (is-not (proto-get r ':workflow) None)
           ;; reached at run time: the workflow module stands on the runner, which stands on this one
-          (hy.I.passepartout/workflow.workflow-resume store (proto-get r ':workflow) (proto-get r ':resume))
+          (hy.I.passepartout/workers.workflow-resume store (proto-get r ':workflow) (proto-get r ':resume))
           True
           (inbox-continue store (proto-get r ':inbox) (proto-get r ':signal)))))
 

@@ -7,7 +7,8 @@
         passepartout.proto [proto-get kw]
         passepartout.routines [parse-when next-due shortest-gap config-zone show-time
                                routine-get routines-text source-of new-routine-id]
-        passepartout.workflow [parse-time conversation-of])
+        passepartout.workflow [parse-time]
+        passepartout.workers [conversation-of])
 
 (defn _config [ctx] (or (context-runtime ctx "config") {}))
 

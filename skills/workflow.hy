@@ -64,7 +64,7 @@
 ;; * /workers: the live graph
 
 (import passepartout.perceive [reply-signal sensor-of]
-        passepartout.workflow [workers-text workers-outcomes])
+        passepartout.workers [workers-text workers-outcomes])
 
 (defn on-workers [signal ctx]
   (setv text (proto-get (proto-get signal ':payload) ':text)
