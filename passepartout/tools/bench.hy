@@ -273,7 +273,7 @@
   "Rows #(name value unit goal) of the REPL's round trip."
   (import passepartout.daemon [boot shutdown]
           passepartout.cascade [make-provider]
-          passepartout.repl [ReplThread])
+          passepartout.console [ReplThread])
   (setv data (tempfile.mkdtemp :prefix "passepartout-bench-")
         run (tempfile.mkdtemp :prefix "pp-run-")
         config (os.path.join data "config.toml"))
