@@ -3,7 +3,7 @@
 (import asyncio inspect json logging os re socket threading time warnings
         importlib.util [find-spec]
         urllib.parse [urlsplit]
-        passepartout.config [did-you-mean schema-keys]
+        passepartout.settings [did-you-mean schema-keys]
         passepartout.proto [proto-get is-plist]
         passepartout.display [valid-unicode]
         passepartout.symbolic [symbolic-complete])

@@ -3,7 +3,8 @@
 (import asyncio itertools os re resource signal
         functools [lru-cache]
         passepartout.proto [proto-get]
-        passepartout.config [config-defaults parse-size])
+        passepartout.config [config-defaults]
+        passepartout.settings [parse-size])
 
 (setv SETTINGS (config-defaults "limits")
       KEYS #("file_size" "workspace_quota" "keep_free" "processes" "memory" "cpu_time" "cgroup"))
