@@ -10,7 +10,7 @@ stopped ends where it is, and nothing of it goes on."
 (import asyncio inspect json logging os re socket threading time warnings
         importlib.util [find-spec]
         urllib.parse [urlsplit]
-        passepartout.config [did-you-mean schema-keys]
+        passepartout.settings [did-you-mean schema-keys]
         passepartout.proto [proto-get is-plist]
         passepartout.display [valid-unicode]
         passepartout.symbolic [symbolic-complete])

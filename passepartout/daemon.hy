@@ -416,7 +416,7 @@ machine can chat at once."
 (setv READY-WAIT 30)
 
 (defn :async _when-ready [env gateways states on-ready]
-  (import passepartout.repl [socket-path])
+  (import passepartout.console [socket-path])
   (setv sock (socket-path env.config)
         deadline (+ (time.monotonic) READY-WAIT))
   (while (and (< (time.monotonic) deadline)
@@ -436,7 +436,7 @@ machine can chat at once."
    agenda's periodic review (=agenda.org=; nothing unless [agenda] review asks),
    the journal's daily archive (=archive.org=; off when [journal] archive_after is),
    and memory's nightly dream (=memory.org=; off when [memory] dream_at is)."
-  (import passepartout.repl [serve-repl]
+  (import passepartout.console [serve-repl]
           passepartout.approvals.hitl [approvals-service]
           passepartout.agenda [agenda-review-service]
           passepartout.archive [archive-service]
@@ -446,7 +446,7 @@ machine can chat at once."
 (defn start-banner [env [states None] [listening True]]
   "What a person starting the daemon is told: what runs (STATES, {gateway:
    state}), where to reach it (the REPL socket, when LISTENING), where it logs."
-  (import passepartout.repl [socket-path]
+  (import passepartout.console [socket-path]
           passepartout.limits [limits-summary]
           passepartout.sandbox [sandbox-summary])
   (setv config env.config

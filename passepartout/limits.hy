@@ -11,7 +11,8 @@ model (or a person) knows what happened and what to change."
 (import asyncio itertools os re resource signal
         functools [lru-cache]
         passepartout.proto [proto-get]
-        passepartout.config [config-defaults parse-size])
+        passepartout.config [config-defaults]
+        passepartout.settings [parse-size])
 
 (setv SETTINGS (config-defaults "limits")
       KEYS #("file_size" "workspace_quota" "keep_free" "processes" "memory" "cpu_time" "cgroup"))

@@ -231,8 +231,8 @@ run by the daemon when it is due, whether or not anyone is talking to it."
 
 ;; * The runtime
 
-(import passepartout.workflow [new-id worker-session workflow-add workflow-resume workflow-end
-                               conversation-of root-source]
+(import passepartout.workers [new-id worker-session workflow-add workflow-resume workflow-end
+                              conversation-of root-source]
         passepartout.journal [journal-event])
 
 (setv LONGEST-SLEEP 300
@@ -450,7 +450,7 @@ run by the daemon when it is due, whether or not anyone is talking to it."
 
 ;; * A grant for a routine
 
-(import passepartout.workflow [session-worker-id])
+(import passepartout.workers [session-worker-id])
 
 (defn grant-home [store session]
   "The session the grants of SESSION are kept under."

@@ -113,7 +113,7 @@ after an allowed one."
           (journal-context store (proto-get r _CONTEXT) (proto-get r _TEXT))
           (is-not (proto-get r _WORKFLOW) None)
           ;; reached at run time: the workflow module stands on the runner, which stands on this one
-          (hy.I.passepartout/workflow.workflow-resume store (proto-get r _WORKFLOW) (proto-get r _RESUME))
+          (hy.I.passepartout/workers.workflow-resume store (proto-get r _WORKFLOW) (proto-get r _RESUME))
           True
           (inbox-continue store (proto-get r _INBOX) (proto-get r _SIGNAL)))))
 

@@ -16,7 +16,8 @@ the routines of the conversation with their next run in the person's zone, and
         passepartout.proto [proto-get kw]
         passepartout.routines [parse-when next-due shortest-gap config-zone show-time
                                routine-get routines-text source-of new-routine-id]
-        passepartout.workflow [parse-time conversation-of])
+        passepartout.workflow [parse-time]
+        passepartout.workers [conversation-of])
 
 (defn _config [ctx] (or (context-runtime ctx "config") {}))
 

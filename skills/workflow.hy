@@ -75,7 +75,7 @@ them part of the tool belt and holds the gate that says what a workflow may be."
 ;; * /workers: the live graph
 
 (import passepartout.perceive [reply-signal sensor-of slash-concerns]
-        passepartout.workflow [workers-text workers-outcomes])
+        passepartout.workers [workers-text workers-outcomes])
 
 (defn on-workers [signal ctx]
   (setv text (proto-get (proto-get signal ':payload) ':text)

@@ -792,7 +792,7 @@ class Daemon:
         from passepartout.daemon import boot
         from passepartout.approvals.hitl import request_approval
         from passepartout.proto import kw
-        from passepartout.repl import ReplThread
+        from passepartout.console import ReplThread
         from passepartout.skills import make_skill, register_skill
         self.env = boot(environ=dict(os.environ), workspace=str(self.world.ws),
                         providers=[make_provider("symbolic")])

@@ -1,4 +1,4 @@
-"""Tests for passepartout/checkpoint.hy and its skill (skills/undo.hy): every
+"""Tests for passepartout/checkpoint.hy, keeper.hy and its skill (skills/undo.hy): every
 action that may write is checkpointed, /undo puts the workspace back byte for
 byte (contents, modes, links, .git included), /undo N goes further back,
 /changes says what an action changed, checkpoints survive a restart, stay
@@ -19,7 +19,7 @@ import pytest
 from conftest import need_bwrap, wait_until
 
 from passepartout.act import act
-from passepartout.checkpoint import Keeper
+from passepartout.keeper import Keeper
 from passepartout.written import wrote_paths
 from passepartout.context import context_for
 from passepartout.journal import journal_verify

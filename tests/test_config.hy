@@ -1,4 +1,4 @@
-;; Tests of passepartout/config.hy: defaults, the TOML file, the environment, secrets.
+;; Tests of passepartout/config.hy and settings.hy: defaults, the TOML file, the environment, secrets.
 
 (import os stat
         pathlib [Path]
@@ -474,7 +474,8 @@ show_traces = false
   (check (get (daemon-settings cfg) "log_backups") 2 "the daemon settings are usable"))
 
 (defn test-config-defaults-are-the-schemas-defaults []
-  (import passepartout.config [config-defaults schema-section])
+  (import passepartout.config [config-defaults]
+          passepartout.settings [schema-section])
   (check (config-defaults "approvals")
          {"approvers" [] "required" [] "strategy" "any" "separate_duties" False
           "expiry_minutes" 10 "max_grant_minutes" 480}
@@ -511,13 +512,13 @@ show_traces = false
          "a provider that sets nothing"))
 
 (defn test-cascade-takes-its-keys-from-the-schema []
-  (import passepartout.config [schema-section]
+  (import passepartout.settings [schema-section]
           passepartout.cascade [_provider-keys])
   (check (sorted _provider-keys) (sorted (get (schema-section "providers") "keys"))
          "cascade takes its keys from the schema"))
 
 (defn test-the-readme-documents-the-schema []
-  (import passepartout.config [config-reference])
+  (import passepartout.settings [config-reference])
   (setv readme (.read-text (/ (. (Path __file__) parent parent) "README.md") :encoding "utf-8"))
   (assert (in (config-reference) readme)
           "README.md's configuration reference differs from (config-reference); print it again"))

@@ -20,7 +20,8 @@ import pytest
 from conftest import need_bwrap, wait_until
 
 from passepartout.act import act
-from passepartout.config import ConfigError, load_config, parse_size
+from passepartout.config import ConfigError, load_config
+from passepartout.settings import parse_size
 from passepartout.context import context_for
 from passepartout.limits import (action_limits, cgroup_setup, limit_text, limits_summary,
                                  rlimits, size_text)

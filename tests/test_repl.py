@@ -1,5 +1,6 @@
-"""Tests of the REPL: the socket server of passepartout/repl.hy, the repl skill,
-and the client (bin/repl), run as a process against a real server."""
+"""Tests of the REPL: the socket server of passepartout/console.hy, the evaluation of
+passepartout/repl.hy, the repl skill, and the client (bin/repl), run as a process
+against a real server."""
 import asyncio
 import os
 import shutil
@@ -17,8 +18,8 @@ from passepartout.loop import step
 from passepartout.proto import proto_get
 from passepartout.reason import verify
 from passepartout.context import make_context
-from passepartout.repl import (MAX_VALUE, ReplError, ReplThread, evaluate, make_namespace,
-                               peer_allowed, peer_credentials, serve_repl)
+from passepartout.console import ReplThread, peer_allowed, peer_credentials, serve_repl
+from passepartout.repl import MAX_VALUE, ReplError, evaluate, make_namespace
 from passepartout.runner import Runner
 from passepartout.skills import Registry, get_skill, load_skill_file, load_skills
 from passepartout.store import events

@@ -26,7 +26,7 @@ from passepartout.approvals.hitl import escalate, find_approval
 from passepartout.loop import step
 from passepartout.proto import proto_get, proto_put
 from passepartout.reason import verify
-from passepartout.repl import ReplThread
+from passepartout.console import ReplThread
 from passepartout.sandbox import (MARKER, in_action_process, inside_action, sandbox_argv,
                                   sandbox_status, sandbox_summary)
 from passepartout.store import events

@@ -138,9 +138,9 @@
 ;; * The workflows in the store
 
 (import passepartout.store [store-open store-close]
-        passepartout.workflow [workflow-add workflow-get workflow-workers worker-start worker-end
-                               workflow-end workflow-resume ready-ids doomed session-view
-                               workflow-result worker-session])
+        passepartout.workers [workflow-add workflow-get workflow-workers worker-start worker-end
+                              workflow-end workflow-resume ready-ids doomed session-view
+                              workflow-result worker-session])
 
 (defn [pytest.fixture] store [tmp-path]
   (setv s (store-open (str (/ tmp-path "s.sqlite3"))))
@@ -228,7 +228,7 @@
         passepartout.gateways.hub [Hub]
         passepartout.task [ends-task]
         passepartout.store [events]
-        passepartout.workflow [workflows-of]
+        passepartout.workers [workflows-of]
         steps [user-says text-of kind-of last-said says converse])
 
 (setv KEY-ENV "PASSEPARTOUT_TEST_SCRIPTED_KEY")

@@ -31,7 +31,7 @@ from passepartout.daemon import boot, shutdown
 from passepartout.gateways.hub import Hub
 from passepartout.proto import proto_get
 from passepartout.task import ends_task
-from passepartout.workflow import workflow_workers, workflows_of
+from passepartout.workers import workflow_workers, workflows_of
 
 KEY_ENV = "PASSEPARTOUT_FIGURES_KEY"
 

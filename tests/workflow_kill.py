@@ -89,7 +89,7 @@ def parent(kills, seed):
     from hy.models import Keyword as K
     from passepartout.proto import proto_get
     from passepartout.store import store_open, store_close
-    from passepartout.workflow import workflow_workers, workflows_of
+    from passepartout.workers import workflow_workers, workflows_of
 
     rng = random.Random(seed)
     the_plan = plan()

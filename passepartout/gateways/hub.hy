@@ -139,7 +139,7 @@ join, and the hub they hand what they receive to."
           self.watchers {}
           self.sending (set))
     ;; background work: its workers' objectives come in, and their replies go out, here
-    (setv self.workflows (hy.I.passepartout/workflow.Workflows services self))
+    (setv self.workflows (hy.I.passepartout/background.Workflows services self))
     ;; routines: runs on a schedule, as workers (=routines.org=)
     (setv self.routines (hy.I.passepartout/routines.Routines services self)))
 

@@ -278,7 +278,7 @@ beside each figure, so a change that costs speed shows up as a number."
   "Rows #(name value unit goal) of the REPL's round trip."
   (import passepartout.daemon [boot shutdown]
           passepartout.cascade [make-provider]
-          passepartout.repl [ReplThread])
+          passepartout.console [ReplThread])
   (setv data (tempfile.mkdtemp :prefix "passepartout-bench-")
         run (tempfile.mkdtemp :prefix "pp-run-")
         config (os.path.join data "config.toml"))

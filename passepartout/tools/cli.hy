@@ -212,7 +212,7 @@ that do the work."
           pathlib [Path]
           passepartout.gateways.hub [Hub]
           passepartout.daemon [start-services stop-services]
-          passepartout.repl [serve-repl]
+          passepartout.console [serve-repl]
           passepartout.reload [watch-skills]
           passepartout.approvals.hitl [approvals-service]
           passepartout.gateways.terminal [chat-terminal chat-lines format-reply progress-kept])
@@ -361,7 +361,7 @@ that do the work."
 
 (defn _socket-check [config]
   (import socket
-          passepartout.repl [socket-path])
+          passepartout.console [socket-path])
   (setv path (socket-path config)
         [status detail] (_folder-check (get config "runtime_dir") True))
   (when (= status "fail")
@@ -443,7 +443,7 @@ that do the work."
 
 (defn _gateway-check [name section]
   "#(status detail) for the gateway NAME configured by SECTION (its defaults filled in)."
-  (import passepartout.config [schema-section])
+  (import passepartout.settings [schema-section])
   (setv keys (get (.get (get (schema-section "gateways") "tables") name {"keys" {}}) "keys")
         s (| (dfor [k spec] (.items keys) k (get spec "default")) section))
   (cond
