@@ -13,6 +13,7 @@ from pathlib import Path
 
 import hy  # noqa: F401
 import pytest
+from conftest import wait_until as wait_for
 from hy.models import Keyword
 
 from bot_api_server import (BotAPIServer, InProcessDaemon, daemon_command, echo_complete, inbox_rows, run_killed,
@@ -83,15 +84,6 @@ def env(booted, tmp_path):
                {"PASSEPARTOUT_RUNTIME_DIR": str(tmp_path / "run")})
     e.complete = echo_complete
     return e
-
-
-def wait_for(predicate, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
 
 
 # * The hub

@@ -10,7 +10,7 @@
         passepartout.loop [step]
         passepartout.runner [Runner stop-session]
         passepartout.store [events]
-        steps [expect kind-of text-of symbolic-env user-says scripted run-task])
+        steps [expect kind-of text-of symbolic-env user-says scripted run-task until])
 
 (defn [pytest.fixture] env [tmp-path]
   (yield :from (symbolic-env tmp-path)))
@@ -240,12 +240,6 @@
         (.append found (int d)))
       (except [OSError])))
   found)
-
-(defn :async until [condition [seconds 10] [every 0.01]]
-  (setv deadline (+ (hy.I.time.monotonic) seconds))
-  (while (not (condition))
-    (assert (< (hy.I.time.monotonic) deadline) "timed out waiting")
-    (await (asyncio.sleep every))))
 
 (defn blocking-model [env first [later "(:action :message :text \"fresh\")"]]
   "Make ENV's first model call wait for the returned event, then answer FIRST;

@@ -7,10 +7,8 @@
         passepartout.store [store-open store-close store-path-for Store StoreError
                             event-append events kv-get kv-put kv-delete
                             session-touch session-list SCHEMA-VERSION MAX-DATA-BYTES
-                            store-backup backup-path-for])
-
-(defn check [got want [what ""]]
-  (assert (= got want) f"{what}\n got:  {got !r}\n want: {want !r}"))
+                            store-backup backup-path-for]
+        steps [expect :as check])
 
 (defn open-store [tmp-path]
   (store-open (store-path-for (/ tmp-path "data"))))
