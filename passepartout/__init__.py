@@ -40,7 +40,7 @@ def _say_first_compile():
         if not sys.stderr.isatty():
             return
         here = os.path.dirname(os.path.abspath(__file__))
-        if not os.path.exists(importlib.util.cache_from_source(os.path.join(here, "cli.hy"))):
+        if not os.path.exists(importlib.util.cache_from_source(os.path.join(here, "tools", "cli.hy"))):
             sys.stderr.write("passepartout: compiling its Hy modules, once (about 15 s)…\n")
             sys.stderr.flush()
     except Exception:

@@ -1,4 +1,4 @@
 """python -m passepartout: the same as the passepartout command."""
-from passepartout.cli import main
+from passepartout.tools.cli import main
 
 main()

@@ -8,11 +8,11 @@
         passepartout.proto [proto-get]
         passepartout.skills [Registry load-skills set-immutable-skills]
         passepartout.cascade [make-cascade providers-from-config warm-litellm]
-        passepartout.hitl [escalate approvals-boot]
+        passepartout.approvals.hitl [escalate approvals-boot]
         passepartout.sandbox [sandbox-status]
         passepartout.services [Services]
         passepartout.gatekeeper [ProcessGates]
-        passepartout.gateway [Hub configured-gateways]
+        passepartout.gateways.hub [Hub configured-gateways]
         passepartout.backoff [growing-pause]
         passepartout.secrets [redact-text secret-tuple])
 
@@ -427,7 +427,7 @@
    the journal's daily archive (=archive.org=; off when [journal] archive_after is),
    and memory's nightly dream (=memory.org=; off when [memory] dream_at is)."
   (import passepartout.repl [serve-repl]
-          passepartout.hitl [approvals-service]
+          passepartout.approvals.hitl [approvals-service]
           passepartout.agenda [agenda-review-service]
           passepartout.archive [archive-service]
           passepartout.memory [dream-service])

@@ -6,7 +6,7 @@
         ipaddress os re shutil
         passepartout.proto [proto-get proto-put]
         passepartout.config [config-defaults]
-        passepartout.shell-walk [analyse])
+        passepartout.shell.walk [analyse])
 
 (setv PROXY-PORT 3128
       BOX-SOCKET "/run/passepartout-egress.sock"

@@ -123,7 +123,7 @@
       (= kind "close")
       (do (when (not stack) (raise (ProtoError "unbalanced )" start)))
           (.pop opened)
-          (setv value (.pop stack)))
+          (setv value (_as-plist (.pop stack))))
       (= kind "string")
       (setv value (_unescape (cut text (+ start 1) (- pos 1)) start))
       True
@@ -310,6 +310,92 @@
 
 ;; * Working with plists
 
+;; ** The Plist type
+
+(defclass Plist [list]
+  "Keyword/value pairs in order, found by name in one step, never changed in place.
+
+   (setv p (plist :action :shell :cmd \"ls\"))
+   (get p :cmd) ⇒ \"ls\"
+   (.get p \"timeout\" 30) ⇒ 30
+   (proto-print p) ⇒ \"(:action :shell :cmd \\\"ls\\\")\""
+  (setv __slots__ #("_fields"))
+
+  (defn __init__ [self [pairs #()]]
+    (.__init__ (super) pairs)
+    (when (% (list.__len__ self) 2)
+      (raise (ProtoError "a plist needs a value after every key")))
+    (setv fields {})
+    (for [i (range 0 (list.__len__ self) 2)]
+      (setv k (list.__getitem__ self i))
+      (when (not (isinstance k Keyword))
+        (raise (ProtoError f"plist key {(_clip (repr k))} is not a keyword")))
+      (when (not (in k.name fields))
+        (setv (get fields k.name) (list.__getitem__ self (+ i 1)))))
+    (setv self._fields fields))
+
+  (defn __getitem__ [self key]
+    (cond (isinstance key Keyword) (get self._fields key.name)
+          (isinstance key str) (get self._fields key)
+          True (list.__getitem__ self key)))
+
+  (defn get [self key [default None]]
+    "The value of KEY (a keyword or its name), or DEFAULT."
+    (.get self._fields (if (isinstance key Keyword) key.name key) default))
+
+  (defn __contains__ [self key]
+    (if (isinstance key Keyword)
+        (in key.name self._fields)
+        (list.__contains__ self key)))
+
+  (defn keys [self] (list (cut self None None 2)))
+  (defn values [self] (list (cut self 1 None 2)))
+  (defn items [self] (list (zip (cut self None None 2) (cut self 1 None 2))))
+
+  (defn __repr__ [self]
+    (try (proto-print self)
+         (except [ProtoError] (list.__repr__ self))))
+
+  (defn __reduce__ [self]
+    #(Plist #((list self))))
+
+  (defn __copy__ [self] self)
+
+  (defn _unchanged [self #* args]
+    (raise (TypeError "a plist is not changed in place: make a new one with proto-put, proto-merge or proto-without")))
+
+  (setv __setitem__ _unchanged
+        __delitem__ _unchanged
+        __iadd__ _unchanged
+        __imul__ _unchanged
+        append _unchanged
+        extend _unchanged
+        insert _unchanged
+        pop _unchanged
+        remove _unchanged
+        clear _unchanged
+        sort _unchanged
+        reverse _unchanged))
+
+(defn plist [#** fields]
+  "A Plist of FIELDS, in the order given: (plist :verdict :allow :gate \"files\")."
+  (setv pairs [])
+  (for [[name value] (.items fields)]
+    (.extend pairs [(_keyword (.replace name "_" "-")) value]))
+  (Plist pairs))
+
+(defn _as-plist [pairs]
+  "PAIRS (a list) as a Plist when they are keyword/value pairs, else the list."
+  (setv n (len pairs))
+  (when (or (= n 0) (% n 2))
+    (return pairs))
+  (for [i (range 0 n 2)]
+    (when (not (isinstance (get pairs i) Keyword))
+      (return pairs)))
+  (Plist pairs))
+
+;; ** Reading fields
+
 (defn kw [name]
   "The keyword called NAME; (kw \"payload\") is :payload."
   (if (isinstance name Keyword) name (_keyword name)))
@@ -329,6 +415,8 @@
    (proto-get [:a 1 :b 2] ':b) ⇒ 2"
   ;; Names are compared, not keywords: Keyword's own = is Python code, and a
   ;; scan that calls it on every element (values too) is slower than this loop.
+  (when (is (type plist) Plist)
+    (return (.get plist._fields (if (isinstance key Keyword) key.name (. (kw key) name)) default)))
   (when (isinstance plist list)
     (setv name (if (isinstance key Keyword) key.name (. (kw key) name)))
     (for [i (range 0 (- (len plist) 1) 2)]
@@ -346,6 +434,11 @@
         wanted {})
   (for [[i key] (enumerate keys)]
     (.append (.setdefault wanted (if (isinstance key Keyword) key.name (. (kw key) name)) []) i))
+  (when (is (type plist) Plist)
+    (for [[name at] (.items wanted)
+          i at]
+      (setv (get values i) (.get plist._fields name)))
+    (return values))
   (when (isinstance plist list)
     (for [j (range 0 (- (len plist) 1) 2)]
       (setv k (get plist j))
@@ -359,11 +452,17 @@
 (defn proto-has [plist key]
   "True when KEY is present in PLIST (even with a nil value)."
   (setv name (if (isinstance key Keyword) key.name (. (kw key) name)))
+  (when (is (type plist) Plist)
+    (return (in name plist._fields)))
   (for [i (range 0 (- (len plist) 1) 2)]
     (setv k (get plist i))
     (when (and (isinstance k Keyword) (= k.name name))
       (return True)))
   False)
+
+(defn _like [plist pairs]
+  "PAIRS as a Plist when PLIST is one: a changed copy keeps its type."
+  (if (is (type plist) Plist) (Plist pairs) pairs))
 
 (defn proto-put [plist key value]
   "A copy of PLIST with KEY set to VALUE (replaced in place, or appended)."
@@ -372,8 +471,8 @@
   (for [i (range 0 (- (len out) 1) 2)]
     (when (= (get out i) key)
       (setv (get out (+ i 1)) value)
-      (return out)))
-  (+ out [key value]))
+      (return (_like plist out))))
+  (_like plist (+ out [key value])))
 
 (defn proto-merge [plist #* others]
   "A copy of PLIST with every pair of OTHERS put into it, later ones winning."
@@ -391,7 +490,7 @@
         (setv (get out (get at key.name)) value)
         (do (.extend out [key value])
             (setv (get at key.name) (- (len out) 1)))))
-  out)
+  (_like plist out))
 
 (defn proto-without [plist keys]
   "A copy of PLIST without the pairs whose key is in KEYS."
@@ -400,7 +499,7 @@
   (for [i (range 0 (- (len plist) 1) 2)]
     (when (not (in (get plist i) drop))
       (.extend out [(get plist i) (get plist (+ i 1))])))
-  out)
+  (_like plist out))
 
 (defn proto-keys [plist]
   "The keys of PLIST, in order."
@@ -415,7 +514,7 @@
 (defn proto-normalize [value]
   "VALUE with every keyword in lower-case kebab form, recursively."
   (cond (isinstance value Keyword) (_normal-keyword value)
-        (isinstance value list) (lfor v value (proto-normalize v))
+        (isinstance value list) (_as-plist (lfor v value (proto-normalize v)))
         True value))
 
 ;; * JSON at the edge
@@ -435,7 +534,7 @@
             (raise (ProtoError f"object key {(_clip (repr k))} is not a name")))
           (setv key (_normal-keyword (_keyword k)))
           (.extend out [key (proto-from-data v max-depth (+ _depth 1) key.name)]))
-        out)
+        (Plist out))
     (isinstance value #(list tuple))
     (lfor v value (proto-from-data v max-depth (+ _depth 1)))
     (and (isinstance value str) (in _key _keyword-valued) (_keyword-re.match (.lstrip value ":")))

@@ -5,7 +5,7 @@
         passepartout.context [context-runtime]
         passepartout.egress [action-asks allowed-hosts decide host-entries host-text
                               may-reach-network split-host]
-        passepartout.grants [host-grants]
+        passepartout.approvals.grants [host-grants]
         passepartout.sandbox [sandbox-status])
 
 (setv HEAD-LIMIT 65536

@@ -5,7 +5,7 @@
         passepartout.agenda [AgendaError action-problem agenda-add agenda-change agenda-brief
                              agenda-text item-id op-name open-ids]
         passepartout.context [context-runtime]
-        passepartout.hitl [identity-of]
+        passepartout.approvals.hitl [identity-of]
         passepartout.perceive [reply-signal sensor-of]
         passepartout.proto [proto-get])
 

@@ -6,9 +6,9 @@
         passepartout.proto [proto-get]
         passepartout.perceive [reply-signal]
         passepartout.context [context-runtime]
-        passepartout.hitl [answer-approval revoke-grant pending-text grants-text
+        passepartout.approvals.hitl [answer-approval revoke-grant pending-text grants-text
                            context-env identity-of pending-approvals]
-        passepartout.grants [duration-minutes]
+        passepartout.approvals.grants [duration-minutes]
         passepartout.egress [host-word])
 
 ;; * Reading a command

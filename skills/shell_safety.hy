@@ -3,7 +3,7 @@
 (require passepartout.macros [defskill])
 (import passepartout.act [action-name]
         passepartout.proto [proto-get]
-        passepartout.shell [judge-command])
+        passepartout.shell.judge [judge-command])
 
 (defn shell-gate [action ctx]
   "The verdict of the shell-safety gate on ACTION: every :shell command is judged."

@@ -3,7 +3,7 @@
 (require passepartout.macros [defskill])
 (import passepartout.budget [budget-limits day-usage usage-tokens]
         passepartout.context [context-runtime]
-        passepartout.hitl [active-grants describe-scope pending-approvals]
+        passepartout.approvals.hitl [active-grants describe-scope pending-approvals]
         passepartout.perceive [reply-signal sensor-of]
         passepartout.proto [proto-get]
         passepartout.repl [running-text]

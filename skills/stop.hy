@@ -3,7 +3,7 @@
 (require passepartout.macros [defskill])
 (import passepartout.runner [stop-task stop-text]
         passepartout.context [context-runtime]
-        passepartout.hitl [withdraw-waiting identity-of]
+        passepartout.approvals.hitl [withdraw-waiting identity-of]
         passepartout.journal [journal-event]
         passepartout.perceive [reply-signal sensor-of]
         passepartout.proto [proto-get])

@@ -4,7 +4,7 @@
 (import asyncio re time
         passepartout.checkpoint [keeper-for keeper-why counts]
         passepartout.context [context-runtime]
-        passepartout.hitl [identity-of]
+        passepartout.approvals.hitl [identity-of]
         passepartout.journal [journal-append]
         passepartout.limits [size-text]
         passepartout.perceive [reply-signal sensor-of]

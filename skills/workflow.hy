@@ -6,7 +6,7 @@
         passepartout.skills [actuator-table]
         passepartout.proto [proto-get]
         passepartout.sandbox [READ-ONLY-SHELL workspace-read-only]
-        passepartout.shell [sandbox-in-force]
+        passepartout.shell.judge [sandbox-in-force]
         passepartout.workflow [session-workers spawn-problem plan-problem tool-action])
 
 (defn _profiles [ctx]

@@ -117,7 +117,7 @@ def litellm_message(quick):
     from hy.models import Keyword as K
     from passepartout.cascade import make_provider, cascade_complete, _litellm_module
     from passepartout.daemon import boot, shutdown, start_services, stop_services
-    from passepartout.gateway import Hub
+    from passepartout.gateways.hub import Hub
 
     n = 60 if quick else 400
     url, stop = _server_process()

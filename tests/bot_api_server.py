@@ -12,7 +12,7 @@ Clients reach it with python-telegram-bot's `base_url` set to `server.base_url`
 (http://127.0.0.1:PORT/bot).
 
 The figures (`bench_telegram`, `bench_telegram_kill`) run the Telegram path
-end to end and return rows of (name, value, unit, goal) like passepartout.bench.
+end to end and return rows of (name, value, unit, goal) like passepartout.tools.bench.
 """
 import asyncio
 import itertools
@@ -754,7 +754,7 @@ def bench_telegram_journal(chats=50, per_chat=20, rounds=3):
         return event_append(store, str(proto_get(record, Keyword("event"))), proto_get(record, Keyword("session")),
                             proto_get(record, Keyword("data")) or [], ts=ts)
 
-    import passepartout.gateway as gateway
+    import passepartout.gateways.hub as gateway
 
     def plain_event(store, kind, session, data, ts=None):
         return event_append(store, kind, session, data, ts=ts)

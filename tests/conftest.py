@@ -43,7 +43,7 @@ def pytest_configure(config):
     if hasattr(config, "workerinput"):
         return
     try:
-        import passepartout.cli  # noqa: F401
+        import passepartout.tools.cli  # noqa: F401
         import passepartout.loop  # noqa: F401
         import passepartout.gatekeeper  # noqa: F401
         from passepartout.skills import Registry, load_skills

@@ -790,7 +790,7 @@ class Daemon:
     def start(self):
         from passepartout.cascade import make_provider
         from passepartout.daemon import boot
-        from passepartout.hitl import request_approval
+        from passepartout.approvals.hitl import request_approval
         from passepartout.proto import kw
         from passepartout.repl import ReplThread
         from passepartout.skills import make_skill, register_skill
@@ -1538,10 +1538,10 @@ def _judge_main(argv):
     args = p.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     import hy  # noqa: F401
-    from passepartout.cli import _gate_context, verify_line
+    from passepartout.tools.cli import _gate_context, verify_line
     from passepartout.proto import kw, proto_get, proto_put, proto_read
     from passepartout.reason import proposal_action
-    shell_gate = importlib.import_module("passepartout.shell")
+    shell_gate = importlib.import_module("passepartout.shell.judge")
     ctx = _gate_context(args)
     ws = Path(args.workspace).resolve()
     for raw in sys.stdin:

@@ -112,7 +112,7 @@ def pct(values, p):
 def load(n=1000):
     from openai_server import ScriptedOpenAIServer
     from passepartout.daemon import shutdown
-    from passepartout.gateway import Hub
+    from passepartout.gateways.hub import Hub
     from passepartout.proto import proto_get
     from passepartout.routines import routine_add, routine_runs
 
@@ -191,7 +191,7 @@ def load(n=1000):
 def catch_up():
     from openai_server import ScriptedOpenAIServer
     from passepartout.daemon import shutdown
-    from passepartout.gateway import Hub
+    from passepartout.gateways.hub import Hub
     from passepartout.proto import proto_get
     from passepartout.routines import routine_add, routine_runs
 
@@ -256,7 +256,7 @@ def catch_up():
 
 def dst():
     from passepartout.daemon import shutdown
-    from passepartout.gateway import Hub
+    from passepartout.gateways.hub import Hub
     from passepartout.proto import proto_get
     from passepartout.routines import routine_runs, parse_when, next_due
 
@@ -307,7 +307,7 @@ def dst():
 
 def child(folder, url, n):
     from passepartout.daemon import shutdown
-    from passepartout.gateway import Hub
+    from passepartout.gateways.hub import Hub
     from passepartout.proto import proto_get, proto_print
     from passepartout.routines import routine_add
 

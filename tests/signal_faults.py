@@ -58,7 +58,7 @@ def receive_window(receives=300, batch=1, quiet=False, folder=None):
     answered; with QUIET, only once every one of them has been answered."""
     from passepartout.cascade import make_provider
     from passepartout.daemon import boot, shutdown
-    from passepartout.gateway import Hub
+    from passepartout.gateways.hub import Hub
     import passepartout.gateways.signal as sig
 
     stored = {}

@@ -92,7 +92,7 @@
 (defn :async converse [services text [timeout 120]]
   "Say TEXT in the chat test:1 of a hub of SERVICES and wait for the reply
    that ends its task; every reply of the chat, in order."
-  (import passepartout.gateway [Hub]
+  (import passepartout.gateways.hub [Hub]
           passepartout.task [ends-task])
   (setv replies []
         done (asyncio.Event))

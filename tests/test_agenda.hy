@@ -194,7 +194,7 @@
 
 (import passepartout.cascade [make-provider]
         passepartout.daemon [boot shutdown]
-        passepartout.gateway [Hub]
+        passepartout.gateways.hub [Hub]
         passepartout.task [ends-task]
         steps [user-says text-of run-task symbolic-env last-said converse])
 

@@ -90,7 +90,7 @@ def test_verify_reads_a_file_and_strips_self_approval(home, tmp_path):
 def test_verify_does_not_import_litellm(home, tmp_path):
     code = (
         "import sys\n"
-        "from passepartout.cli import verify_text, make_parser, _gate_context\n"
+        "from passepartout.tools.cli import verify_text, make_parser, _gate_context\n"
         f"args = make_parser().parse_args(['verify', '-', '--workspace', {str(tmp_path)!r}])\n"
         "ctx = _gate_context(args)\n"
         "print(verify_text('(:action :shell :cmd \"ls\" :explanation \"x\")', ctx))\n"
@@ -139,7 +139,7 @@ def test_verify_answers_broken_input_once_per_proposal(home, tmp_path):
 
 def test_no_input_stops_verify(monkeypatch, tmp_path):
     from hypothesis import given, settings, strategies as st, HealthCheck
-    from passepartout.cli import verify_lines, make_parser, _gate_context
+    from passepartout.tools.cli import verify_lines, make_parser, _gate_context
     from passepartout.proto import proto_print, kw
 
     monkeypatch.setenv("PASSEPARTOUT_DATA_DIR", str(tmp_path / "data"))
@@ -242,7 +242,7 @@ def test_verify_prints_exactly_one_verdict_per_input_line(home, tmp_path):
 
 def test_verify_gives_one_verdict_to_every_line_whatever_it_holds(monkeypatch, tmp_path):
     from hypothesis import given, settings, strategies as st, HealthCheck
-    from passepartout.cli import verify_lines, make_parser, _gate_context
+    from passepartout.tools.cli import verify_lines, make_parser, _gate_context
 
     monkeypatch.setenv("PASSEPARTOUT_DATA_DIR", str(tmp_path / "data"))
     config = tmp_path / "config.toml"
@@ -416,7 +416,7 @@ def test_config_goes_before_or_after_the_command_and_version_is_said(tmp_path):
 
 def test_bench_marks_every_figure_that_misses_its_goal():
     import hy  # noqa: F401
-    from passepartout.bench import goal_missed
+    from passepartout.tools.bench import goal_missed
     assert goal_missed(3, "", "0") is True and goal_missed(0, "", "0") is False
     assert goal_missed(94.0, "%", "≥ 95 %") is True and goal_missed(96.0, "%", "≥ 95 %") is False
     assert goal_missed(25.0, "ms (median)", "< 20 ms") is True
@@ -449,7 +449,7 @@ def test_parse_prints_one_line_per_answer(home):
 
 
 def test_parse_does_not_import_litellm(home):
-    code = ("import sys\nfrom passepartout.cli import parse_line\n"
+    code = ("import sys\nfrom passepartout.tools.cli import parse_line\n"
             "print(parse_line('\"hi\"', 1))\n"
             "assert 'litellm' not in sys.modules, 'litellm was imported'\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=home, timeout=120)

@@ -464,7 +464,7 @@ show_traces = false
   (check (get cfg "gateways" "signal" "number") "+15550001111" "signal")
   (check (get cfg "sandbox" "home_paths") [(str (/ tmp-path "home/.gitconfig"))] "home_paths")
   (import passepartout.cascade [providers-from-config]
-          passepartout.hitl [approvals-config]
+          passepartout.approvals.hitl [approvals-config]
           passepartout.daemon [daemon-settings])
   (check (lfor p (providers-from-config cfg {}) (get p "name")) ["mini" "ollama_chat/llama3.2" "symbolic"]
          "the providers are usable")
@@ -488,7 +488,7 @@ show_traces = false
 (defn test-with-an-empty-config-each-module-uses-the-schemas-defaults []
   (import passepartout.config [config-defaults]
           passepartout.budget [budget-limits]
-          passepartout.hitl [approvals-config]
+          passepartout.approvals.hitl [approvals-config]
           passepartout.daemon [daemon-settings]
           passepartout.sandbox [sandbox-settings]
           passepartout.context [make-context context-limit]

@@ -1,4 +1,4 @@
-"""Tests of passepartout/gateway.hy (the hub, the registry) and passepartout/daemon.hy (the pid
+"""Tests of passepartout/gateways/hub.hy (the hub, the registry) and passepartout/daemon.hy (the pid
 file, serve, and the daemon as a whole process: SIGTERM, kill -9, a second daemon)."""
 import asyncio
 import logging
@@ -21,7 +21,7 @@ from bot_api_server import (BotAPIServer, InProcessDaemon, daemon_command, echo_
                             daemon_environ, write_config)
 from passepartout.config import ConfigError
 from passepartout.daemon import DaemonRunning, claim_pid_file, daemon_settings, pid_files, release_pid_file
-from passepartout.gateway import Hub, configured_gateways
+from passepartout.gateways.hub import Hub, configured_gateways
 from passepartout.proto import proto_get
 from passepartout.skills import make_skill, register_skill
 from passepartout.store import (GroupWriter, inbox_add, inbox_count, inbox_pending, kv_get, outbox_add,
@@ -314,7 +314,7 @@ class Flaky(Recorder):
         self.tries = 0
 
     def gateway(self):
-        from passepartout.gateway import Undeliverable
+        from passepartout.gateways.hub import Undeliverable
         g = super().gateway()
         record = g["deliver"]
 

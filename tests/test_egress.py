@@ -23,8 +23,8 @@ from passepartout.act import act
 from passepartout.context import context_for
 from passepartout.egress import (boxed_command, command_egress, decide, egress_asks, find_relay,
                                  host_entries, may_reach_network, split_host)
-from passepartout.grants import grant_covering
-from passepartout.hitl import answer_approval
+from passepartout.approvals.grants import grant_covering
+from passepartout.approvals.hitl import answer_approval
 from passepartout.proto import proto_get, proto_put
 from passepartout.proxy import Egress, parse_request
 from passepartout.reason import verify
@@ -604,7 +604,7 @@ def test_a_host_grant_answered_on_the_host(box, tmp_path):
     import subprocess
     import sys
     from steps import run_task, scripted, user_says
-    from passepartout.hitl import carry_out_answered
+    from passepartout.approvals.hitl import carry_out_answered
     env, a = box["env"], box["allowed"]
     cmd = f"curl -sS -d k=v http://{OUTSIDE}:{a.port}/host"
     scripted(env, [f'(:action :shell :cmd "{cmd}" :explanation "send it")', '(:action :message :text "sent")'])

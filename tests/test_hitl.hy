@@ -1,4 +1,4 @@
-;; Tests of passepartout/hitl.hy: approvals stored, bound, answered, expired, granted.
+;; Tests of passepartout/approvals/hitl.hy: approvals stored, bound, answered, expired, granted.
 
 (import argparse asyncio copy os sqlite3 threading time
         pathlib [Path]
@@ -11,15 +11,15 @@
         passepartout.act [action-name]
         passepartout.store [events store-open store-close store-path-for kv-put notices-waiting]
         passepartout.context [make-context context-for]
-        passepartout.hitl [escalate answer-approval expire-due approvals-boot approvals-config
+        passepartout.approvals.hitl [escalate answer-approval expire-due approvals-boot approvals-config
                            grant-scope grant-covering add-grant describe-scope shell-escalations
                            script-files binding-of binding-problem policy-version get-approval find-approval
                            pending-approvals identity-of
                            carry-out-answered approvals-served approvals-service SERVICE-KEY
                            CODE-ALPHABET token-hash _executor]
         passepartout.runner [Runner]
-        passepartout.cli [approvals-on-host]
-        passepartout.bench [bench-approval]
+        passepartout.tools.cli [approvals-on-host]
+        passepartout.tools.bench [bench-approval]
         steps [expect run kind-of text-of is-reply run-task until])
 
 (defn has [text part]
@@ -911,7 +911,7 @@
       (os.kill first.pid hy.I.signal.SIGKILL)
       (.wait first)))
   (assert (not (in "approvals are not set up" out))
-          "the daemon's boot does not set its services' escalate to passepartout.hitl.escalate")
+          "the daemon's boot does not set its services' escalate to passepartout.approvals.hitl.escalate")
   (setv found (hy.I.re.search r"code ([A-Z]{6})" out))
   (assert found f"no approval code in the output:\n{out}")
   (setv code (.group found 1))

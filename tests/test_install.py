@@ -38,7 +38,7 @@ def test_the_wheel_carries_every_module_and_works_from_elsewhere(tmp_path):
         "import sys, passepartout, passepartout_skills\n"
         "print(passepartout.__file__)\n"
         "print(passepartout_skills.__file__)\n"
-        "from passepartout.cli import main\n"
+        "from passepartout.tools.cli import main\n"
         "main(['verify', '-', '--workspace', sys.argv[1]])\n"
     )
     run = subprocess.run(
@@ -62,7 +62,7 @@ def test_without_bytecode_beside_the_sources_a_cache_of_our_own_keeps_starts_fas
     cache = tmp_path / "cache"
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", PASSEPARTOUT_CACHE_DIR=str(cache),
                HY_MESSAGE_WHEN_COMPILING="1")
-    code = "import passepartout.cli"
+    code = "import passepartout.tools.cli"
     first = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert first.returncode == 0, first.stderr
     assert "Compiling" in first.stderr or any(cache.rglob("*.pyc")), "the first start compiled nothing"

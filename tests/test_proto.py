@@ -11,7 +11,7 @@ from hypothesis import given, settings, strategies as st, HealthCheck
 from passepartout.proto import (
     ProtoError, proto_read, proto_read_all, proto_print, proto_read_each, proto_get, proto_put,
     proto_merge, proto_without, proto_normalize, proto_from_data, proto_to_data, is_plist, kw,
-    proto_values,
+    proto_values, proto_has, Plist, plist,
 )
 
 # * Values the reader may return
@@ -29,7 +29,10 @@ values = st.recursive(atoms, lambda inner: st.lists(inner, max_size=6), max_leav
 
 
 def same(a, b):
-    """Equality that also compares types (True == 1 in Python, not here)."""
+    """Equality that also compares types (True == 1 in Python, not here); a
+    Plist is the list of its pairs."""
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
     if type(a) is not type(b):
         return False
     if isinstance(a, list):
@@ -137,7 +140,7 @@ def test_atoms():
 
 def test_reading_returns_plain_python_values():
     value = proto_read("(:text \"hi\" :n 1 :xs (1 2))")
-    assert type(value) is list and type(value[1]) is str and type(value[5]) is list
+    assert type(value) is Plist and isinstance(value, list) and type(value[1]) is str and type(value[5]) is list
     assert not isinstance(value[1], hy.models.Object)
 
 
@@ -268,6 +271,87 @@ def test_merging_agrees_with_putting_each_pair_in_turn(plist, others):
     before = list(plist)
     assert proto_merge(plist, *others) == expected, (plist, others)
     assert plist == before
+
+
+def _pairs_shaped(value):
+    return (isinstance(value, list) and value and len(value) % 2 == 0
+            and all(isinstance(k, Keyword) for k in value[::2]))
+
+
+def _walk(value):
+    yield value
+    if isinstance(value, list):
+        for v in value:
+            yield from _walk(v)
+
+
+@given(values)
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_what_reads_as_pairs_is_a_plist_and_nothing_else_is(value):
+    for v in _walk(proto_read(proto_print(value))):
+        if isinstance(v, list):
+            assert isinstance(v, Plist) == bool(_pairs_shaped(v)), (type(v), v)
+
+
+@given(values, st.text(alphabet="abcxyz-", min_size=1, max_size=4))
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_a_plist_finds_what_a_scan_finds(value, name):
+    for v in _walk(proto_read(proto_print(value))):
+        if isinstance(v, Plist):
+            key = kw(name)
+            assert proto_get(v, key, "absent") == proto_get(list(v), key, "absent"), v
+            assert proto_has(v, key) == proto_has(list(v), key), v
+            assert proto_values(v, key, kw("a")) == proto_values(list(v), key, kw("a")), v
+
+
+def test_a_plist_is_never_changed_in_place():
+    p = proto_read('(:action :shell :cmd "ls")')
+    for change in (lambda: p.append(1), lambda: p.extend([1]), lambda: p.__setitem__(1, 2),
+                   lambda: p.__delitem__(0), lambda: p.pop(), lambda: p.clear(), lambda: p.sort(),
+                   lambda: p.insert(0, 1), lambda: p.remove(kw("cmd")), lambda: p.reverse()):
+        with pytest.raises(TypeError):
+            change()
+    assert proto_print(p) == '(:action :shell :cmd "ls")', p
+    changed = proto_put(p, kw("cmd"), "pwd")
+    assert isinstance(changed, Plist) and changed[kw("cmd")] == "pwd" and p[kw("cmd")] == "ls", changed
+    assert isinstance(proto_merge(p, [kw("timeout"), 3]), Plist)
+    assert proto_without(p, [kw("cmd")]) == [kw("action"), kw("shell")]
+
+
+def test_a_plist_is_found_by_keyword_or_name_and_the_first_of_two_keys_wins():
+    p = proto_read("(:a 1 :b (:c 2) :a 3)")
+    assert p[kw("a")] == 1 and p["a"] == 1 and p.get("b") == [kw("c"), 2], p
+    assert p.get("zzz", "none") == "none" and kw("b") in p and kw("zzz") not in p, p
+    assert p.keys() == [kw("a"), kw("b"), kw("a")] and p.values()[0] == 1, p.keys()
+    assert p[0] == kw("a") and p[1:3] == [1, kw("b")], "integers and slices index the pairs"
+    with pytest.raises(KeyError):
+        p[kw("zzz")]
+
+
+def test_plist_builds_from_keyword_arguments_and_keeps_kebab_names():
+    p = plist(action=kw("shell"), cut_off=True, cmd="ls")
+    assert proto_print(p) == '(:action :shell :cut-off true :cmd "ls")', p
+    assert repr(p) == proto_print(p), repr(p)
+
+
+def test_a_plist_survives_copy_and_pickle():
+    import copy
+    import pickle
+    p = proto_read('(:a (:b 1) :c "x")')
+    for q in (copy.copy(p), copy.deepcopy(p), pickle.loads(pickle.dumps(p))):
+        assert isinstance(q, Plist) and q == p and q.get("a") == [kw("b"), 1], q
+
+
+def test_json_objects_become_plists():
+    p = proto_from_data({"action": "shell", "opts": {"x": 1}, "list": [1, 2]})
+    assert isinstance(p, Plist) and isinstance(p.get("opts"), Plist) and type(p.get("list")) is list, p
+
+
+def test_odd_or_non_keyword_pairs_are_refused_by_the_type():
+    with pytest.raises(ProtoError):
+        Plist([kw("a")])
+    with pytest.raises(ProtoError):
+        Plist(["a", 1])
 
 
 def test_hy_is_left_as_it_is():

@@ -161,7 +161,7 @@
 
 (import passepartout.cascade [make-provider]
         passepartout.daemon [boot shutdown]
-        passepartout.gateway [Hub]
+        passepartout.gateways.hub [Hub]
         passepartout.routines [routines-of]
         passepartout.journal [journal-export]
         steps [last-said says]

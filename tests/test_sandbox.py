@@ -22,7 +22,7 @@ from conftest import need_bwrap
 from passepartout.act import act
 from passepartout.config import ConfigError, load_config
 from passepartout.context import context_for, make_context
-from passepartout.hitl import escalate, find_approval
+from passepartout.approvals.hitl import escalate, find_approval
 from passepartout.loop import step
 from passepartout.proto import proto_get, proto_put
 from passepartout.reason import verify

@@ -1,4 +1,4 @@
-"""Tests for passepartout/shell.hy (the shell-safety analysis) and its skill,
+"""Tests for passepartout/shell/judge.hy (the shell-safety analysis) and its skill,
 skills/shell_safety.hy; and for what the shell actuator (skills/shell.hy)
 starts ending with it: on a timeout, a stop, or the cancellation of the task
 that awaits it, no process is left.
@@ -26,7 +26,7 @@ import pytest
 from conftest import need_bwrap
 from hypothesis import given, settings, strategies as st
 
-import passepartout.shell as shell
+import passepartout.shell.judge as shell
 from passepartout.act import act
 from passepartout.context import make_context
 from passepartout.proto import kw, proto_get, proto_put, proto_read
@@ -734,7 +734,7 @@ def test_rules_test_on_the_command_line(tmp_path):
 def test_private_use_characters_are_refused_before_the_parser_sees_them(tmp_path):
     """tree-sitter-bash 0.25 crashes the process on `{` followed by a plane-15 character."""
     code = ("import sys, hy\n"
-            "from passepartout.shell import judge_command\n"
+            "from passepartout.shell.judge import judge_command\n"
             "from passepartout.context import make_context\n"
             "ctx = make_context(workspace=sys.argv[1])\n"
             "for cmd in ['echo {\\U000F0001', 'bash -c \"echo {\\U0010FFFD\"', 'echo \\uE000']:\n"

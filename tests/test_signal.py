@@ -9,7 +9,7 @@ from hy.models import Keyword
 from hypothesis import given, settings, strategies as st
 
 from passepartout.config import ConfigError
-from passepartout.gateway import Hub, Undeliverable, configured_gateways, find_gateway
+from passepartout.gateways.hub import Hub, Undeliverable, configured_gateways, find_gateway
 from passepartout.proto import proto_get, proto_read
 from signal_server import SignalServer, free_port
 

@@ -173,7 +173,7 @@
   (import passepartout.budget [day-record]
           passepartout.cascade [make-cascade make-provider]
           passepartout.context [make-context]
-          passepartout.hitl [add-grant request-approval]
+          passepartout.approvals.hitl [add-grant request-approval]
           passepartout.perceive [perceive]
           passepartout.store [event-append kv-put store-open store-close])
   (load-skills registry)

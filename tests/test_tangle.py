@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-import passepartout.tangle as tangle_mod
-from passepartout.tangle import org_blocks, org_outlined_blocks, tangle, tangle_files
+import passepartout.tools.tangle as tangle_mod
+from passepartout.tools.tangle import org_blocks, org_outlined_blocks, tangle, tangle_files
 
 FIXTURES = Path(__file__).parent / "fixtures" / "tangle"
 EXPECTED = FIXTURES / "expected"

@@ -114,7 +114,7 @@ def test_a_refusal_is_one_readable_line_then_the_explanation(env, tmp_path):
 
 
 def _pending(env):
-    from passepartout.hitl import pending_approvals
+    from passepartout.approvals.hitl import pending_approvals
     return pending_approvals(env.store, "terminal:local")
 
 
@@ -123,7 +123,7 @@ def _pending(env):
 @pytest.mark.parametrize("key,state,grants", [("y", "executed", 0), ("a", "executed", 1), ("n", "denied", 0),
                                               ("A\r", "executed", 1)])
 def test_one_key_answers_the_only_approval_waiting(env, tmp_path, key, state, grants):
-    from passepartout.hitl import active_grants, find_approval
+    from passepartout.approvals.hitl import active_grants, find_approval
     codes = []
 
     async def script(pipe, shown, runner):
@@ -502,7 +502,7 @@ def test_pending_approvals_show_what_a_proposal_holds_and_never_obey_it(tmp_path
     actions waiting, which models wrote: what a terminal would obey is shown."""
     from passepartout.context import context_for
     from passepartout.daemon import boot, shutdown
-    from passepartout.hitl import request_approval
+    from passepartout.approvals.hitl import request_approval
     from passepartout.proto import kw
     (tmp_path / "config.toml").write_text(NO_SANDBOX)
     environ = {"PASSEPARTOUT_DATA_DIR": str(tmp_path / "data"), "HOME": str(tmp_path)}

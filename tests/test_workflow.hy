@@ -225,7 +225,7 @@
 (import asyncio
         passepartout.cascade [make-provider]
         passepartout.daemon [boot shutdown]
-        passepartout.gateway [Hub]
+        passepartout.gateways.hub [Hub]
         passepartout.task [ends-task]
         passepartout.store [events]
         passepartout.workflow [workflows-of]

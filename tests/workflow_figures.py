@@ -28,7 +28,7 @@ from hy.models import Keyword as K
 from openai_server import ScriptedOpenAIServer
 from passepartout.cascade import make_provider
 from passepartout.daemon import boot, shutdown
-from passepartout.gateway import Hub
+from passepartout.gateways.hub import Hub
 from passepartout.proto import proto_get
 from passepartout.task import ends_task
 from passepartout.workflow import workflow_workers, workflows_of

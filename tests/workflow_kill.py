@@ -32,7 +32,7 @@ def child(folder, url):
     from hy.models import Keyword as K
     from passepartout.cascade import make_provider
     from passepartout.daemon import boot, shutdown
-    from passepartout.gateway import Hub
+    from passepartout.gateways.hub import Hub
     from passepartout.proto import proto_get, proto_print
     from passepartout.task import ends_task
 

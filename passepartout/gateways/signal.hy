@@ -6,7 +6,7 @@
         passepartout.proto [proto-get]
         passepartout.display [display-text]
         passepartout.config [ConfigError]
-        passepartout.gateway [send-pieces Undeliverable])
+        passepartout.gateways.hub [send-pieces Undeliverable])
 
 (setv log (logging.getLogger "passepartout.gateways.signal"))
 

@@ -13,7 +13,7 @@
         passepartout.proto [kw proto-get]
         passepartout.display [display-text]
         passepartout.store [StoreError kv-get kv-put]
-        passepartout.gateway [send-pieces Undeliverable MAX-PIECES-KEPT]
+        passepartout.gateways.hub [send-pieces Undeliverable MAX-PIECES-KEPT]
         passepartout.backoff [growing-pause])
 
 (setv log (logging.getLogger "passepartout.gateways.telegram"))

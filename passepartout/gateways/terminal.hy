@@ -91,7 +91,7 @@
         store (when services services.store))
   (if (is store None)
       []
-      (lfor a (hy.I.passepartout/hitl.pending-approvals store SESSION) (proto-get a ':code))))
+      (lfor a (hy.I.passepartout/approvals/hitl.pending-approvals store SESSION) (proto-get a ':code))))
 
 (defn :async _send [hub text show]
   "Send the typed TEXT; False when it asks to leave."

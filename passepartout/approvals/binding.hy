@@ -6,8 +6,8 @@
         passepartout.act [action-name]
         passepartout.context [context-runtime]
         passepartout.workspace [path-inside]
-        passepartout.shell [analyse]
-        passepartout.shell :as shell
+        passepartout.shell.judge [analyse]
+        passepartout.shell.judge :as shell
         passepartout.skills [all-skills])
 
 ;; * Binding

@@ -12,16 +12,16 @@
         passepartout.journal [journal-event]
         passepartout.display [display-text output-words reason-words]
         passepartout.task [task-state after-action ending write-records]
-        passepartout.hitl-binding [action-hash binding-of binding-problem policy-version
+        passepartout.approvals.binding [action-hash binding-of binding-problem policy-version
                                    script-files floor-problem]
-        passepartout.hitl-store [CODE-ALPHABET HOST-IDENTITY approvals-config identity-of
+        passepartout.approvals.store [CODE-ALPHABET HOST-IDENTITY approvals-config identity-of
                                  token-hash get-approval find-approval request-approval
                                  expire-due withdraw-waiting recover approvals-boot
                                  pending-approvals _select _approval _event _when _shown
                                  _origin _task-of _executor _alive _fail _told]
-        passepartout.hitl-voting [context-env record-answer pending-text
+        passepartout.approvals.voting [context-env record-answer pending-text
                                   _voters _settled-text _result _grant-minutes]
-        passepartout.grants [shell-escalations grant-scope describe-scope add-grant host-scope
+        passepartout.approvals.grants [shell-escalations grant-scope describe-scope add-grant host-scope
                              active-grants grant-covering revoke-grant grants-text])
 
 ;; * Asking
@@ -238,7 +238,7 @@
           (await (asyncio.shield (_deliver env runner id signal))))
         (except [asyncio.CancelledError] (raise))
         (except [Exception]
-          (.exception (logging.getLogger "passepartout.hitl") "the approvals service failed a pass")))
+          (.exception (logging.getLogger "passepartout.approvals.hitl") "the approvals service failed a pass")))
       (await (asyncio.sleep POLL-SECONDS)))
     (finally
       (when (= (approvals-served store) (os.getpid))

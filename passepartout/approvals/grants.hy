@@ -7,14 +7,14 @@
         passepartout.egress [action-asks ask-pairs entry-covers host-entries host-text
                              split-host]
         passepartout.workspace [resolve-path]
-        passepartout.shell [analyse judge-command]
-        passepartout.shell :as shell
+        passepartout.shell.judge [analyse judge-command]
+        passepartout.shell.judge :as shell
         passepartout.store [data-print data-read]
         passepartout.context [context-runtime]
         passepartout.journal [journal-event]
-        passepartout.hitl-binding [policy-version]
-        passepartout.hitl-store [approvals-config _when]
-        passepartout.hitl-voting [_result _voters])
+        passepartout.approvals.binding [policy-version]
+        passepartout.approvals.store [approvals-config _when]
+        passepartout.approvals.voting [_result _voters])
 
 ;; * What a grant covers
 

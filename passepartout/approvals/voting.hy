@@ -6,7 +6,7 @@
         passepartout.context [context-runtime]
         passepartout.perceive [reply-signal]
         passepartout.task [ending]
-        passepartout.hitl-store [approvals-config expire-due find-approval get-approval
+        passepartout.approvals.store [approvals-config expire-due find-approval get-approval
                                  pending-approvals _event _executor _origin _shown _told _when])
 
 ;; * Who may answer, and how many

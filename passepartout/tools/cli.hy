@@ -170,7 +170,7 @@
 
 (defn cmd-rules [args]
   (import passepartout.proto [proto-get]
-          passepartout.shell [judge-command])
+          passepartout.shell.judge [judge-command])
   (setv ctx (_gate-context args)
         v (judge-command args.cmd ctx)
         out {"verdict" (. (proto-get v ':verdict) name)
@@ -189,11 +189,11 @@
 (defn :async _chat [env interactive]
   (import asyncio
           pathlib [Path]
-          passepartout.gateway [Hub]
+          passepartout.gateways.hub [Hub]
           passepartout.daemon [start-services stop-services]
           passepartout.repl [serve-repl]
           passepartout.reload [watch-skills]
-          passepartout.hitl [approvals-service]
+          passepartout.approvals.hitl [approvals-service]
           passepartout.gateways.terminal [chat-terminal chat-lines format-reply progress-kept])
   (setv progress {})
   (defn :async show [r] (print (format-reply r) :flush True))
@@ -260,7 +260,7 @@
 (defn _handed-over-text [store approval choice]
   "What the host is told after handing CHOICE on APPROVAL to the daemon."
   (import passepartout.proto [proto-get]
-          passepartout.hitl [approvals-served])
+          passepartout.approvals.hitl [approvals-served])
   (setv pid (approvals-served store)
         session (proto-get approval ':session))
   (if (= choice "approve")
@@ -278,9 +278,9 @@
           passepartout.daemon [boot shutdown]
           passepartout.proto [proto-get]
           passepartout.store [notice-add]
-          passepartout.grants [duration-minutes]
+          passepartout.approvals.grants [duration-minutes]
           passepartout.egress [host-word]
-          passepartout.hitl [HOST-IDENTITY answer-approval find-approval pending-text]
+          passepartout.approvals.hitl [HOST-IDENTITY answer-approval find-approval pending-text]
           passepartout.display [display-text])
   (setv env (boot :config-path args.config))
   (try
@@ -543,7 +543,7 @@
   None)
 
 (defn cmd-tangle [args]
-  (import passepartout.tangle [tangle])
+  (import passepartout.tools.tangle [tangle])
   (setv root (if args.root (Path args.root) (_project-root (.resolve (Path.cwd)))))
   (when (is root None)
     (print "passepartout tangle: no org/ folder here or above; use --root" :file sys.stderr)
@@ -557,7 +557,7 @@
 ;; * bench
 
 (defn cmd-bench [args]
-  (import passepartout.bench [run-benchmarks])
+  (import passepartout.tools.bench [run-benchmarks])
   (run-benchmarks :quick args.quick))
 
 ;; * journal

@@ -11,7 +11,7 @@
         passepartout.store [data-print data-read notice-add]
         passepartout.journal [journal-event]
         passepartout.task [task-state]
-        passepartout.hitl-binding [binding-of])
+        passepartout.approvals.binding [binding-of])
 
 ;; * Configuration
 

@@ -2,8 +2,8 @@
 
 (import fnmatch importlib.util re tomllib
         pathlib [Path]
-        passepartout.shell-parse [_kept]
-        passepartout.shell-walk [ALLOW ESCALATE REJECT analyse])
+        passepartout.shell.parse [_kept]
+        passepartout.shell.walk [ALLOW ESCALATE REJECT analyse])
 
 ;; * Compiling a rule
 

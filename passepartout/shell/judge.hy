@@ -5,16 +5,16 @@
 (import fnmatch functools os posixpath re
         passepartout.proto [proto-get]
         passepartout.workspace [path-inside BUILD-FILES]
-        passepartout.shell-parse [CACHE-SIZE HERE MARKERS MAX-BYTES MAX-JUDGED MAX-NEST
+        passepartout.shell.parse [CACHE-SIZE HERE MARKERS MAX-BYTES MAX-JUDGED MAX-NEST
                                   MEMO-SIZE UNKNOWN expand-braces sed-effects _kept
                                   _private-use-re]
-        passepartout.shell-walk [ALLOW CONFINE ESCALATE REJECT CODE-RE FIND-MATCH SHELLS analyse
+        passepartout.shell.walk [ALLOW CONFINE ESCALATE REJECT CODE-RE FIND-MATCH SHELLS analyse
                                  data-name hidden-code _absolute _clip]
         passepartout.secrets [ordinary-variable secret-variable]
-        passepartout.shell-rules [ShellRulesError load-rules parse-options rule-matches
+        passepartout.shell.rules [ShellRulesError load-rules parse-options rule-matches
                                   rule-operands rules-for _entry-holds _rule-options
                                   _rules-about _spec _unmodelled]
-        passepartout.shell-paths [_concrete _device _glob-re _in-places _judge-delete _judge-write
+        passepartout.shell.paths [_concrete _device _glob-re _in-places _judge-delete _judge-write
                                   _name-match _named-paths _names-regex _norm _places
                                   _read-verdicts _realpath _resolve _shown _tree-verdicts])
 

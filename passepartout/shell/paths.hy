@@ -3,8 +3,8 @@
 (import fnmatch os posixpath re
         hy.models [Keyword]
         passepartout.proto [proto-get]
-        passepartout.shell-parse [HERE HOME MAX-CONTEXTS TMP UNKNOWN _kept _tilde]
-        passepartout.shell-walk [ALLOW ESCALATE REJECT FIND-MATCH _clip]
+        passepartout.shell.parse [HERE HOME MAX-CONTEXTS TMP UNKNOWN _kept _tilde]
+        passepartout.shell.walk [ALLOW ESCALATE REJECT FIND-MATCH _clip]
         passepartout.workspace [path-inside runs-later SECRET-PATTERNS])
 
 ;; * A context's folders

@@ -83,7 +83,7 @@
 (defn corpora-dir []
   "The outside corpora the tests keep (=tests/data/corpora=), else a shared
    corpora folder beside the project, if there is one."
-  (setv project (. (Path __file__) parent parent))
+  (setv project (. (Path __file__) parent parent parent))
   (for [d [(/ project "tests" "data" "corpora")
            (/ (Path.cwd) ".." "shared" "corpora") (/ project ".." "shared" "corpora")]]
     (when (.is-dir d) (return (.resolve d))))
@@ -94,7 +94,7 @@
    line's own, or the one =tests/data/corpus_overrides.json= gives its command
    (with the reason), which the tests read too."
   (import passepartout.proto [proto-read proto-get])
-  (setv path (/ (. (Path __file__) parent parent) "tests" "data" "corpus_overrides.json")
+  (setv path (/ (. (Path __file__) parent parent parent) "tests" "data" "corpus_overrides.json")
         overrides (if (.is-file path) (json.loads (.read-text path :encoding "utf-8")) {}))
   (defn label [entry]
     (try
@@ -110,7 +110,7 @@
 (defn corpus-figures [path ctx [times None]]
   "(stopped must-stop may-run falsely-stopped) for the corpus file PATH; the time
    of each proposal (read, then every gate) is added to TIMES."
-  (import passepartout.cli [verify-text])
+  (import passepartout.tools.cli [verify-text])
   (setv lines (lfor l (.splitlines (.read-text path :encoding "utf-8")) :if (.strip l) (json.loads l))
         verdicts []
         must 0 stopped 0 may 0 false-stops 0)
@@ -241,7 +241,7 @@
 (defn _tests-rows [name quick [what None]]
   "The rows =tests/bench_rows.py= prints for NAME, run as a script of the
    source tree's tests/ folder (nothing of it is imported here)."
-  (setv script (/ (. (Path __file__) parent parent) "tests" "bench_rows.py")
+  (setv script (/ (. (Path __file__) parent parent parent) "tests" "bench_rows.py")
         what (or what f"{name} figures"))
   (when (not (.is-file script))
     (return [#(what "not measured: they need the source tree's tests/" "" "")]))
@@ -263,7 +263,7 @@
 (defn _client-command []
   "The client as bin/repl runs it (or as a script, installed), and the console script if any."
   (import importlib.util)
-  (setv bin-repl (/ (. (Path __file__) parent parent) "bin" "repl")
+  (setv bin-repl (/ (. (Path __file__) parent parent parent) "bin" "repl")
         origin (. (importlib.util.find-spec "passepartout_repl") origin)
         script (/ (. (Path sys.executable) parent) "repl"))
   #([sys.executable "-S" (str (if (.exists bin-repl) bin-repl origin))]
@@ -524,8 +524,8 @@
   (import asyncio threading
           passepartout.cascade [make-provider]
           passepartout.daemon [boot shutdown]
-          passepartout.gateway [Hub])
-  (setv root (str (. (Path __file__) parent parent))
+          passepartout.gateways.hub [Hub])
+  (setv root (str (. (Path __file__) parent parent parent))
         folder (tempfile.mkdtemp :prefix "passepartout-bench-entries-")
         config (/ (Path folder) "config.toml")
         _ (.write-text config "[sandbox]\nmode = \"off\"\n")
@@ -589,7 +589,7 @@
   (import asyncio
           passepartout.cascade [make-provider]
           passepartout.daemon [boot shutdown start-services stop-services]
-          passepartout.gateway [Hub])
+          passepartout.gateways.hub [Hub])
   (setv folder (Path (tempfile.mkdtemp :prefix "passepartout-bench-cpu-")))
   (.write-text (/ folder "config.toml") "[sandbox]\nmode = \"off\"\n")
   (setv env (boot :config-path (str (/ folder "config.toml"))
@@ -653,7 +653,7 @@
 
 (defn bench-reply-validators [[rounds 20]]
   (import passepartout.validators [review-reply])
-  (setv data (/ (. (Path __file__) parent parent) "tests" "data")
+  (setv data (/ (. (Path __file__) parent parent parent) "tests" "data")
         path (/ data "reply_cases.jsonl"))
   (when (not (.is-file path))
     (return [#("reply validators" "not found (tests/data/reply_cases.jsonl)" "" "")]))

@@ -2,7 +2,7 @@
 
 (import functools posixpath re shlex
         itertools [product]
-        passepartout.shell-parse [CACHE-SIZE HERE HOME MARKERS MAX-BYTES MAX-COMMANDS
+        passepartout.shell.parse [CACHE-SIZE HERE HOME MARKERS MAX-BYTES MAX-COMMANDS
                                   MAX-DEPTH MAX-EXPANSION MAX-NEST MAX-NODES MAX-VARIANTS
                                   SPLIT UNKNOWN _argument-lists _bounded _cached-tree
                                   _fields _lookup _private-use-re _readings _text _union])

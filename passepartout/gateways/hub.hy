@@ -13,7 +13,7 @@
         passepartout.store [inbox-add inbox-done inbox-pending outbox-add outbox-sent outbox-failed outbox-give-up
                             outbox-pending outbox-expire outbox-untold outbox-sessions])
 
-(setv log (logging.getLogger "passepartout.gateway"))
+(setv log (logging.getLogger "passepartout.gateways.hub"))
 
 ;; * The registry
 
