@@ -1,4 +1,5 @@
-;; Tests of passepartout/loop.hy: one step, the agent loop's limits, the runner.
+;; Tests of passepartout/loop.hy: one step, the agent loop's limits, /stop.
+;; (The runner's order and concurrency: tests/test_runner.hy.)
 
 (import asyncio os sqlite3
         pathlib [Path]
@@ -163,25 +164,6 @@
   (setv replies (run-task env (user-says "/ping")))
   (expect (lfor r replies (text-of r)) ["pong"] "replies")
   (expect requests [] "model calls"))
-
-;; * The runner
-
-(defn test-the-runner-keeps-order-within-a-chat-and-serves-chats-concurrently [env]
-  (setv delivered [])
-  (defn :async main []
-    (setv runner (Runner env (fn [r] (.append delivered r))))
-    (for [i (range 5)]
-      (await (.submit runner (user-says f"!echo a{i}" "a")))
-      (await (.submit runner (user-says f"!echo b{i}" "b"))))
-    (await (.idle runner "test:a"))
-    (await (.idle runner "test:b"))
-    (await (.close runner)))
-  (asyncio.run (main))
-  (for [chat ["a" "b"]]
-    (setv answers (lfor r delivered
-                        :if (and (= (proto-get r ':session) f"test:{chat}") (= (kind-of r) "answer"))
-                        (get (.split (.strip (text-of r)) "\n") -1)))
-    (expect answers (lfor i (range 5) f"{chat}{i}") f"answers of chat {chat}")))
 
 ;; * Budget, loop detector, /stop
 
