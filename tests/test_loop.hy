@@ -262,26 +262,23 @@
     (finally (shutdown e))))
 
 (defn stop-a-running-command [env]
-  "Stop `sleep 3; touch after.txt` while it runs; its file must never appear."
+  "Stop `sleep 20; touch after.txt` while it runs: its processes go (the shell
+   that would touch the file among them) and the file never appears. How fast
+   they go is the bench's figure (bench-stop), not a deadline here: left
+   running, the command would touch the file after 20 s."
   (setv delivered []
         workspace (Path (get env.config "workspace"))
-        marker "sleep 3; touch after.txt"
-        figures {})
+        marker "sleep 20; touch after.txt")
   (defn :async main []
     (setv runner (Runner env (fn [r] (.append delivered r))))
     (await (.submit runner (user-says f"!{marker}" "k")))
     (await (until (fn [] (pids-running marker))))
-    (setv pids (pids-running marker)
-          t0 (hy.I.time.perf-counter))
     (await (.submit runner (user-says "/stop" "k")))
-    (await (until (fn [] (not (pids-running marker))) 2))
-    (setv (get figures "gone") (- (hy.I.time.perf-counter) t0))
-    (await (asyncio.wait-for (.idle runner "test:k") 2))
-    (await (asyncio.sleep 3.5))
+    (await (until (fn [] (not (pids-running marker)))))
+    (await (asyncio.wait-for (.idle runner "test:k") 60))
     (await (.close runner)))
   (asyncio.run (main))
   (assert (not (.exists (/ workspace "after.txt"))) "the stopped command went on and touched after.txt")
-  (assert (< (get figures "gone") 1.0) f"the command took {(get figures "gone")} s to die")
   (setv texts (lfor r delivered (text-of r)))
   (expect texts [f"Stopped: the command `{marker}` was killed. Nothing more of that task will run."]
           "what the person was told"))
