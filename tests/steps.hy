@@ -10,7 +10,7 @@
 (defn expect [got want [what "value"]]
   (assert (= got want) f"{what}: expected {want !r}, got {got !r}"))
 
-(defn :async until [test [seconds 60] [every 0.02]]
+(defn :async until [test [seconds 120] [every 0.02]]
   "Wait, turning the loop, until (TEST) holds; fail the test, naming TEST,
    if it does not within SECONDS (a generous deadline, not a measurement)."
   (setv deadline (+ (time.monotonic) seconds))

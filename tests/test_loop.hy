@@ -461,7 +461,7 @@
   (defn :async main []
     (setv runner (Runner e (fn [r] (.append delivered r))))
     (await (.submit runner (user-says "hello" "h")))
-    (await (until (fn [] (.scripts-seen openai-server)) 60))
+    (await (until (fn [] (.scripts-seen openai-server))))
     (await (.submit runner (user-says "/stop" "h")))
     (await (asyncio.wait-for (.idle runner "test:h") 10))
     (setv closed (await (asyncio.to-thread openai-server.wait-hang-closed 1 30)))
