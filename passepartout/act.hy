@@ -1,5 +1,11 @@
 ;; * Why
 
+"By the time an action reaches act, the gates have allowed it (or a person
+has approved it). What is left is dispatch: find the actuator a skill
+registered for the action's name, run it, and pass its result through the
+result filters before anything else (the model, a log) sees it. This module
+names no actuator; they all arrive through the registry of the context."
+
 (import inspect
         hy.models [Keyword]
         passepartout.proto [is-plist proto-get proto-put]

@@ -1,5 +1,12 @@
 ;; * Why
 
+"A conversation ends; a goal often does not. \"Get the backup check green\",
+\"find out why the build is slow\", \"call the dentist\": the person says them
+once, and the agent should still know of them next week, across restarts and
+conversations. The agenda is that list: items the person or the model adds,
+kept in the one store, shown to the model in brief with every prompt and to
+the person with /agenda."
+
 (import asyncio logging re time
         hy.models [Keyword]
         passepartout.proto [proto-get]

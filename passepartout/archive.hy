@@ -1,5 +1,17 @@
 ;; * Why
 
+"The journal is append-only, and a busy daemon writes a few kilobytes a
+message: left alone, the store grows by most of a gigabyte a year, and every
+query, backup and quick_check pays for turns nobody will read again except
+to audit them. Archiving moves the events older than a configured age out of
+the live table into compressed segment files beside the store, and keeps
+what the journal needs to stay one journal: the hash of the last turn
+archived (the chain goes on from it), the hash of each segment's bytes, and
+each session's last turn. journal verify, journal export and replay
+read through the segments first and the live table after (journal.org), so
+an archived turn is still verified, exported and judged again; it is only no
+longer in SQL's reach."
+
 (import asyncio fcntl hashlib json logging lzma os re time
         pathlib [Path]
         passepartout.proto [proto-get]

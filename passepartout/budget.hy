@@ -1,5 +1,11 @@
 ;; * Why
 
+"A model that loops, or a task that grows, spends tokens and money without
+anyone watching. Each task and each day has a budget of tokens and of cost,
+taken from LiteLLM's usage figures, and it is checked before every model call
+and before every action, not after the bill: once a limit is reached the task
+stops and the person is told the figure."
+
 (import time
         passepartout.proto [proto-values]
         passepartout.store [kv-get kv-put]

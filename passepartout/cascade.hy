@@ -1,5 +1,12 @@
 ;; * Why
 
+"The reason stage needs one thing from the outside world: an answer to a prompt.
+Any single provider can be down, slow, out of credit, or answer nonsense, so the
+cascade asks an ordered list of them and takes the first real answer. Whatever
+happens it returns a plist and never raises: a failure is data the reason stage
+can tell the person about. The one exception is cancellation: a turn the person
+stopped ends where it is, and nothing of it goes on."
+
 (import asyncio inspect json logging os re socket threading time warnings
         importlib.util [find-spec]
         urllib.parse [urlsplit]

@@ -1,3 +1,13 @@
+;; * Why
+
+"The gates can be wrong and the sandbox keeps a wrong command inside the
+workspace, but inside the workspace it can still do damage: delete the work
+of an afternoon, rewrite .git, fill a file with nonsense. So before every
+action that may write, the workspace is checkpointed, and /undo puts it back
+as it was before the last action (/undo N: before the N-th last), /changes
+says what an action changed. A checkpoint is a turn of the journal, and so is
+an undo."
+
 ;; * How: a copy kept in step, and the kernel saying what changed
 
 (import asyncio ctypes errno json logging os shutil stat struct threading time weakref

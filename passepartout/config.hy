@@ -1,5 +1,10 @@
 ;; * Why
 
+"Passepartout runs with no configuration at all: a data dir under
+~/.local/share, the terminal gateway, the default limits. A TOML file adds
+to that, and environment variables override both, so a service manager or a
+test can move the data dir without writing a file."
+
 (import copy difflib importlib.util os re tomllib
         pathlib [Path])
 

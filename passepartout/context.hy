@@ -1,5 +1,11 @@
 ;; * Why
 
+"A gate is a pure function of an action and a context. Everything a gate may
+consult (the workspace, the temp dirs, the clock, the secrets to guard) is in the
+context, so the same proposal and the same context always get the same verdict,
+today or in a replay next month. Gates read no clock and open no file; if they
+need a fact, it goes here."
+
 (import os tempfile time
         functools [lru-cache]
         pathlib [Path]

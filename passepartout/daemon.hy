@@ -1,5 +1,15 @@
 ;; * Why
 
+"Every way of running Passepartout (the terminal chat, the headless daemon, a
+test) needs the same parts put together in the same order: the config, the
+store, the skills, the cascade. boot does it once and returns the env dict
+that loop.step runs on; the workers that run steps only read it, so what a
+daemon keeps between steps, such as the recent turns of each session
+(env[\"histories\"], see loop.org), is made here too. It needs no
+configuration at all: with none, the data lives in the default data dir, the
+workspace beside it, and the cascade ends in the symbolic provider, so a fresh
+machine can chat at once."
+
 (import asyncio fcntl logging logging.handlers os signal sys time
         pathlib [Path]
         passepartout.config [ConfigError load-config ensure-dirs config-secrets config-defaults]

@@ -1,5 +1,11 @@
 ;; * Why
 
+"A model's answer is text, and this module reads it into what the model meant:
+the actions it proposed, as plists, or a message for the person, or, when it
+tried to propose and failed, a precise error the model is told about. It reads
+the forms models actually write, and it reads them as data only: nothing in an
+answer is evaluated."
+
 (import ast json re
         hy.models [Keyword]
         passepartout.proto [ProtoError kw proto-get proto-put proto-has proto-without

@@ -1,5 +1,10 @@
 ;; * Why
 
+"The daemon's gates run in a process of their own, and GateKeeper is the
+daemon's side of it. A gate that hangs or grows without bound costs a
+rejection naming it and a killed process, never a stuck daemon, a held lock or
+a thread left running."
+
 (import asyncio collections json mmap os resource signal struct sys time types
         passepartout.proto [kw proto-get proto-read proto-print proto-without
                             is-plist ProtoError MAX-DEPTH]

@@ -1,5 +1,15 @@
 ;; * Why
 
+"The model is given what its task depends on, not the last turns of its
+session: the conversation (what the person said and what was answered) and its
+own thread (its input and the result of every action it took, approvals
+answered elsewhere included: they carry the task's id). The actions of earlier
+tasks and their raw results are not in it; they reach the task through the
+answers that reported them, which is what the person saw too. The turns come
+from the events table, so a restart loses none of them. What the built-in
+fallback answered while no model could is left out (its answers are marked
+:by \"fallback\"): a model must not read those words as its own."
+
 (import inspect logging math sys threading time
         collections [OrderedDict]
         passepartout.proto [proto-get proto-print]

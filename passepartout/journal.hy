@@ -1,5 +1,11 @@
 ;; * Why
 
+"A person who lets an agent act wants to ask, afterwards, what it did and why,
+and whether the rule they wrote this morning would have stopped what it did
+last week. Both questions need a history that cannot quietly change. The
+journal is that history: every step of every task, as a turn appended to the
+store's events and never rewritten."
+
 (import hashlib json lzma time
         pathlib [Path]
         passepartout.proto [ProtoError proto-get proto-print proto-put proto-read proto-values proto-without]

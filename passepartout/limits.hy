@@ -1,5 +1,13 @@
 ;; * Why
 
+"The sandbox decides what a command can reach; it says nothing of how much it
+may take. Without limits, yes > big.txt writes half a gigabyte a second until
+the disk is full, a fork bomb fills the process table, and one runaway
+allocation pushes the machine into swap, all inside a sandbox that works as
+designed. So every shell action runs under limits, and a limit hit ends the
+action with a result that names the limit and the key that sets it, so that a
+model (or a person) knows what happened and what to change."
+
 (import asyncio itertools os re resource signal
         functools [lru-cache]
         passepartout.proto [proto-get]

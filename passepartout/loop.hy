@@ -1,3 +1,12 @@
+;; * Why
+
+"The whole agent is one coroutine, step, from a signal to the signals it emits.
+step perceives, reasons, acts and carries out what the task says comes next: a
+reply to the person, or the result of an action going back to reason (the agent
+loop). It names no gate, no actuator and no gateway; those arrive through the
+registry and through the daemon's services (services.org), which it is given.
+The runner (runner.org) feeds it, one session's signals in order."
+
 ;; * The agent loop and its limits
 
 (import asyncio logging time

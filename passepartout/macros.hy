@@ -1,3 +1,10 @@
+;; * Why
+
+"A skill is data (a name, a priority, some functions) and could be written as a
+call to make-skill. defskill exists so that a skill file reads like a
+declaration, the way the original Common Lisp skills did, and so that a person
+at the REPL can redefine one with the same form that defined it."
+
 ;; * defskill
 
 (defmacro defskill [name #* body]

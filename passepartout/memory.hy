@@ -1,5 +1,10 @@
 ;; * Why
 
+":memory-add and :memory-search give the model a notebook that outlives a
+conversation. The notes are rows of the store's memory table, in the same
+SQLite file as everything else, and a full-text index (FTS5, built by
+store-open) finds them by their words, best match first."
+
 (import re time)
 
 ;; * Adding

@@ -1,5 +1,12 @@
 ;; * Why
 
+"Every gateway hands the loop what a person did, in its own shape. Perceive turns
+it into one shape, a signal, names the session it belongs to, and gives the
+pre-reason handlers their chance at it. A handler that claims a signal ends its
+journey here: approval commands, slash commands and REPL forms are answered by
+deterministic code and never reach a model. That matters most for approvals:
+/approve CODE must not be something a model can see, repeat or imitate."
+
 (import inspect
         hy.models [Keyword]
         passepartout.proto [ProtoError kw proto-get proto-put proto-values

@@ -1,5 +1,13 @@
 ;; * Why
 
+"Everything that moves through Passepartout (a person's words, a model's proposal,
+a gate's verdict, an actuator's result) is a property list: keywords alternating
+with values. On the wire, in the store and in logs it is s-expression text; in
+memory it is a Plist: the list of its pairs (hy.models.Keyword keys and plain
+values: str, int, float, bool, None, nested lists and plists) that also
+finds a field by name in one step and is never changed in place. No message has
+behaviour of its own, so any stage can be replayed on recorded data."
+
 ;; ** Why a reader of our own
 
 (import math re json

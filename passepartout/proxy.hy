@@ -1,5 +1,16 @@
 ;; * Why
 
+"A shell action's box has no route out (sandbox.org); this is its one door.
+For each action the daemon serves an HTTP proxy on a Unix socket of its own,
+on its event loop, for as long as the action runs. The socket is bound into
+the box, where a relay carries the programs' TCP connections to it
+(egress.org). Every request is decided by decide (egress.org) for this
+action's policy, and written down: host, port, method (or CONNECT), the bytes
+that went up and came down, and whether it was let through and why. That list
+goes into the action's result as :egress, and so into the journal with the
+result's turn, and to the model, which learns from a refusal which host was
+refused and how a person can allow it."
+
 (import asyncio ipaddress logging os re shutil socket tempfile time
         passepartout.proto [proto-get]
         passepartout.context [context-runtime]

@@ -1,5 +1,10 @@
 ;; * Why
 
+"This is where the two engines meet. Think asks the provider cascade for one
+proposed action; verify runs it past every gate. The model has no authority:
+whatever it says is a proposal, parsed as data, and only a proposal that every
+gate lets through reaches the act stage."
+
 (import asyncio inspect json re time
         hy.models [Keyword]
         passepartout.proto [ProtoError kw proto-get proto-put proto-has proto-without proto-merge

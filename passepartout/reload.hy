@@ -1,5 +1,12 @@
 ;; * Why
 
+"Skill files change while the daemon runs: a developer edits one (or edits its
+org source and tangles), and a restart would cost every conversation in
+flight. So the daemon watches the files and reloads what changed with the
+fail-safe swap of reload-skill-file (skills.org): a broken edit is reported
+and the old skills go on working. Beside the REPL (repl.org), this is the
+other way a developer changes a running daemon."
+
 (import asyncio logging os
         pathlib [Path]
         passepartout.config [ConfigError]

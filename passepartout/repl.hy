@@ -1,5 +1,11 @@
 ;; * Why
 
+"A Lisp core invites a developer to reach into the running program: look at the
+registry, call a gate on an action, redefine a skill, all without a restart. The
+daemon listens on a Unix socket in its runtime dir, and repl '(form)' (the
+standard-library client, passepartout_repl.py) sends forms to it and prints
+what they return."
+
 (import asyncio json logging os secrets socket stat struct sys
         threading time traceback types
         importlib

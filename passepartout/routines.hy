@@ -1,5 +1,11 @@
 ;; * Why
 
+"A person asks for what comes back: \"remind me at 7 to call the dentist\",
+\"every Monday at 9 summarise my open issues\", \"check the backup every night and
+tell me only if it failed\". A routine is that: a time or a cron line, and what
+to do then (a worker's objective, or a reminder's words), kept in the store and
+run by the daemon when it is due, whether or not anyone is talking to it."
+
 (import asyncio datetime logging os re time zoneinfo
         croniter [croniter CroniterBadCronError CroniterBadDateError]
         passepartout.proto [proto-get proto-put kw]

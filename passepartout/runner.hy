@@ -1,5 +1,12 @@
 ;; * Why
 
+"One asyncio event loop owns every task of the daemon: each step of a
+conversation is a coroutine on it, model calls are awaited on it, shell actions
+are subprocesses it waits for. The runner is what feeds step (loop.org):
+each session has its own queue, so the messages of one chat are handled in order
+while different chats go on at the same time, and a few slots bound how many
+steps talk to a model at once."
+
 (import asyncio contextlib logging time
         passepartout.proto [proto-get]
         passepartout.backoff [growing-pause]

@@ -1,5 +1,11 @@
 ;; * Why
 
+"The gates are the law: they read a command and decide whether it may run. A
+law can be wrong (a program the policy misreads, an option nobody modelled),
+so every :shell action also runs inside an operating-system sandbox that
+makes the worst of those mistakes impossible rather than forbidden. That is
+the physics under the law."
+
 (import functools [lru-cache]
         os shutil subprocess
         passepartout.proto [proto-get]

@@ -1,5 +1,13 @@
 ;; * Why
 
+"A daemon is a handful of parts: its config, its store, the skills it loaded, the
+models it asks, the gateways it may run, the stop registry, a clock. Every stage
+needs some of them. They are gathered in one object, made by boot
+(daemon.org), and passed to whatever needs a part of it: the runner, each
+step, the hub, the services a daemon runs beside its gateways. Nothing of it is
+module state, so two daemons in one process (as in the tests) share nothing, and
+a test builds the parts it needs instead of patching globals."
+
 (import os time
         passepartout.runner [Stops]
         passepartout.history [SessionHistories]

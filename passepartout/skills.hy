@@ -1,5 +1,10 @@
 ;; * Why
 
+"The core loop names no gate, no actuator and no command. Everything it can check
+or do arrives as a skill: a named, prioritised bundle of functions that joins
+a daemon's registry. The loop asks the registry for \"the gates, in order\" or
+\"the actuator for :shell\" and never learns who provided them."
+
 (import importlib importlib.util re sys threading
         hy.models [Keyword]
         pathlib [Path]

@@ -1,5 +1,12 @@
 ;; * Why
 
+"The daemon keeps a handful of things that must outlive it: the events it saw
+and did, small pieces of key-value state, the sessions it has spoken in, the
+memory a person asked it to keep, the approvals waiting for a person.
+They all live in one SQLite file in the data dir, through the standard
+library's sqlite3: one file to back up, one thing to open, and transactions
+that span tables when a step needs it."
+
 (import asyncio logging os re sqlite3 threading time
         pathlib [Path]
         hy.models [Keyword]

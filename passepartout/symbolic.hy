@@ -1,5 +1,12 @@
 ;; * Why
 
+"Passepartout must answer on a machine with no configuration, no API key and no
+local model. The symbolic provider is the last rung of the cascade: a plain
+function from a request to a proposal, written as the same text a model would
+write, so everything after it (parsing, the gates, the act stage, the journal)
+runs exactly as it does with a real model. Nothing it proposes skips a gate: a
+!rm -rf ~ typed by the person is a proposal like any other."
+
 (import re
         hy.models [Keyword]
         passepartout.proto [proto-get proto-print proto-without]

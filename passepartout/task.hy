@@ -1,5 +1,17 @@
 ;; * Why
 
+"A task is what one thing the person said sets going: the model's actions and
+their results, until it answers. It is created when the message arrives,
+continued after each action, suspended while a person decides on an action,
+resumed when they answer, stopped, and finished. Each of those moves is made
+here and nowhere else, by functions from a task's state and what just happened
+to two lists: the signals that follow (replies for the person, the task's next
+step) and the records to write (events for the session's history, the inbox
+row's new content). The caller writes the records in one transaction and sends
+the signals on; the loop, the approvals and the REPL all go through these
+functions, so a task goes on after an approved action exactly as it goes on
+after an allowed one."
+
 (import hashlib uuid
         passepartout.proto [proto-get proto-put proto-merge proto-print proto-without]
         passepartout.perceive [reply-signal]

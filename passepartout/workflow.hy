@@ -1,5 +1,12 @@
 ;; * Why
 
+"A person asks for work that takes longer than a reply: \"research these three
+options and compare them\", \"check the build, then if it passes tag a release\".
+The model proposes it as data, like any action: :spawn starts one worker,
+:plan a whole workflow of steps that depend on each other. A worker is a task
+of its own, in a session of its own, with its own step budget and model calls,
+and every one of its proposals passes the same gates as the conversation's."
+
 (import datetime graphlib
         hy.models [Keyword]
         passepartout.proto [proto-get is-plist]

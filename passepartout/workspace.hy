@@ -1,5 +1,14 @@
 ;; * Why
 
+"A model names files as text, and text can lie about where it leads: ..
+climbs, ~ jumps home, a symlink inside the workspace can point at
+/etc/passwd, and an escaped %2e%2e is harmless to the filesystem but not to
+the next tool that decodes it. resolve-path is the one answer to \"where does
+this path really lead, and may we go there?\". The workspace gate asks it before
+a proposal is allowed, and the file actuators ask it again at the last moment,
+because the world may have changed in between and because an actuator can be
+called without any gate."
+
 (import fnmatch os posixpath re unicodedata
         urllib.parse [unquote-to-bytes]
         passepartout.proto [proto-get])

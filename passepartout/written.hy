@@ -1,5 +1,14 @@
 ;; * Why
 
+"Without the sandbox, running code the agent wrote is asked about, and a file
+the agent wrote is code the agent wrote when something runs it: make after a
+:write-file Makefile, npm test after a package.json with a postinstall,
+pytest after a conftest.py. The shell gate sees one command line at a time,
+so what earlier actions wrote has to reach it in the context, which is all a
+gate may consult. This module is that one place: which files the agent's
+actions wrote, as the journal tells it, for context-for to put in every
+context as :written."
+
 (import posixpath
         passepartout.proto [proto-get]
         passepartout.store [data-read])

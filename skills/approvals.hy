@@ -1,5 +1,10 @@
 ;; * Why
 
+"A person answers an approval by typing a command in the conversation they are
+in, whatever the gateway. The commands are a pre-reason handler, so they are
+answered by deterministic code in perceive and never reach a model: a model
+cannot see a code being typed, and nothing it says can approve anything."
+
 (require passepartout.macros [defskill])
 (import re
         hy.models [Keyword]

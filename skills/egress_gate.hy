@@ -1,3 +1,13 @@
+;; * Why
+
+"Private data, text from strangers and an open network together are how an
+agent's data leaves: a command that reads a secret and a curl on the same
+line need nothing else. So a shell action has no network of its own. Its
+sandbox is a network namespace with only a loopback device; the one way out is
+an HTTP proxy the daemon runs for that action (proxy.org), which lets through
+what the policy or a person allowed for that action and writes down
+everything that went by."
+
 ;; * The gate
 
 (require passepartout.macros [defskill])

@@ -1,5 +1,14 @@
 ;; * Why
 
+"An action that changes the world (runs a command, writes a file, adds to
+memory) is read later by people who were not there: the person asked to
+approve it, the one reading the journal next week, the one replaying
+yesterday's proposals against today's policy. A command alone says what; only
+the model knew why, and only at the moment it proposed it. So a proposal that
+changes something must carry an :explanation, and one without is refused
+with a reason that tells the model how to fix it; verify's retry loop gives it
+the chance."
+
 (require passepartout.macros [defskill])
 (import passepartout.act [action-name]
         passepartout.proto [proto-get]

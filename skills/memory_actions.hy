@@ -1,3 +1,12 @@
+;; * Why
+
+"The core loop can do nothing by itself: every action it can take is an
+actuator some skill registered. The built-in ones are ordinary skill files,
+loaded like any person's own, so they can be read, replaced or disabled the
+same way. skills-core.org is the source of the ones that act on the
+workspace, the shell, memory and the conversation, and of /stop, /help
+and /status; each of its blocks names the skill file it tangles into."
+
 ;; * memory-actions: the model's long-term notes
 
 (require passepartout.macros [defskill])

@@ -1,3 +1,11 @@
+;; * Why
+
+"A fixed system prompt says the same to every task: the rules of the house, the
+tool belt, and nothing of what the daemon knows about the person. The prompt is
+therefore assembled for each model call from sections, each with a name, so
+that a person can see what a message would be given (passepartout prompt,
+/prompt) and edit what is theirs to edit."
+
 ;; * /prompt
 
 ;; * prompt-view: /prompt, the prompt a message would get

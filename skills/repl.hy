@@ -1,5 +1,11 @@
 ;; * Why
 
+"Forms from the REPL socket and the /reload command are answered before any
+model sees them, by pre-reason handlers, the way every command is. They belong
+to a skill like any other, so the core loop names neither, and a person who
+wants no console into their daemon disables it ([skills] disabled = [\"repl\"]):
+the socket then answers that nothing evaluates forms."
+
 (require passepartout.macros [defskill])
 (import passepartout.proto [proto-get]
         passepartout.perceive [sensor-of])

@@ -1,3 +1,10 @@
+;; * Why
+
+"A model's answer is checked against what its task actually ran before the
+person reads it. Reply validators, which skills bring, look for claims with no
+action behind them; this module runs them and decides whether the answer goes
+out, goes back to the model for one correction, or is withheld."
+
 ;; * The built-in checks
 
 ;; * reply-checks: the built-in reply validators

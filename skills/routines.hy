@@ -1,3 +1,12 @@
+;; * Why
+
+":schedule sets a routine and :routine pauses, resumes or deletes one; both
+are actions like any other: the schema check reads their fields from the
+actuators declared here, the gates judge them, and the act stage carries them
+out through the daemon's routines runtime (routines.org). /routines lists
+the routines of the conversation with their next run in the person's zone, and
+/routines pause|resume|delete ID is the person's own hand on them."
+
 ;; * The gate
 
 (require passepartout.macros [defskill])

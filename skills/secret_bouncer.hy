@@ -1,3 +1,14 @@
+;; * Why
+
+"The daemon holds keys (a provider's API key, a bot token) and works beside
+files that hold more. A model can be talked into repeating one: a message that
+quotes a .env file, a curl command with a token pasted in, a URL with a
+password, a note sent to long-term memory. The secret bouncer
+(skills/secret_bouncer.hy, at the end of secrets.org) refuses such proposals,
+and blanks secrets out of tool output before the model reads it. This module is
+the part that looks at text: pure functions, no I/O, nothing that depends on
+the time or the machine."
+
 ;; * The secret bouncer skill
 
 (require passepartout.macros [defskill])

@@ -1,5 +1,12 @@
 ;; * Why
 
+"Every :shell action passes this gate before it can run. The judgement
+itself lives in passepartout/shell/judge.hy (see org/shell.org): it parses the
+command, walks every command in it, and weighs each one against the rules file
+and the floor. This skill is only the door to it, kept apart so that the
+analysis can be used without the skill registry (passepartout rules test,
+passepartout bench) and the skill can be disabled or replaced like any other."
+
 (require passepartout.macros [defskill])
 (import passepartout.act [action-name]
         passepartout.proto [proto-get]

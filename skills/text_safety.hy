@@ -1,3 +1,11 @@
+;; * Why
+
+"Everything a person is shown, by whichever gateway, is made safe here: the
+characters a terminal or a chat app would obey rather than show are made
+visible, and actions, results and approvals are put into words. The
+text-safety gate at the end judges what a model proposes to say by the same
+rules."
+
 ;; * The gate: text-safety
 
 (require passepartout.macros [defskill])

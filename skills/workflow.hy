@@ -1,5 +1,10 @@
 ;; * Why
 
+":spawn and :plan are actions like any other: the schema check reads their
+fields from the actuators declared here, the gates judge them, and the act
+stage carries them out. What they mean is in workflow.org; this skill makes
+them part of the tool belt and holds the gate that says what a workflow may be."
+
 (require passepartout.macros [defskill])
 (import passepartout.act [action-name error-result]
         passepartout.context [context-runtime]

@@ -7,15 +7,20 @@ Emacs is installed the comparison is made against Emacs itself as well. Emacs
 writes no outline, so the tests of its rules tangle with outline=False; the
 outline has tests of its own.
 """
+import importlib.util
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
 
+import hy
 import pytest
 
 import passepartout.tools.tangle as tangle_mod
-from passepartout.tools.tangle import org_blocks, org_outlined_blocks, tangle, tangle_files
+from passepartout.tools.tangle import (
+    org_blocks, org_outlined_blocks, tangle, tangle_files, why_paragraph,
+)
 
 FIXTURES = Path(__file__).parent / "fixtures" / "tangle"
 EXPECTED = FIXTURES / "expected"
@@ -446,6 +451,107 @@ def test_org_sources_are_the_org_files_of_the_org_folder(tmp_path):
     assert [p.name for p in tangle_mod.org_sources(root)] == ["alpha.org", "beta.org"]
 
 
+# * The docstring
+
+
+def import_hy(path, name):
+    """The Hy module at PATH, imported under NAME."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+WHY_ORG = (
+    "#+PROPERTY: header-args:hy :tangle ../out/mod.hy\n"
+    "* Why\n\n"
+    "  The =mod= module says *why* a \"quoted\" ~C:\\path~ and\n"
+    "  [[file:other.org][the other one]] or [[https://example.org]] differ;\n"
+    "  /emphasis/ goes, but a/b/c stays.\n\n"
+    "A second paragraph, not in the docstring.\n\n"
+    "#+begin_src hy\n(import os)\n#+end_src\n"
+    "* Code\n#+begin_src hy\n(setv answer 42)\n#+end_src\n"
+    "* Elsewhere\n#+begin_src hy :tangle ../out/second.hy\n(setv second 2)\n#+end_src\n"
+)
+
+WHY_PLAIN = (
+    'The mod module says why a "quoted" C:\\path and\n'
+    "the other one or https://example.org differ;\n"
+    "emphasis goes, but a/b/c stays."
+)
+
+
+def test_the_first_why_paragraph_is_the_module_docstring(tmp_path):
+    org = tmp_path / "org" / "mod.org"
+    org.parent.mkdir()
+    org.write_text(WHY_ORG)
+    assert why_paragraph(org) == WHY_PLAIN
+    assert tangle(tmp_path) == [(tmp_path / "out" / n).resolve() for n in ("mod.hy", "second.hy")]
+    text = (tmp_path / "out" / "mod.hy").read_text()
+    want = (
+        ';; * Why\n\n"The mod module says why a \\"quoted\\" C:\\\\path and\n'
+        "the other one or https://example.org differ;\n"
+        'emphasis goes, but a/b/c stays."\n\n(import os)\n\n;; * Code\n\n(setv answer 42)\n'
+    )
+    assert text == want, show(text, want)
+    module = import_hy(tmp_path / "out" / "mod.hy", "tangled_mod")
+    assert module.__doc__ == WHY_PLAIN, module.__doc__
+    assert module.answer == 42
+    second = import_hy(tmp_path / "out" / "second.hy", "tangled_second")
+    assert second.__doc__ == WHY_PLAIN, "every file an org file tangles to carries its Why"
+    assert tangle_files([org], outline=False)[(tmp_path / "out" / "mod.hy").resolve()] == (
+        "(import os)\n\n(setv answer 42)\n"
+    ), "with the outline left out the text is what Emacs writes, with no docstring"
+
+
+def test_a_why_without_prose_lends_its_first_subsection(tmp_path):
+    org = tmp_path / "org" / "sub.org"
+    org.parent.mkdir()
+    org.write_text(
+        "#+PROPERTY: header-args:hy :tangle ../sub.hy\n"
+        "* Why\n#+begin_src hy\n(import re)\n#+end_src\n"
+        "- a list is not a paragraph\n  nor its second line\n\n"
+        "| nor | a table |\n: nor fixed width\n\n"
+        "** What it is for\n:PROPERTIES:\n:CUSTOM_ID: for\n:END:\n"
+        "It is for this.\nAnd that.\n\nNot this.\n"
+        "* Code\n#+begin_src hy\n(setv x 1)\n#+end_src\n"
+    )
+    assert why_paragraph(org) == "It is for this.\nAnd that."
+    text = tangle_files([org])[(tmp_path / "sub.hy").resolve()]
+    want = (
+        ';; * Why\n\n;; ** What it is for\n\n"It is for this.\nAnd that."\n\n'
+        "(import re)\n\n;; * Code\n\n(setv x 1)\n"
+    )
+    assert text == want, show(text, want)
+
+
+def test_no_why_means_no_docstring(tmp_path):
+    org = tmp_path / "none.org"
+    org.write_text(
+        "#+PROPERTY: header-args:hy :tangle none.hy\n"
+        "* Why\n#+begin_src hy\n(setv x 1)\n#+end_src\n* Other\nProse.\n"
+    )
+    assert why_paragraph(org) is None
+    assert tangle_files([org])[(tmp_path / "none.hy").resolve()] == ";; * Why\n\n(setv x 1)\n"
+    bare = tmp_path / "bare.org"
+    bare.write_text("#+PROPERTY: header-args:hy :tangle bare.hy\n#+begin_src hy\n(setv y 2)\n#+end_src\n")
+    assert why_paragraph(bare) is None
+    keyword = tmp_path / "keyword.org"
+    keyword.write_text("* Why\n:memory-add gives the model a notebook.\n")
+    assert why_paragraph(keyword) == ":memory-add gives the model a notebook.", "a keyword is prose"
+    assert tangle_files([bare])[(tmp_path / "bare.hy").resolve()] == "(setv y 2)\n"
+
+
+def test_check_notices_an_edited_docstring(tmp_path):
+    org = tmp_path / "org" / "mod.org"
+    org.parent.mkdir()
+    org.write_text(WHY_ORG)
+    tangle(tmp_path)
+    target = tmp_path / "out" / "mod.hy"
+    target.write_text(target.read_text().replace("differ;", "agree;"))
+    assert tangle(tmp_path, check=True) == [target.resolve()]
+
+
 # * Agreement with Emacs
 
 
@@ -493,3 +599,57 @@ def test_output_agrees_byte_for_byte_with_emacs(tmp_path):
 
 def test_the_committed_modules_agree_with_their_org_sources():
     assert tangle(REPO, check=True) == []
+
+
+def tangled_targets():
+    """Every file the project's org sources tangle to, with its org file."""
+    return sorted(
+        (target, org)
+        for org in tangle_mod.org_sources(REPO)
+        for target in {t for t, _ in org_blocks(org)}
+    )
+
+
+def test_every_org_source_opens_with_a_why_paragraph():
+    missing = [org.name for org in tangle_mod.org_sources(REPO) if not why_paragraph(org)]
+    assert missing == [], f"org files with no paragraph under * Why: {missing}"
+
+
+def test_every_tangled_module_has_its_why_paragraph_as_docstring():
+    targets = tangled_targets()
+    assert len(targets) > 60
+    for target, org in targets:
+        first = next(iter(hy.read_many(target.read_text(encoding="utf-8"))))
+        assert isinstance(first, hy.models.String) and str(first).strip(), (
+            f"{target.relative_to(REPO)} does not open with a docstring"
+        )
+        assert str(first) == why_paragraph(org), f"{target.relative_to(REPO)}: not {org.name}'s Why"
+    import passepartout.proto as proto
+
+    for module, org in [(proto, "proto.org"), (tangle_mod, "tangle.org")]:
+        assert module.__doc__ == why_paragraph(REPO / "org" / org), module.__doc__
+
+
+def test_the_tangled_files_and_only_they_are_marked_generated():
+    if not (REPO / ".git").exists():
+        pytest.skip("not a git checkout")
+    tangled = {t.relative_to(REPO.resolve()).as_posix() for t, _ in tangled_targets()}
+    hy_files = subprocess.run(
+        ["git", "ls-files", "--", "*.hy"], cwd=REPO, capture_output=True, text=True, check=True,
+    ).stdout.split()
+    paths = sorted(tangled | set(hy_files))
+    out = subprocess.run(
+        ["git", "check-attr", "linguist-generated", "--", *paths],
+        cwd=REPO, capture_output=True, text=True, check=True,
+    ).stdout
+    marked = {line.split(": ")[0] for line in out.splitlines() if line.endswith(": true")}
+    assert sorted(tangled - marked) == [], "tangled but not marked generated in .gitattributes"
+    assert sorted(marked - tangled) == [], "marked generated but tangled from no org file"
+
+
+def test_the_readme_reading_order_names_org_files_that_exist():
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    order = readme.split("## Reading order", 1)[1].split("\n## ", 1)[0]
+    named = re.findall(r"`(org/[\w-]+\.org)`", order)
+    assert len(named) >= 14, named
+    assert [n for n in named if not (REPO / n).exists()] == [], "the reading order names a missing org file"

@@ -1,5 +1,11 @@
 ;; * Why
 
+"A stale answer must not run something other than what the person was shown.
+An approval is therefore bound to one action, in one place, under one policy:
+the binding is computed when the person is asked, stored with the question,
+and computed again just before the action runs; when the two differ, or the
+gates would now refuse the action, nothing runs."
+
 (import hashlib os
         pathlib [Path]
         passepartout.proto [kw proto-get proto-print proto-normalize]

@@ -1,5 +1,11 @@
 ;; * Why
 
+"A person asked about the same kind of action again and again stops reading the
+question. A grant lets them answer once for a while, /approve CODE 30m, so
+that the questions that remain are worth reading. It must not cover more than
+was meant: it is only as wide as the escalations that were approved, it lapses
+when the policy changes, and it never reaches an action the gates reject."
+
 (import os re
         collections [Counter]
         passepartout.proto [kw proto-get]

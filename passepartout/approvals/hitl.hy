@@ -1,5 +1,13 @@
 ;; * Why
 
+"Some actions are neither allowed nor refused: a gate escalates them, and a
+person decides. Every agent that asks people for approval fails in a few known
+ways: the question is lost when the process restarts, or it is kept forever and
+the task waits in silence; free text such as \"ok\" approves by accident; a stale
+button runs something other than what was shown; the agent's own request is
+approved by the agent's own account. This module is built against each of
+those."
+
 ;; ** The modules
 
 (import asyncio logging os time

@@ -1,5 +1,15 @@
 ;; * Why
 
+"An approval is a row, not a promise in memory: the escalated action, the
+session and person that asked, the verdicts that escalated it and the state of
+the task that was waiting are stored in the SQLite store before the person is
+asked, so a restart loses nothing, and nobody waits in silence: a question
+expires and its person is told. This module keeps those rows and moves them
+through their states, pending → approved | denied | expired | withdrawn, then
+approved → executing → executed | failed, each move one
+UPDATE … WHERE state = '…' inside a transaction, so that only the caller
+whose update changed a row goes on."
+
 (import hashlib os secrets socket time uuid
         pathlib [Path]
         hy.models [Keyword]

@@ -1,5 +1,12 @@
 ;; * Why
 
+"Only people answer, and only the people the configuration names: free text
+such as \"ok\" does not approve (an answer is a command, /approve CODE, handled
+before any model sees the text, see skills-hitl.org), the agent's own request
+is not approved by the agent's own account, and two answers at the same moment
+do not both get their way. A second answer to a settled approval is told its
+state, when and by whom, and changes nothing."
+
 (import copy
         passepartout.proto [proto-get]
         passepartout.display [reason-words]

@@ -1,5 +1,11 @@
 ;; * Why
 
+"A gateway is where people reach the agent: a Telegram bot, a Signal number.
+The headless daemon (daemon.org) is one asyncio process that runs the
+configured gateways and one runner (loop.org) for all of them. This module
+is what stands between the gateways and that runner: the registry gateways
+join, and the hub they hand what they receive to."
+
 (import asyncio importlib logging re sqlite3 time uuid
         hy.models [Keyword]
         passepartout.config [ConfigError]

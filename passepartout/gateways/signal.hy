@@ -1,5 +1,12 @@
 ;; * Why
 
+"Signal has no bot API. What speaks for a Signal account on a server is
+signal-cli, and the usual way to reach it from another program is
+signal-cli-rest-api, a small HTTP server in front of it. This gateway talks to
+that server with requests: it fetches the messages sent to one account
+number, hands the ones from people on the allow-list to the hub, and sends the
+replies back."
+
 (import asyncio ipaddress json logging re
         urllib.parse [urlsplit quote :as url-quote]
         requests

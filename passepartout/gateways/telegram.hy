@@ -1,5 +1,9 @@
 ;; * Why
 
+"Telegram is how a person reaches the agent from a phone. The gateway long-polls
+the Bot API with python-telegram-bot's Bot, turns each message of an allowed
+person into a signal, and sends the replies back as plain text."
+
 (import asyncio logging os re sqlite3 time warnings
         aiohttp
         datetime [timedelta]

@@ -1,5 +1,11 @@
 ;; * Why
 
+"passepartout chat is the first thing a person runs, on a fresh machine, and
+the place a developer watches the gates work. So it shows everything: each
+action that ran, each proposal a gate refused and why, approvals with their code
+(answered by typing /approve CODE at the same prompt), and, while the cascade
+works, a \"thinking\" line with the time spent."
+
 (import asyncio re sys time
         pathlib [Path]
         passepartout.act [action-name]

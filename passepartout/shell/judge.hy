@@ -1,5 +1,18 @@
 ;; * Why
 
+"The model proposes shell commands as text, and the shell is a language, not a
+list of words. A gate that looks for rm -rf with a regular expression is
+passed within days: the same deletion hides behind sudo, env, command,
+\\rm, \"rm\", $'\\x72m', inside bash -c \"…\", after cd / &&, in a
+$(…), in find -exec, or in the arguments of a program allowed by name
+(rg --pre, git -c core.pager=, tar --checkpoint-action=exec=, GNU
+sed's e). The shell gate reads the command the way the shell will: it parses
+it into a syntax tree, walks every simple command in it (pipelines, lists,
+subshells, command and process substitutions, here-documents, loops,
+functions, and the strings handed to bash -c, eval, su -c, watch,
+trap and alias, parsed again in turn), peels the launchers off each one,
+and judges what is left, arguments included."
+
 ;; ** The modules
 
 (import fnmatch functools os posixpath re

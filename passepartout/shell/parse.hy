@@ -1,5 +1,12 @@
 ;; * Why
 
+"The shell gate judges what a command line would really do, so it first reads
+the line as bash will. This module is that reading: the text becomes a syntax
+tree, and each word of the tree the text its program will receive, with what
+only the running shell knows kept as a marker. It also reads the one other
+language a command line commonly hands a program, a sed script, and it holds
+the limits that bound the whole gate's work."
+
 ;; ** Why tree-sitter
 
 (import functools re threading

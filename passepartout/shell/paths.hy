@@ -1,5 +1,12 @@
 ;; * Why
 
+"The walk (shell/walk.hy) says which words a command deletes, writes or
+reads; the context says where they lead. This module says, for one gate
+context, where each word leads and what deleting, writing or reading it
+deserves, and the judge (shell/judge.hy) asks it of every path. Of the rules it
+knows only the compiled table the judge hands it (the secret locations and
+guarded writes of [paths])."
+
 (import fnmatch os posixpath re
         hy.models [Keyword]
         passepartout.proto [proto-get]

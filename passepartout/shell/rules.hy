@@ -1,5 +1,12 @@
 ;; * Why
 
+"The part of the shell policy that can change without the code is data, in two
+files: the rules, skills/shell_rules.toml, and the known programs,
+skills/shell_programs.toml. This module reads and checks both and answers
+what the shell gate's judge asks of them, so that the policy changes by an
+edit to a file, and a file with an unknown key or a rule that fails its own
+examples is refused with a message saying which, rather than half obeyed."
+
 (import fnmatch importlib.util re tomllib
         pathlib [Path]
         passepartout.shell.parse [_kept]

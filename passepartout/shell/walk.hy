@@ -1,5 +1,13 @@
 ;; * Why
 
+"A command line is seldom one command: it holds pipelines, lists, subshells,
+substitutions, loops, functions and here-documents, and it hands command
+strings to bash -c, eval, find -exec and their like, each holding more
+commands. This module walks the syntax tree that shell/parse.hy reads and
+records every simple command in it, with its arguments as its program will
+receive them; it peels the launchers (sudo, env, xargs, …) off to the
+command they run, and parses command strings again in turn."
+
 (import functools posixpath re shlex
         itertools [product]
         passepartout.shell.parse [CACHE-SIZE HERE HOME MARKERS MAX-BYTES MAX-COMMANDS

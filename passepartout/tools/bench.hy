@@ -1,5 +1,10 @@
 ;; * Why
 
+"Speed and memory goals are measured here and printed, never asserted in unit
+tests (a busy machine makes timed tests flake, and a flaky test teaches people
+to ignore red). passepartout bench prints medians and tails, with the goal
+beside each figure, so a change that costs speed shows up as a number."
+
 (import json os re statistics subprocess sys tempfile time
         pathlib [Path]
         passepartout.proto [proto-get proto-print])

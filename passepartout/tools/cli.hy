@@ -1,5 +1,10 @@
 ;; * Why
 
+"The command line is a contract: outside test suites drive passepartout verify
+and the other commands exactly as DESIGN §12 writes them, so names, flags and
+output shapes do not drift. Each command is a small function over the modules
+that do the work."
+
 (import argparse json os sys
         pathlib [Path]
         passepartout.config [ConfigError]

@@ -1,6 +1,13 @@
 ;; * Why
 
+"The org files are the source of every core module; the .hy files beside the
+package are their tangled output and are committed, so the package works without
+Emacs or this module. passepartout tangle writes them, and
+passepartout tangle --check fails when any committed file differs from what its
+org source says, which is how CI keeps the two honest."
+
 (import re
+        itertools [takewhile]
         pathlib [Path])
 
 ;; * Header arguments
@@ -237,6 +244,95 @@
   "The (target body) pairs of the hy blocks of ORG-PATH, in order."
   (lfor [target body _] (org-outlined-blocks org-path) #(target body)))
 
+;; * The docstring
+
+(setv _element-re (re.compile r"^[ \t]*(?:#\+|#(?: |$)|\||:(?: |$))")
+      _item-re (re.compile r"^([ \t]*)(?:[-+]|\d+[.)])(?:[ \t]|$)")
+      _drawer-start-re (re.compile r"^[ \t]*:[\w-]+:[ \t]*$")
+      _markup-re (re.compile
+                   (+ r"\[\[([^\]]+)\](?:\[([^\]]+)\])?\]"
+                      r"|(?<![^\s\-('\"{])([=~*/])(\S|\S[^\n]*?(?:\n[^\n]*?)?\S)\3(?=[\s\-.,:!?;'\")}\[]|$)"))
+      _link-type-re (re.compile r"^(?:file|https?|id):(?!//)"))
+
+(defn _plain-match [m]
+  "The plain text of the link or emphasis M matched."
+  (setv [target description marker body] (.groups m))
+  (cond target (_plain (or description (.sub _link-type-re "" target)))
+        (in marker "=~") body
+        True (_plain body)))
+
+(defn _plain [text]
+  "TEXT without its Org markup."
+  (.sub _markup-re _plain-match text))
+
+(defn _drawer-end [lines start end]
+  "The index of the :END: line that closes the drawer opened at line START,
+  before END, or None."
+  (for [j (range (+ start 1) end)]
+    (when (.match _drawer-end-re (get lines j))
+      (return j))))
+
+(defn _paragraph [lines start end]
+  "The first paragraph of LINES from START to END, as a list of stripped lines,
+  or None."
+  (setv found []
+        i start)
+  (while (< i end)
+    (setv line (get lines i)
+          begin (.match _begin-re line)
+          drawer (.match _drawer-start-re line)
+          item (.match _item-re line))
+    (cond (not (.strip line))
+          (when found (break))
+          (or begin drawer item (.match _element-re line))
+          (do (when found (break))
+              (setv close (cond begin (_block-end lines i (.lower (.group begin 1)))
+                                drawer (_drawer-end lines i end)))
+              (when close
+                (setv i close))
+              (when item
+                (while (and (< (+ i 1) end)
+                            (> (_width (_indent (get lines (+ i 1))))
+                               (_width (.group item 1))))
+                  (+= i 1))))
+          True
+          (.append found (.strip line)))
+    (+= i 1))
+  (or found None))
+
+(defn _why [org-path]
+  "The first paragraph of the * Why section of ORG-PATH, in Org text, with the
+  (line level title) of the headings above it; None when there is none."
+  (setv lines (.split (.read-text (Path org-path) :encoding "utf-8") "\n")
+        heads (lfor [i line] (enumerate lines)
+                    :if (.match _heading-re line)
+                    #(i #* (cut (.groups (.match _title-re line)) 2))))
+  (for [[k [i stars title]] (enumerate heads)]
+    (when (and (= stars "*") (= title "Why"))
+      (setv later (cut heads (+ k 1) None)
+            section (list (takewhile (fn [h] (!= (get h 1) "*")) later))
+            ends (+ (lfor h later (get h 0)) [(len lines)])
+            own (_paragraph lines (+ i 1) (get ends 0))
+            why #(i 1 title))
+      (return
+        (cond own #(own [why])
+              section (do (setv [j sub-stars sub-title] (get section 0)
+                                sub (_paragraph lines (+ j 1) (get ends 1)))
+                          (when sub
+                            #(sub [why #(j (len sub-stars) (or sub-title ""))])))
+              True None)))))
+
+(defn why-paragraph [org-path]
+  "The first paragraph of the * Why section of ORG-PATH as plain text, the
+  docstring of the modules it tangles to; None when it has none."
+  (setv found (_why org-path))
+  (when found
+    (_plain (.join "\n" (get found 0)))))
+
+(defn _docstring [text]
+  "TEXT as a Hy string literal."
+  (+ "\"" (.replace (.replace text "\\" "\\\\") "\"" "\\\"") "\""))
+
 ;; * Tangling
 
 (defn _comment-heading [level title]
@@ -245,22 +341,29 @@
 
 (defn tangle-files [org-paths [outline True]]
   "A dict from target Path to the text the ORG-PATHS say it holds; with OUTLINE,
-  the org headings above its blocks in it as comment headings."
+  the org headings above its blocks in it as comment headings and its org file's
+  Why paragraph as its docstring."
   (setv out {}
         owner {}
         written {})
   (for [org (sorted (map Path org-paths))]
+    (setv why (when outline (_why org)))
     (for [[target body headings] (org-outlined-blocks org)]
       (when (and (in target owner) (!= (get owner target) org))
         (raise (ValueError f"{target} is tangled from both {(get owner target)} and {org}")))
+      (setv blocks [#(headings body)])
+      (when (and why (not-in target out))
+        (setv [paragraph above] why)
+        (.insert blocks 0 #(above (_docstring (_plain (.join "\n" paragraph))))))
       (setv (get owner target) org
             parts (.setdefault out target [])
             seen (.setdefault written target (set)))
-      (when outline
-        (for [[line level title] headings :if (not-in line seen)]
-          (.add seen line)
-          (.append parts (_comment-heading level title))))
-      (.append parts body)))
+      (for [[headings body] blocks]
+        (when outline
+          (for [[line level title] headings :if (not-in line seen)]
+            (.add seen line)
+            (.append parts (_comment-heading level title))))
+        (.append parts body))))
   (dfor [target parts] (.items out)
         target (+ (.join "\n\n" parts) "\n")))
 
