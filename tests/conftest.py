@@ -15,6 +15,15 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 # the tests start treats it as one of its own secrets.
 os.environ.setdefault("PASSEPARTOUT_TEST_API_KEY", "pp-test-key-7f3a9c2e51b84d06")
 
+# Where no bytecode may be written beside the sources (PYTHONDONTWRITEBYTECODE),
+# the package keeps its bytecode in a cache of its own, found from HOME; the
+# daemons and commands the tests start have a HOME of their own, and each would
+# compile the whole package again. They share the suite's cache instead.
+import passepartout  # noqa: E402,F401  (chooses the cache, as every start does)
+
+if sys.pycache_prefix and "PASSEPARTOUT_CACHE_DIR" not in os.environ:
+    os.environ["PASSEPARTOUT_CACHE_DIR"] = sys.pycache_prefix
+
 # pytest rewrites the asserts of any test file named on its command line by
 # parsing it as Python; a Hy file is not Python, so it is left to Hy.
 _should_rewrite = _rewrite.AssertionRewritingHook._should_rewrite
@@ -25,6 +34,22 @@ def _python_only(self, name, fn, state):
 
 
 _rewrite.AssertionRewritingHook._should_rewrite = _python_only
+
+
+def pytest_configure(config):
+    """Compile the Hy modules and skills once, before the workers start: on a
+    fresh checkout each worker, and each process a test starts, would otherwise
+    compile the same modules at the same time."""
+    if hasattr(config, "workerinput"):
+        return
+    try:
+        import passepartout.tools.cli  # noqa: F401
+        import passepartout.loop  # noqa: F401
+        import passepartout.gatekeeper  # noqa: F401
+        from passepartout.skills import Registry, load_skills
+        load_skills(Registry())
+    except Exception:  # a module that does not compile is reported by the tests that import it
+        pass
 
 
 def pytest_collect_file(file_path, parent):
@@ -121,6 +146,17 @@ def wait_until(predicate, seconds=60.0):
             return True
         time.sleep(0.02)
     return predicate()
+
+
+@pytest.fixture(scope="session")
+def killed_while_acting():
+    """One run of the daemon as a process, killed (-9) half-way through twenty
+    messages each noted by a shell action, then started again (run_killed in
+    tests/bot_api_server.py): what it counted, its log and its data folder. The
+    tests that judge this run are marked xdist_group("killed-while-acting"), so
+    the run is made once, on one worker."""
+    from bot_api_server import run_killed
+    return run_killed(chats=5, per_chat=4, kill_at=0.5, acting=True, timeout=90)
 
 
 @pytest.fixture(params=["bubblewrap", "off"])

@@ -1,7 +1,7 @@
 ;; Helpers the Hy tests of a step share: a booted daemon on the symbolic
 ;; provider, a scripted model, a task stepped to its end, and what replies say.
 
-(import asyncio
+(import asyncio time
         passepartout.proto [kw proto-get]
         passepartout.cascade [make-provider]
         passepartout.daemon [boot shutdown]
@@ -9,6 +9,15 @@
 
 (defn expect [got want [what "value"]]
   (assert (= got want) f"{what}: expected {want !r}, got {got !r}"))
+
+(defn :async until [test [seconds 120] [every 0.02]]
+  "Wait, turning the loop, until (TEST) holds; fail the test, naming TEST,
+   if it does not within SECONDS (a generous deadline, not a measurement)."
+  (setv deadline (+ (time.monotonic) seconds))
+  (while (not (test))
+    (assert (< (time.monotonic) deadline)
+            f"not so within {seconds} s: {(or test.__doc__ test)}")
+    (await (asyncio.sleep every))))
 
 (defn run [coroutine]
   "The value of COROUTINE, run on an event loop of its own."

@@ -4,10 +4,8 @@
         pathlib [Path]
         pytest
         passepartout.config [load-config config-file config-secrets ensure-dirs ConfigError]
-        passepartout.daemon [boot])
-
-(defn check [got want [what ""]]
-  (assert (= got want) f"{what}\n got:  {got !r}\n want: {want !r}"))
+        passepartout.daemon [boot]
+        steps [expect :as check])
 
 (defn home-env [tmp-path #** more]
   "An environment with nothing but a HOME in TMP-PATH (and MORE)."

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import hy  # noqa: F401
 import pytest
+from conftest import wait_until as wait_for
 from hy.models import Keyword
 
 from bot_api_server import (BotAPIServer, InProcessDaemon, daemon_command, echo_complete, inbox_rows, run_killed,
@@ -83,15 +84,6 @@ def env(booted, tmp_path):
                {"PASSEPARTOUT_RUNTIME_DIR": str(tmp_path / "run")})
     e.complete = echo_complete
     return e
-
-
-def wait_for(predicate, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
 
 
 # * The hub
@@ -725,12 +717,13 @@ def test_killed_mid_run_and_restarted_nothing_is_lost_or_answered_twice():
     assert "unfinished signals queued again" in r["log"]
 
 
-def test_killed_while_tasks_act_nothing_is_lost_and_no_action_runs_twice():
+@pytest.mark.xdist_group("killed-while-acting")
+def test_killed_while_tasks_act_nothing_is_lost_and_no_action_runs_twice(killed_while_acting):
     """Each message first has a shell action note it in the workspace's ledger,
     then is answered; the kill lands wherever it lands. Every message is
     answered, or its person told that its action was cut off; no line is noted
     twice; nothing is answered that was not noted."""
-    r = run_killed(chats=5, per_chat=4, kill_at=0.5, acting=True, timeout=90)
+    r = killed_while_acting
     shown = {k: v for k, v in r.items() if k not in ("log", "output")}
     assert r["lost"] == 0 and r["run_twice"] == 0 and r["unnoted"] == 0, shown
     assert r["unexpected"] == 0 and r["order_kept"], f"not expected: {r.get('strays')}; {shown}"

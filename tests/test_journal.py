@@ -199,9 +199,9 @@ def test_export_shows_what_turns_hold_and_never_sends_it_to_the_terminal(home, t
     assert "look \\u202e; rm -rf ~ \\u202c \\x9b2J" in r.stdout, r.stdout
 
 
-def test_kill_9_mid_task_leaves_a_chain_that_verifies():
-    from bot_api_server import run_killed
-    r = run_killed(chats=5, per_chat=4, kill_at=0.5, acting=True, timeout=90)
+@pytest.mark.xdist_group("killed-while-acting")
+def test_kill_9_mid_task_leaves_a_chain_that_verifies(killed_while_acting):
+    r = killed_while_acting
     shown = {key: v for key, v in r.items() if key not in ("log", "output")}
     assert r["lost"] == 0 and r["run_twice"] == 0, shown
     with store_open(store_path_for(Path(r["folder"]) / "data")) as store:

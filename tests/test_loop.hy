@@ -1,4 +1,5 @@
-;; Tests of passepartout/loop.hy: one step, the agent loop's limits, the runner.
+;; Tests of passepartout/loop.hy: one step, the agent loop's limits, /stop.
+;; (The runner's order and concurrency: tests/test_runner.hy.)
 
 (import asyncio os sqlite3
         pathlib [Path]
@@ -10,7 +11,7 @@
         passepartout.loop [step]
         passepartout.runner [Runner stop-session]
         passepartout.store [events]
-        steps [expect kind-of text-of symbolic-env user-says scripted run-task])
+        steps [expect kind-of text-of symbolic-env user-says scripted run-task until])
 
 (defn [pytest.fixture] env [tmp-path]
   (yield :from (symbolic-env tmp-path)))
@@ -164,25 +165,6 @@
   (expect (lfor r replies (text-of r)) ["pong"] "replies")
   (expect requests [] "model calls"))
 
-;; * The runner
-
-(defn test-the-runner-keeps-order-within-a-chat-and-serves-chats-concurrently [env]
-  (setv delivered [])
-  (defn :async main []
-    (setv runner (Runner env (fn [r] (.append delivered r))))
-    (for [i (range 5)]
-      (await (.submit runner (user-says f"!echo a{i}" "a")))
-      (await (.submit runner (user-says f"!echo b{i}" "b"))))
-    (await (.idle runner "test:a"))
-    (await (.idle runner "test:b"))
-    (await (.close runner)))
-  (asyncio.run (main))
-  (for [chat ["a" "b"]]
-    (setv answers (lfor r delivered
-                        :if (and (= (proto-get r ':session) f"test:{chat}") (= (kind-of r) "answer"))
-                        (get (.split (.strip (text-of r)) "\n") -1)))
-    (expect answers (lfor i (range 5) f"{chat}{i}") f"answers of chat {chat}")))
-
 ;; * Budget, loop detector, /stop
 
 (defn costly [env cost]
@@ -241,12 +223,6 @@
       (except [OSError])))
   found)
 
-(defn :async until [condition [seconds 10] [every 0.01]]
-  (setv deadline (+ (hy.I.time.monotonic) seconds))
-  (while (not (condition))
-    (assert (< (hy.I.time.monotonic) deadline) "timed out waiting")
-    (await (asyncio.sleep every))))
-
 (defn blocking-model [env first [later "(:action :message :text \"fresh\")"]]
   "Make ENV's first model call wait for the returned event, then answer FIRST;
    later calls answer LATER at once. Returns (started release calls ended):
@@ -286,26 +262,23 @@
     (finally (shutdown e))))
 
 (defn stop-a-running-command [env]
-  "Stop `sleep 3; touch after.txt` while it runs; its file must never appear."
+  "Stop `sleep 20; touch after.txt` while it runs: its processes go (the shell
+   that would touch the file among them) and the file never appears. How fast
+   they go is the bench's figure (bench-stop), not a deadline here: left
+   running, the command would touch the file after 20 s."
   (setv delivered []
         workspace (Path (get env.config "workspace"))
-        marker "sleep 3; touch after.txt"
-        figures {})
+        marker "sleep 20; touch after.txt")
   (defn :async main []
     (setv runner (Runner env (fn [r] (.append delivered r))))
     (await (.submit runner (user-says f"!{marker}" "k")))
     (await (until (fn [] (pids-running marker))))
-    (setv pids (pids-running marker)
-          t0 (hy.I.time.perf-counter))
     (await (.submit runner (user-says "/stop" "k")))
-    (await (until (fn [] (not (pids-running marker))) 2))
-    (setv (get figures "gone") (- (hy.I.time.perf-counter) t0))
-    (await (asyncio.wait-for (.idle runner "test:k") 2))
-    (await (asyncio.sleep 3.5))
+    (await (until (fn [] (not (pids-running marker)))))
+    (await (asyncio.wait-for (.idle runner "test:k") 60))
     (await (.close runner)))
   (asyncio.run (main))
   (assert (not (.exists (/ workspace "after.txt"))) "the stopped command went on and touched after.txt")
-  (assert (< (get figures "gone") 1.0) f"the command took {(get figures "gone")} s to die")
   (setv texts (lfor r delivered (text-of r)))
   (expect texts [f"Stopped: the command `{marker}` was killed. Nothing more of that task will run."]
           "what the person was told"))
@@ -488,7 +461,7 @@
   (defn :async main []
     (setv runner (Runner e (fn [r] (.append delivered r))))
     (await (.submit runner (user-says "hello" "h")))
-    (await (until (fn [] (.scripts-seen openai-server)) 60))
+    (await (until (fn [] (.scripts-seen openai-server))))
     (await (.submit runner (user-says "/stop" "h")))
     (await (asyncio.wait-for (.idle runner "test:h") 10))
     (setv closed (await (asyncio.to-thread openai-server.wait-hang-closed 1 30)))

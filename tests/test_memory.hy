@@ -3,10 +3,8 @@
 (import pytest
         hypothesis [given settings strategies :as st HealthCheck]
         passepartout.store [store-open store-path-for]
-        passepartout.memory [memory-add memory-search memory-terms MAX-TERMS])
-
-(defn check [got want [what ""]]
-  (assert (= got want) f"{what}\n got:  {got !r}\n want: {want !r}"))
+        passepartout.memory [memory-add memory-search memory-terms MAX-TERMS]
+        steps [expect :as check])
 
 (defn ids [results] (lfor r results (get r 1)))
 (defn texts [results] (lfor r results (get r 3)))

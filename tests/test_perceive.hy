@@ -5,10 +5,7 @@
         passepartout.context [make-context]
         passepartout.skills [Registry make-skill register-skill]
         passepartout.perceive [perceive normalize-signal session-name sensor-of slash-concerns immediate]
-        steps [run])
-
-(defn expect [got want [what "value"]]
-  (assert (= got want) f"{what}: expected {want !r}, got {got !r}"))
+        steps [expect run])
 
 (defn [pytest.fixture] registry []
   "An empty registry of the test's own."

@@ -43,7 +43,7 @@ def same(a, b):
 
 
 @given(values)
-@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_print_then_read_round_trips(value):
     text = proto_print(value)
     assert same(proto_read(text), value), text
@@ -81,7 +81,7 @@ def test_hostile_text_is_data_or_an_error(sentinel):
     modules = set(sys.modules)
 
     @given(st.one_of(st.text(), hostile_text(sentinel)))
-    @settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     def check(text):
         try:
             value = proto_read(text)
@@ -187,7 +187,7 @@ garbage_lines = st.one_of(
                           garbage_lines.map(lambda t: ("bad", t)),
                           st.text(st.characters(codec=None, categories=None, exclude_characters="()\n"))
                           .map(lambda t: ("bad", "(" + t))), max_size=12))
-@settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
 def test_garbage_never_swallows_a_good_line(lines):
     text = "\n".join(p[0] if kind == "good" else p for kind, p in lines)
     got = list(proto_read_each(text, plist_only))
@@ -211,7 +211,7 @@ any_text = st.one_of(st.text(any_char),
 
 
 @given(any_text)
-@settings(max_examples=3000, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
 def test_reading_raises_nothing_but_proto_error(text):
     try:
         value = proto_read(text)

@@ -14,10 +14,7 @@
         passepartout.loop [step]
         passepartout.reload [reload-skills note-skill-files changed-skill-files watch-skills
                              reload-summary]
-        steps [run])
-
-(defn expect [got want [what "value"]]
-  (assert (= got want) f"{what}: expected {want !r}, got {got !r}"))
+        steps [expect run])
 
 (defn [pytest.fixture] reg []
   "A registry of the test's own."

@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from conftest import wait_until as wait_for
 
 from passepartout.loop import step
 from passepartout.proto import proto_get
@@ -75,17 +76,6 @@ def server(env):
 
 def ask(server, forms, timeout=10.0):
     return passepartout_repl.evaluate(forms, server.path, timeout)
-
-
-def wait_for(predicate, timeout=30.0):
-    """True once PREDICATE holds, False if it never did within TIMEOUT seconds."""
-    import time
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
 
 
 def said_in(env, text, chat="r"):

@@ -11,7 +11,7 @@
         passepartout.routines [parse-when next-due shortest-gap show-time routine-add routine-get
                                routine-claim routine-runs routines-due]
         passepartout.store [store-open store-close events]
-        steps [expect user-says text-of kind-of V])
+        steps [expect user-says text-of kind-of V until])
 
 (setv BERLIN "Europe/Berlin")
 
@@ -184,13 +184,6 @@
                                                   :api-key-env KEY-ENV :tool-results "native")]))
   (yield services)
   (shutdown services))
-
-(defn :async until [test [timeout 60]]
-  (setv deadline (+ (time.monotonic) timeout))
-  (while (not (test))
-    (when (> (time.monotonic) deadline)
-      (raise (TimeoutError f"still not true after {timeout} s: {test}")))
-    (await (asyncio.sleep 0.02))))
 
 (defn texts [replies]
   (lfor r replies (str (text-of r))))

@@ -7,10 +7,7 @@
         passepartout.skills [make-skill register-skill unregister-skill get-skill all-skills
                              skill-functions gates-for actuator-for actuator-table pre-reason-handlers
                              load-skill-file load-skills Registry registry-version SkillError]
-        steps [run])
-
-(defn expect [got want [what "value"]]
-  (assert (= got want) f"{what}: expected {want !r}, got {got !r}"))
+        steps [expect run])
 
 (defn [pytest.fixture] registry []
   "An empty registry of the test's own."

@@ -8,10 +8,8 @@
                             event-append events kv-get kv-put kv-delete
                             session-touch session-list SCHEMA-VERSION MAX-DATA-BYTES
                             store-backup backup-path-for
-                            inbox-add inbox-continue inbox-done inbox-pending outbox-add outbox-sent outbox-pending])
-
-(defn check [got want [what ""]]
-  (assert (= got want) f"{what}\n got:  {got !r}\n want: {want !r}"))
+                            inbox-add inbox-continue inbox-done inbox-pending outbox-add outbox-sent outbox-pending]
+        steps [expect :as check])
 
 (defn open-store [tmp-path]
   (store-open (store-path-for (/ tmp-path "data"))))

@@ -7,7 +7,7 @@
         passepartout.context [make-context]
         passepartout.reason [verify]
         passepartout.workflow [plan-graph graph-order MAX-DEPTH]
-        steps [expect V])
+        steps [expect V until])
 
 (defn gate-ctx [registry [workers None]]
   "A gate context of a daemon with the default config, standing as WORKERS."
@@ -374,14 +374,6 @@
 
 (import os time
         pathlib [Path])
-
-(defn :async until [test [timeout 60]]
-  "Wait until (TEST) is true, looking every 20 ms, at most TIMEOUT seconds."
-  (setv deadline (+ (time.monotonic) timeout))
-  (while (not (test))
-    (when (> (time.monotonic) deadline)
-      (raise (TimeoutError f"still not true after {timeout} s: {test}")))
-    (await (asyncio.sleep 0.02))))
 
 (defn processes-with [marker]
   "The ids of the sleep processes whose command line holds MARKER."

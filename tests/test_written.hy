@@ -7,10 +7,8 @@
         passepartout.journal [journal-append]
         passepartout.context [make-context context-for]
         passepartout.services [Services]
-        passepartout.written [written-files wrote-paths WRITTEN-LIMIT])
-
-(defn check [got want [what ""]]
-  (assert (= got want) f"{what}\n got:  {got !r}\n want: {want !r}"))
+        passepartout.written [written-files wrote-paths WRITTEN-LIMIT]
+        steps [expect :as check])
 
 (defn result [store action res [session "s"]]
   (journal-append store [:event "result" :session session

@@ -20,7 +20,7 @@
         passepartout.runner [Runner]
         passepartout.tools.cli [approvals-on-host]
         passepartout.tools.bench [bench-approval]
-        steps [expect run kind-of text-of is-reply run-task])
+        steps [expect run kind-of text-of is-reply run-task until])
 
 (defn has [text part]
   (assert (in part text) f"{part !r} not in {text !r}"))
@@ -793,13 +793,6 @@
     (await (asyncio.wait-for (.wait event) seconds))
     (except [asyncio.TimeoutError]
       (assert False f"{what} did not happen within {seconds} s"))))
-
-(defn :async until [what [seconds 120]]
-  "Wait, turning the loop, until (WHAT) holds, with a generous deadline."
-  (setv deadline (+ (time.monotonic) seconds))
-  (while (not (what))
-    (assert (< (time.monotonic) deadline) f"not so within {seconds} s: {what.__doc__}")
-    (await (asyncio.sleep 0.01))))
 
 (defn test-the-service-carries-out-a-host-approval-and-the-task-goes-on [env tmp-path]
   (setv [_ code _] (ask env)

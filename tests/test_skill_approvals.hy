@@ -6,10 +6,7 @@
         passepartout.context [make-context]
         passepartout.perceive [perceive]
         passepartout.services [Services]
-        steps [run])
-
-(defn expect [got want [what "value"]]
-  (assert (= got want) f"{what}: expected {want !r}, got {got !r}"))
+        steps [expect run])
 
 (defn [(pytest.fixture :scope "module")] skill [registry]
   (setv s (get-skill registry "approvals"))
