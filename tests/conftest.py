@@ -6,7 +6,6 @@ from pathlib import Path
 
 import hy  # noqa: F401  (registers the .hy importer)
 import pytest
-from _pytest.assertion import rewrite as _rewrite
 
 sys.path.insert(0, str(Path(__file__).parent))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -24,18 +23,6 @@ import passepartout  # noqa: E402,F401  (chooses the cache, as every start does)
 if sys.pycache_prefix and "PASSEPARTOUT_CACHE_DIR" not in os.environ:
     os.environ["PASSEPARTOUT_CACHE_DIR"] = sys.pycache_prefix
 
-# pytest rewrites the asserts of any test file named on its command line by
-# parsing it as Python; a Hy file is not Python, so it is left to Hy.
-_should_rewrite = _rewrite.AssertionRewritingHook._should_rewrite
-
-
-def _python_only(self, name, fn, state):
-    return not str(fn).endswith(".hy") and _should_rewrite(self, name, fn, state)
-
-
-_rewrite.AssertionRewritingHook._should_rewrite = _python_only
-
-
 def pytest_configure(config):
     """Compile the Hy modules and skills once, before the workers start: on a
     fresh checkout each worker, and each process a test starts, would otherwise
@@ -52,9 +39,26 @@ def pytest_configure(config):
         pass
 
 
+class HyModule(pytest.Module):
+    """A test module written in Hy, loaded by Hy's own loader: pytest's
+    assertion rewriting, which would take any test file named on the command
+    line, reads Python only."""
+
+    def _getobj(self):
+        import importlib.util
+        from hy.importer import HyLoader
+        name = self.path.stem
+        loader = HyLoader(name, str(self.path))
+        spec = importlib.util.spec_from_file_location(name, self.path, loader=loader)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        loader.exec_module(module)
+        return module
+
+
 def pytest_collect_file(file_path, parent):
     if file_path.suffix == ".hy" and file_path.name.startswith("test_"):
-        return pytest.Module.from_parent(parent, path=file_path)
+        return HyModule.from_parent(parent, path=file_path)
 
 
 @pytest.fixture
