@@ -70,6 +70,7 @@ store-open) finds them by their words, best match first."
 ;; * Meaning: vectors beside the words
 
 (import array asyncio hashlib logging math operator
+        hyrule [distinct]
         passepartout.proto [proto-get])
 
 (setv log (logging.getLogger "passepartout.memory")
@@ -160,7 +161,7 @@ store-open) finds them by their words, best match first."
 (defn :async embed-cached [store settings texts]
   "Embed those of TEXTS whose vectors are not cached yet, in one call, and cache them."
   (setv model (get settings 0)
-        missing (list (dict.fromkeys (gfor t texts :if (is (cached-vector store model t) None) t))))
+        missing (list (distinct (gfor t texts :if (is (cached-vector store model t) None) t))))
   (when missing
     (setv vectors (await (embed settings missing)))
     (with [conn (.transaction store)]

@@ -12,6 +12,7 @@ result's turn, and to the model, which learns from a refusal which host was
 refused and how a person can allow it."
 
 (import asyncio ipaddress logging os re shutil socket tempfile time
+        hyrule [distinct]
         passepartout.proto [proto-get]
         passepartout.context [context-runtime]
         passepartout.egress [action-asks allowed-hosts decide host-entries host-text
@@ -98,7 +99,7 @@ refused and how a person can allow it."
                                                  CONNECT-SECONDS)))
             (except [e [OSError asyncio.TimeoutError]]
               (raise (Unreachable f"{host} could not be resolved ({(_why e)})"))))
-          (setv addresses (list (dict.fromkeys
+          (setv addresses (list (distinct
                                   (gfor i infos
                                         :setv a (get i 4 0)
                                         :if (not (_internal (ipaddress.ip-address (get (.split a "%") 0))))

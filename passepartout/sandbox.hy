@@ -8,6 +8,7 @@ the physics under the law."
 
 (import functools [lru-cache]
         os shutil subprocess
+        hyrule [distinct]
         passepartout.proto [proto-get]
         passepartout.config [config-defaults]
         passepartout.limits [action-limits tmpfs-bytes]
@@ -150,7 +151,7 @@ the physics under the law."
     (when (.get config key) (.append out (os.path.realpath (get config key)))))
   (when (.get config "data_dir")
     (.append out (os.path.realpath (os.path.join (get config "data_dir") "logs"))))
-  (list (dict.fromkeys out)))
+  (list (distinct out)))
 
 (defn [(lru-cache :maxsize 4)] _takes-size [bwrap]
   "True when the bubblewrap BWRAP sizes a tmpfs (--size)."
@@ -203,7 +204,7 @@ the physics under the law."
   (when (= (os.geteuid) 0) (.extend out ["--cap-drop" "ALL"]))
   (.extend out (_system-mounts))
   (.extend out ["--proc" "/proc" "--dev" "/dev"])
-  (for [t (list (dict.fromkeys temps))] (.extend out (_tmpfs t size)))
+  (for [t (distinct temps)] (.extend out (_tmpfs t size)))
   (when (not home-inside) (.extend out home-mounts))
   (.extend out [(if (workspace-read-only ctx) "--ro-bind" "--bind") workspace workspace])
   (when home-inside (.extend out home-mounts))
