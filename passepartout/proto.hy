@@ -46,7 +46,8 @@ behaviour of its own, so any stage can be replayed on recorded data."
                        "f" "\x0c" "v" "\x0b" "\\" "\\" "\"" "\"" "'" "'" "\n" ""}
       _constants {"true" True "t" True "false" False "nil" None})
 
-(setv _keyword ((lru-cache :maxsize 4096) Keyword))
+(setv _keyword ((lru-cache :maxsize 4096) Keyword)
+      _atom-keywords {})
 
 (defn _unescape [body pos]
   "The string BODY with its backslash escapes decoded."
@@ -65,7 +66,10 @@ behaviour of its own, so any stage can be replayed on recorded data."
   (cond
     (.startswith text ":")
     (if (_keyword-re.match (cut text 1 None))
-        (_keyword (cut text 1 None))
+        (do (when (>= (len _atom-keywords) 4096) (.clear _atom-keywords))
+            (setv k (_keyword (cut text 1 None))
+                  (get _atom-keywords text) k)
+            k)
         (raise (ProtoError f"malformed keyword {(_clip text)}" pos)))
     (_int-re.match text)
     (if (> (len (.lstrip text "+-")) MAX-INT-DIGITS)
@@ -106,9 +110,10 @@ behaviour of its own, so any stage can be replayed on recorded data."
   (setv stack []
         opened []
         pos 0
-        end (len text))
+        end (len text)
+        token-at _token-re.match)
   (while (< pos end)
-    (setv m (.match _token-re text pos))
+    (setv m (token-at text pos))
     (when (is m None)
       (raise (ProtoError (if (= (get text pos) "\"")
                              "unterminated string"
@@ -117,11 +122,12 @@ behaviour of its own, so any stage can be replayed on recorded data."
     (setv kind m.lastgroup
           start pos
           (get where 0) pos
-          pos (.end m)
-          value None
-          complete False)
+          pos (.end m))
     (cond
-      (in kind #("ws" "comment")) (continue)
+      (= kind "ws") (continue)
+      (= kind "atom")
+      (setv value (or (.get _atom-keywords (cut text start pos))
+                      (_atom (cut text start pos) start)))
       (= kind "open")
       (do (when (>= (len stack) max-depth)
             (raise (ProtoError f"nested deeper than {max-depth}" start)))
@@ -134,8 +140,7 @@ behaviour of its own, so any stage can be replayed on recorded data."
           (setv value (_as-plist (.pop stack))))
       (= kind "string")
       (setv value (_unescape (cut text (+ start 1) (- pos 1)) start))
-      True
-      (setv value (_atom (.group m kind) start)))
+      True (continue))
     (if stack
         (.append (get stack -1) value)
         (yield value)))
@@ -397,10 +402,17 @@ behaviour of its own, so any stage can be replayed on recorded data."
   (setv n (len pairs))
   (when (or (= n 0) (% n 2))
     (return pairs))
+  (setv fields {})
   (for [i (range 0 n 2)]
-    (when (not (isinstance (get pairs i) Keyword))
-      (return pairs)))
-  (Plist pairs))
+    (setv k (get pairs i))
+    (when (not (isinstance k Keyword))
+      (return pairs))
+    (when (not (in k.name fields))
+      (setv (get fields k.name) (get pairs (+ i 1)))))
+  (setv p (Plist.__new__ Plist))
+  (list.extend p pairs)
+  (setv p._fields fields)
+  p)
 
 ;; ** Reading fields
 

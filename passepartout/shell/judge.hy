@@ -381,13 +381,20 @@ and judges what is left, arguments included."
   (setv index (get pc "secrets")
         out [])
   (for [[a b] (zip args (cut args 1 None))]
-    (when (in a _find-name-options)
-      (setv comps (lfor c (.split b "/") :if c (.replace c "\\" "")))
-      (when (any (gfor c comps
-                       (or (_name-match c (get index "floor-dirs")) (_name-match c (get index "rule-dirs"))
-                           (_name-match c (get index "rule-files")))))
-        (.append out [ESCALATE f"find {a} {b} looks for files that hold secrets" "floor-secret-search"]))))
+    (when (and (in a _find-name-options)
+               (_kept (get index "searches") b _names-secret b index))
+      (.append out [ESCALATE f"find {a} {b} looks for files that hold secrets" "floor-secret-search"])))
   out)
+
+(defn _names-secret [pattern index]
+  "True when a component of find's name or path PATTERN may name a secret
+   location of INDEX. The answer depends on the pattern and the index alone, so
+   it is kept in the index, by pattern."
+  (any (gfor c (.split pattern "/")
+             :if c
+             :setv c (.replace c "\\" "")
+             (or (_name-match c (get index "floor-dirs")) (_name-match c (get index "rule-dirs"))
+                 (_name-match c (get index "rule-files"))))))
 
 (defn _hard-link-verdicts [rec parsed pc]
   "A hard link is the file it links to: writing through a link to a file

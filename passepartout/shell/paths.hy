@@ -26,10 +26,11 @@ guarded writes of [paths])."
    name, as proto-get finds them, in one pass over the plist instead of four."
   (setv found {})
   (when (isinstance ctx list)
-    (for [[k v] (zip (cut ctx None None 2) (cut ctx 1 None 2))]
+    (for [i (range 0 (- (len ctx) 1) 2)]
+      (setv k (get ctx i))
       (when (and (isinstance k Keyword) (in k.name _context-keys)
                  (not (in k.name found)))
-        (setv (get found k.name) v))))
+        (setv (get found k.name) (get ctx (+ i 1))))))
   found)
 
 (defn _places [ctx rules]
@@ -288,6 +289,7 @@ guarded writes of [paths])."
   {"anchors" anchors
    "control-dirs" control-dirs
    "memo" {}
+   "searches" {}
    "by-first" by-first
    "by-second" (_by-second by-first)
    "glob-first" glob-first

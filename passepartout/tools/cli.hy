@@ -47,12 +47,13 @@ that do the work."
   "The verdict dict for ACTION, read from LINE, the Nth."
   (setv [proto reason] (_verifying))
   (try
-    (setv outcome (reason.verify action ctx))
-    (| {"verdict" (. (proto.proto-get outcome _VERDICT) name)
-        "gate" (_clean (proto.proto-get outcome _GATE))
-        "reason" (_clean (proto.proto-get outcome _REASON))
-        "action" (proto.proto-print (proto.proto-get outcome _ACTION))}
-       (if (proto.proto-get outcome _CONFINED) {"confined" True} {}))
+    (setv [verdict gate why judged confined]
+          (proto.proto-values (reason.verify action ctx) _VERDICT _GATE _REASON _ACTION _CONFINED))
+    (| {"verdict" (. verdict name)
+        "gate" (_clean gate)
+        "reason" (_clean why)
+        "action" (proto.proto-print judged)}
+       (if confined {"confined" True} {}))
     (except [e Exception]
       {"verdict" "reject" "gate" "verify"
        "reason" (_clean (try f"the proposal on line {n} could not be judged: {(. (type e) __name__)}: {e}"
