@@ -995,9 +995,9 @@ def run_killed(chats=50, per_chat=20, kill_at=0.4, hold=False, timeout=180.0, ac
             model.limit = kill_after
         procs.append(start_daemon(config, environ, out))
         if hold:
-            server.wait_for(lambda: server.answered() >= kill_after and inbox_rows(folder, "done") >= kill_after,
-                            timeout)
-            time.sleep(0.2)
+            # every answer given marked done, and a model call held in flight
+            server.wait_for(lambda: server.answered() >= kill_after and inbox_rows(folder, "done") >= kill_after
+                            and model.admitted > kill_after, timeout)
         else:
             server.wait_for(lambda: server.answered() >= kill_after, timeout)
         killed_at = server.answered()
@@ -1018,7 +1018,8 @@ def run_killed(chats=50, per_chat=20, kill_at=0.4, hold=False, timeout=180.0, ac
         # the second is told to stop only once it handles the signal
         log = folder / "data" / "logs" / "daemon.log"
         server.wait_for(lambda: _read(log).count("daemon started:") >= 2, timeout)
-        time.sleep(0.5)  # what a duplicate would need to arrive
+        # what is counted once the daemon has exited includes any duplicate: a
+        # SIGTERM drains what it holds before it exits
         procs[1].send_signal(signal.SIGTERM)
         code = procs[1].wait(60)
         result = score()

@@ -8,9 +8,10 @@ in the daemon's memory. Two measures of that:
                      loopback server (tests/signal_server.py): for each
                      receive, the time from the server writing its answer to
                      the hub having committed every message of it, in ms
-    run_killed       the daemon as a process, killed (-9) DELAY seconds after
-                     a receive returned a batch, then started again: how many
-                     messages of the batch were never answered
+    run_killed       the daemon as a process, killed (-9) once a receive's
+                     batch is committed (or DELAY seconds after the receive
+                     returned it), then started again: how many messages of
+                     the batch were never answered
 
 Run `python tests/signal_faults.py` for the figures.
 """
@@ -30,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import hy  # noqa: F401
 from bot_api_server import (daemon_command, daemon_environ, echo_complete, echo_openai_server, echo_providers,
-                            write_daemon_config)
+                            inbox_rows, write_daemon_config)
 from signal_server import SignalServer
 
 ACCOUNT = "+15550001111"
@@ -143,10 +144,13 @@ retry_delay = 0.05
 ''')
 
 
-def run_killed(messages=100, delay=0.1, timeout=120.0):
+def run_killed(messages=100, delay=None, timeout=120.0):
     """The daemon as a process: MESSAGES from ten people queued at once, the daemon killed (-9)
-    DELAY seconds after the receive that returned them, then started again
-    until every message is answered or TIMEOUT passes; at the end SIGTERM. A dict:
+    as soon as the receive that returned them is committed (seen from outside, in
+    the store), or, with DELAY, DELAY seconds after that receive returned, commit
+    or not (the window receive_window measures decides what survives then); then
+    started again until every message is answered or TIMEOUT passes; at the end
+    SIGTERM, and what was answered is counted once the daemon has exited. A dict:
     lost (never answered), duplicated (answered twice), answered_before_kill,
     in_first_batch (how many the killed receive returned), exit, output."""
     server = SignalServer(account=ACCOUNT)
@@ -173,14 +177,18 @@ def run_killed(messages=100, delay=0.1, timeout=120.0):
         server.queue(*[server.message(who, t) for who, t in said])
         returned = server.wait_returned(1, 30)
         assert returned, ("the daemon never received the messages", output())
-        time.sleep(delay)
+        if delay is None:
+            assert server.wait_for(lambda: inbox_rows(folder) >= messages, 60), \
+                ("the received batch was never committed", output())
+        else:
+            time.sleep(delay)
         os.kill(procs[0].pid, signal.SIGKILL)
         procs[0].wait(30)
         before = len(answered())
         procs.append(subprocess.Popen(daemon_command(config), env=environ, stdout=out,
                                       stderr=subprocess.STDOUT, start_new_session=True))
         server.wait_for(lambda: all(w in answered() for w in want), timeout)
-        time.sleep(0.5)  # what a duplicate would need to arrive
+        # a duplicate is sent before the daemon exits: a SIGTERM drains what it holds
         procs[1].send_signal(signal.SIGTERM)
         code = procs[1].wait(60)
         got = answered()
@@ -208,8 +216,9 @@ if __name__ == "__main__":
             print(f"signal receive → commit window, {r['receives']} receives of {batch}, "
                   f"{'the daemon idle' if quiet else 'the last batch still being answered'}: "
                   f"p50 {r['p50']:.1f} ms, p99 {r['p99']:.1f} ms, max {r['max']:.1f} ms{read}")
-    for delay in [0.1, 0.02]:
+    for delay in [None, 0.1, 0.02]:
         r = run_killed(100, delay)
-        print(f"signal kill -9 {delay} s after a receive of {r['in_first_batch']}: lost {r['lost']}, "
+        when = "once it was committed" if delay is None else f"{delay} s after"
+        print(f"signal kill -9 {when} a receive of {r['in_first_batch']}: lost {r['lost']}, "
               f"answered twice {r['duplicated']}, answered before the kill {r['answered_before_kill']}, "
               f"exit after SIGTERM {r['exit']}")

@@ -69,7 +69,7 @@ async def daemon(env, url, hub_class=Hub, **more):
         await hub.close()
 
 
-async def until(predicate, timeout=5.0):
+async def until(predicate, timeout=30.0):
     """Wait (without blocking the loop) until PREDICATE() is true; its value."""
     deadline = asyncio.get_running_loop().time() + timeout
     while True:
@@ -451,9 +451,9 @@ def test_a_server_that_stops_answering_shows_as_degraded_until_it_answers_again(
             assert await until(lambda: gw["state"]() == "polling"), gw["state"]()
             assert down() == []
             server.outage("receive", "500", 1.0)
-            assert await until(down, 5) == ["signal"], gw["state"]()
+            assert await until(down, 30) == ["signal"], gw["state"]()
             said = gw["state"]()
-            assert await until(lambda: not down(), 10), gw["state"]()
+            assert await until(lambda: not down(), 30), gw["state"]()
             return said
         finally:
             await gw["stop"]()
@@ -526,7 +526,9 @@ def test_a_server_in_json_rpc_mode_is_not_polled(env, caplog):
         async def go():
             async with daemon(env, server.url):
                 await until(lambda: server.paths("about"))
-                await asyncio.sleep(0.1)
+                # the refusal is logged once the gateway has read the mode, instead of a poll
+                await until(lambda: any(r.levelno == logging.ERROR and "json-rpc" in r.getMessage()
+                                        for r in caplog.records))
         asyncio.run(go())
         assert server.paths("receive") == [], server.paths()
         errors = [r.getMessage() for r in caplog.records
@@ -673,10 +675,12 @@ def test_a_batch_is_all_in_the_inbox_before_its_first_message_is_handled(env, se
 
 
 def test_a_daemon_killed_right_after_a_receive_loses_nothing():
-    """The daemon as a process, killed (-9) 0.1 s after a receive returned 100
-    messages (which the server then no longer holds), and started again."""
+    """The daemon as a process, killed (-9) as soon as a receive that returned
+    100 messages (which the server then no longer holds) is committed, before
+    it has answered them, and started again: each is answered. How long
+    the batch exists only in memory is a figure (tests/signal_faults.py)."""
     from signal_faults import run_killed
-    r = run_killed(messages=100, delay=0.1)
+    r = run_killed(messages=100)
     assert r["in_first_batch"] == 100, ("one receive returned them all", r["in_first_batch"])
     assert r["lost"] == 0, (r["lost"], r["output"][-3000:])
     assert r["exit"] == 0, ("exit status after SIGTERM", r["exit"], r["output"][-3000:])

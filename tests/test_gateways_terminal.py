@@ -136,7 +136,6 @@ def test_one_key_answers_the_only_approval_waiting(env, tmp_path, key, state, gr
         pipe.send_text(key)
         await wait_for(lambda: not _pending(env))
         await runner.idle("terminal:local")
-        await asyncio.sleep(0.3)
         pipe.send_text("\x04")
 
     run_chat(env, script, tmp_path)
@@ -158,7 +157,7 @@ def test_one_key_asks_for_the_code_when_several_wait(env, tmp_path):
         await runner.idle("terminal:local")
         pipe.send_text("y\r")
         await wait_for(lambda: any("approvals are waiting here" in s for s in shown))
-        await asyncio.sleep(0.3)
+        await runner.idle("terminal:local")
         pipe.send_text("\x04")
 
     shown = run_chat(env, script, tmp_path)
@@ -217,8 +216,8 @@ def test_ctrl_c_stops_the_running_task_and_stays(env, tmp_path):
         await wait_for(lambda: "! Stopped: the model call was stopped. Nothing more of that task will run."
                        in shown)
         release.set()
+        # a step the stop missed would go on from the released call: idle waits for it
         await runner.idle("terminal:local")
-        await asyncio.sleep(0.3)
         pipe.send_text("\x04")
 
     shown = run_chat(env, script, tmp_path)
@@ -227,6 +226,8 @@ def test_ctrl_c_stops_the_running_task_and_stays(env, tmp_path):
 
 
 def test_ctrl_c_kills_the_running_command(env, tmp_path):
+    """Ctrl-C kills the shell that runs the command: it is gone (seen from
+    /proc), so the `touch` it would run after its sleep never runs."""
     workspace = Path(env.config["workspace"])
     gone = []
 
@@ -234,22 +235,20 @@ def test_ctrl_c_kills_the_running_command(env, tmp_path):
         return [d for d in os.listdir("/proc") if d.isdigit() and _cmdline_has(d, b"touch after.txt")]
 
     async def script(pipe, shown, runner):
-        pipe.send_text("!sleep 3; touch after.txt\r")
+        pipe.send_text("!sleep 60; touch after.txt\r")
         await wait_for(running)
-        t0 = time.monotonic()
         pipe.send_text("\x03")
-        await wait_for(lambda: not running(), 2)
-        gone.append(time.monotonic() - t0)
-        await wait_for(lambda: any(s.startswith("! Stopped: the command") for s in shown))
-        await wait_for(lambda: "terminal:local" not in runner.busy, 2)
-        await asyncio.sleep(3.5)
+        await wait_for(lambda: not running(), 30)
+        gone.append(True)
+        await wait_for(lambda: any(s.startswith("! Stopped: the command") for s in shown), 30)
+        await wait_for(lambda: "terminal:local" not in runner.busy, 30)
         pipe.send_text("\x04")
 
     shown = run_chat(env, script, tmp_path)
-    assert "! Stopped: the command `sleep 3; touch after.txt` was killed. Nothing more of that task will run." \
+    assert "! Stopped: the command `sleep 60; touch after.txt` was killed. Nothing more of that task will run." \
         in shown, shown
+    assert gone, "the command's shell still ran after Ctrl-C"
     assert not (workspace / "after.txt").exists(), "the stopped command went on and touched after.txt"
-    assert gone and gone[0] < 1.0, gone
 
 
 def _cmdline_has(pid, marker):
