@@ -9,20 +9,20 @@ import sys
 import tempfile
 
 import hy  # noqa: F401  (loads the Hy modules)
-from passepartout.tools import bench
+from passepartout.tools import bench, bench_gates
 
 
 def main(runs):
-    d = bench.corpora_dir()
+    d = bench_gates.corpora_dir()
     ctx = bench._gate_context(tempfile.mkdtemp(prefix="passepartout-latency-"), bench._default_skills())
     files = sorted(d.glob("*.jsonl"))
     for f in files:
-        bench.corpus_figures(f, ctx)
+        bench_gates.corpus_figures(f, ctx)
     p50s, p99s = [], []
     for _ in range(runs):
         times = []
         for f in files:
-            bench.corpus_figures(f, ctx, times)
+            bench_gates.corpus_figures(f, ctx, times)
         p50s.append(statistics.median(times) * 1e6)
         p99s.append(bench._percentile(times, 0.99) * 1e6)
     print(f"p50 {statistics.median(p50s):.0f} µs, p99 {statistics.median(p99s):.0f} µs "

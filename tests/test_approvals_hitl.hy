@@ -18,8 +18,8 @@
                            carry-out-answered approvals-served approvals-service SERVICE-KEY
                            CODE-ALPHABET token-hash _executor]
         passepartout.runner [Runner]
-        passepartout.tools.cli [approvals-on-host]
-        passepartout.tools.bench [bench-approval]
+        passepartout.tools.approvals [approvals-on-host]
+        passepartout.tools.bench-daemon [bench-approval]
         steps [expect run kind-of text-of is-reply run-task until])
 
 (defn has [text part]

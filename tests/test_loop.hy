@@ -550,7 +550,7 @@
 
 (defn test-every-stop-leaves-no-process-of-the-action []
   "The figure is the bench's (bench-stop); here, that each stop does its work."
-  (setv rows (hy.I.passepartout/tools/bench.bench-stop 3)
+  (setv rows (hy.I.passepartout/tools/bench-daemon.bench-stop 3)
         p50 (get rows 0 1))
   (assert (.startswith (get rows 0 0) "/stop to the running action's processes gone") f"{rows}")
   (assert (< 0 p50 10000) f"p50 {p50} ms: the bench waits at most 10 s for the processes to go"))

@@ -450,7 +450,7 @@ def test_parse_prints_one_line_per_answer(home):
 
 
 def test_parse_does_not_import_litellm(home):
-    code = ("import sys\nfrom passepartout.tools.cli import parse_line\n"
+    code = ("import sys\nfrom passepartout.tools.trial import parse_line\n"
             "print(parse_line('\"hi\"', 1))\n"
             "assert 'litellm' not in sys.modules, 'litellm was imported'\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=home, timeout=120)
