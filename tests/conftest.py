@@ -29,13 +29,18 @@ def pytest_configure(config):
     compile the same modules at the same time."""
     if hasattr(config, "workerinput"):
         return
+    import importlib
+    import pkgutil
+    from passepartout.skills import Registry, load_skills
+    for m in pkgutil.walk_packages(passepartout.__path__, "passepartout."):
+        if not m.name.endswith("__main__"):
+            try:
+                importlib.import_module(m.name)
+            except Exception:  # a module that does not compile is reported by the tests that import it
+                pass
     try:
-        import passepartout.tools.cli  # noqa: F401
-        import passepartout.loop  # noqa: F401
-        import passepartout.gatekeeper  # noqa: F401
-        from passepartout.skills import Registry, load_skills
         load_skills(Registry())
-    except Exception:  # a module that does not compile is reported by the tests that import it
+    except Exception:
         pass
 
 
