@@ -277,7 +277,7 @@ beside each figure, so a change that costs speed shows up as a number."
 (defn bench-repl [n]
   "Rows #(name value unit goal) of the REPL's round trip."
   (import passepartout.daemon [boot shutdown]
-          passepartout.cascade [make-provider]
+          passepartout.providers [make-provider]
           passepartout.console [ReplThread])
   (setv data (tempfile.mkdtemp :prefix "passepartout-bench-")
         run (tempfile.mkdtemp :prefix "pp-run-")
@@ -325,7 +325,9 @@ beside each figure, so a change that costs speed shows up as a number."
 
 (defn bench-hung-provider [runs]
   (import asyncio socket
-          passepartout.cascade [make-cascade make-provider cascade-complete _litellm-module])
+          passepartout.cascade [make-cascade cascade-complete]
+          passepartout.providers [make-provider]
+          passepartout.llm [_litellm-module])
   (_litellm-module)
   (setv key-env "PASSEPARTOUT_BENCH_HUNG_KEY"
         deadline 1.0
@@ -360,7 +362,7 @@ beside each figure, so a change that costs speed shows up as a number."
   "Rows (name value unit goal): p50 and p99 of /approve to the start of execution."
   (import asyncio
           passepartout.daemon [boot shutdown]
-          passepartout.cascade [make-provider]
+          passepartout.providers [make-provider]
           passepartout.loop [step]
           passepartout.act [action-name]
           passepartout.skills [make-skill register-skill])
@@ -479,7 +481,7 @@ beside each figure, so a change that costs speed shows up as a number."
   "Rows (name value unit goal): /stop to the running action's processes gone, N times."
   (import asyncio
           passepartout.daemon [boot shutdown]
-          passepartout.cascade [make-provider]
+          passepartout.providers [make-provider]
           passepartout.runner [Runner])
   (setv tmp (Path (tempfile.mkdtemp :prefix "passepartout-bench-"))
         times [])
@@ -536,7 +538,7 @@ beside each figure, so a change that costs speed shows up as a number."
 (defn bench-message-cpu [n [runs 5]]
   "Rows (name value unit goal): the daemon's CPU per message, N messages a run."
   (import asyncio
-          passepartout.cascade [make-provider]
+          passepartout.providers [make-provider]
           passepartout.daemon [boot shutdown start-services stop-services]
           passepartout.gateways.hub [Hub])
   (setv folder (Path (tempfile.mkdtemp :prefix "passepartout-bench-cpu-")))
@@ -694,7 +696,7 @@ beside each figure, so a change that costs speed shows up as a number."
 (defn bench-cone [[sessions 4] [tasks 10]]
   "Rows (name value unit goal): prompt tokens of the history with the cone
    against the flat recent history, and own turns left out."
-  (import passepartout.cascade [_litellm-module]
+  (import passepartout.llm [_litellm-module]
           passepartout.store [store-open store-path-for]
           passepartout.journal [journal-append]
           passepartout.history [task-history turns-since HISTORY-TURNS])
