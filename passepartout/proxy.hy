@@ -14,8 +14,9 @@ refused and how a person can allow it."
 (import asyncio ipaddress logging os re shutil socket tempfile time
         passepartout.proto [proto-get]
         passepartout.context [context-runtime]
-        passepartout.egress [action-asks allowed-hosts decide host-entries host-text
-                              may-reach-network split-host]
+        passepartout.reach [action-asks]
+        passepartout.egress [allowed-hosts decide host-entries host-text split-host]
+        passepartout.relay [may-reach-network]
         passepartout.approvals.grants [host-grants]
         passepartout.sandbox [sandbox-status])
 
