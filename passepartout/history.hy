@@ -260,7 +260,8 @@ fallback answered while no model could is left out (its answers are marked
   (setv model (.strip (get (hy.I.passepartout/prompt.memory-settings services.config) "compaction_model")))
   (setv answers [])
   (when model
-    (import passepartout.cascade [make-cascade make-provider cascade-complete])
+    (import passepartout.cascade [make-cascade cascade-complete]
+            passepartout.providers [make-provider])
     (setv named (lfor p (get (or services.cascade {"providers" []}) "providers")
                       :if (= (get p "name") model) p))
     (.append answers (await (cascade-complete (make-cascade [(if named (get named 0) (make-provider model))])

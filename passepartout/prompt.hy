@@ -215,7 +215,7 @@ that a person can see what a message would be given (passepartout prompt,
   (setv env (if (is env None) os.environ env))
   (when (not (or (.strip (.get env "PASSEPARTOUT_MODELS" "")) (.get (or config {}) "providers")))
     (return None))
-  (for [p (hy.I.passepartout/cascade.providers-from-config config env)]
+  (for [p (hy.I.passepartout/providers.providers-from-config config env)]
     (when (!= (get p "model") "symbolic") (return (get p "model"))))
   None)
 

@@ -15,8 +15,9 @@ refused and how a person can allow it."
         hyrule [distinct]
         passepartout.proto [proto-get]
         passepartout.context [context-runtime]
-        passepartout.egress [action-asks allowed-hosts decide host-entries host-text
-                              may-reach-network split-host]
+        passepartout.reach [action-asks]
+        passepartout.egress [allowed-hosts decide host-entries host-text split-host]
+        passepartout.relay [may-reach-network]
         passepartout.approvals.grants [host-grants]
         passepartout.sandbox [sandbox-status])
 

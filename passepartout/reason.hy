@@ -14,7 +14,7 @@ gate lets through reaches the act stage."
         passepartout.context [context-runtime]
         passepartout.secrets [redact-value secret-tuple]
         passepartout.extract [extract ACTIONS]
-        passepartout.cascade [CALL-KEY]
+        passepartout.wire [CALL-KEY]
         passepartout.display [action-words reason-words]
         passepartout.symbolic [OWN-COMMAND symbolic-complete])
 

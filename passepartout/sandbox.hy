@@ -12,7 +12,7 @@ the physics under the law."
         passepartout.proto [proto-get]
         passepartout.config [config-defaults]
         passepartout.limits [action-limits tmpfs-bytes]
-        passepartout.egress [BOX-SOCKET boxed-command find-relay proxy-env])
+        passepartout.relay [BOX-SOCKET boxed-command find-relay proxy-env])
 
 (setv MARKER "PASSEPARTOUT_SANDBOX"
       MODES #("auto" "bubblewrap" "off")

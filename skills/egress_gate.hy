@@ -1,18 +1,16 @@
 ;; * Why
 
-"Private data, text from strangers and an open network together are how an
-agent's data leaves: a command that reads a secret and a curl on the same
-line need nothing else. So a shell action has no network of its own. Its
-sandbox is a network namespace with only a loopback device; the one way out is
-an HTTP proxy the daemon runs for that action (proxy.org), which lets through
-what the policy or a person allowed for that action and writes down
-everything that went by."
+"A shell action's box lets out only what the policy (egress.org) or a person
+allows, and a person can allow only what they are asked about. This module
+reads a command line before it runs: the hosts its commands name, the commands
+that upload, the remote a push goes to; and from that, what the egress gate
+asks a person about, with the host named."
 
 ;; * The gate
 
 (require passepartout.macros [defskill])
 (import passepartout.act [action-name]
-        passepartout.egress [action-asks use-text]
+        passepartout.reach [action-asks use-text]
         passepartout.proto [proto-get])
 
 (setv _verdict ':verdict _allow ':allow _upload-key ':upload)

@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import hy  # noqa: F401,E402
 
 from passepartout.act import act  # noqa: E402
-from passepartout.cascade import make_provider  # noqa: E402
+from passepartout.providers import make_provider  # noqa: E402
 from passepartout.context import context_for  # noqa: E402
 from passepartout.daemon import boot, shutdown  # noqa: E402
 from passepartout.limits import waiting_argv  # noqa: E402

@@ -71,7 +71,9 @@ def model_calls(quick):
     import time
     import hy  # noqa: F401
     from hy.models import Keyword as K
-    from passepartout.cascade import make_cascade, make_provider, cascade_complete, _litellm_module
+    from passepartout.cascade import make_cascade, cascade_complete
+    from passepartout.providers import make_provider
+    from passepartout.llm import _litellm_module
 
     n = 200 if quick else 2000
     url, stop = _server_process()
@@ -115,7 +117,9 @@ def litellm_message(quick):
     from pathlib import Path
     import hy  # noqa: F401
     from hy.models import Keyword as K
-    from passepartout.cascade import make_provider, cascade_complete, _litellm_module
+    from passepartout.providers import make_provider
+    from passepartout.cascade import cascade_complete
+    from passepartout.llm import _litellm_module
     from passepartout.daemon import boot, shutdown, start_services, stop_services
     from passepartout.gateways.hub import Hub
 

@@ -597,7 +597,7 @@ def run_in_process(chats=50, per_chat=20, timeout=120.0, in_perceive=False, serv
     IN_PERCEIVE, a pre-reason handler echoes instead, so no reason or act stage
     runs: what is left is the cost of the path around the loop."""
     import hy  # noqa: F401
-    from passepartout.cascade import make_provider
+    from passepartout.providers import make_provider
     from passepartout.daemon import boot, shutdown
     from passepartout.daemon import serve
     from passepartout.perceive import reply_signal
@@ -676,7 +676,7 @@ def one_message_walk(runs=5):
     import sys
     import hy  # noqa: F401
     from passepartout.daemon import boot, shutdown, serve
-    from passepartout.cascade import _litellm_module
+    from passepartout.llm import _litellm_module
 
     root = str(Path(__file__).resolve().parent.parent)
     ours = (os.path.join(root, "passepartout"), os.path.join(root, "skills"))
@@ -873,7 +873,7 @@ class TelegramSetup:
 
     def __init__(self, folder, users=(5001, 5002, 5003), extra="", server=None):
         import hy  # noqa: F401
-        from passepartout.cascade import make_provider
+        from passepartout.providers import make_provider
         from passepartout.daemon import boot
 
         self.folder = Path(folder)

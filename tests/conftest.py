@@ -71,7 +71,7 @@ def booted(tmp_path):
     """A function that boots a daemon on TMP_PATH with the symbolic provider
     (CONFIG is the config file's text, ENVIRON extra variables) and returns its
     services; every one it booted is shut down afterwards."""
-    from passepartout.cascade import make_provider
+    from passepartout.providers import make_provider
     from passepartout.daemon import boot, shutdown
 
     envs = []

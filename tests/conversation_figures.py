@@ -25,7 +25,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import hy  # noqa: F401,E402
 from hy.models import Keyword as K  # noqa: E402
 from openai_server import ScriptedOpenAIServer  # noqa: E402
-from passepartout.cascade import _litellm_module, cascade_complete, make_cascade, make_provider  # noqa: E402
+from passepartout.llm import _litellm_module  # noqa: E402
+from passepartout.cascade import cascade_complete, make_cascade
+from passepartout.providers import make_provider
 from passepartout.proto import proto_get  # noqa: E402
 
 KEY_ENV = "PASSEPARTOUT_FIGURES_KEY"

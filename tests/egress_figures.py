@@ -21,7 +21,7 @@ import hy  # noqa: F401
 from hy.models import Keyword
 
 from passepartout.act import act
-from passepartout.cascade import make_provider
+from passepartout.providers import make_provider
 from passepartout.context import context_for
 from passepartout.daemon import boot, shutdown
 from passepartout.proto import proto_get, proto_put

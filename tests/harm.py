@@ -788,7 +788,7 @@ class Daemon:
         self.start()
 
     def start(self):
-        from passepartout.cascade import make_provider
+        from passepartout.providers import make_provider
         from passepartout.daemon import boot
         from passepartout.approvals.hitl import request_approval
         from passepartout.proto import kw

@@ -54,7 +54,7 @@ def kw_plist(**fields):
 
 
 def services_in(folder, url, concurrency=8):
-    from passepartout.cascade import make_provider
+    from passepartout.providers import make_provider
     from passepartout.daemon import boot
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "config.toml").write_text(

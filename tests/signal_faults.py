@@ -57,7 +57,7 @@ def receive_window(receives=300, batch=1, quiet=False, folder=None):
     (`read`: the HTTP answer read, its JSON decoded, every item triaged). The
     next batch is queued as soon as one is stored, while its messages are being
     answered; with QUIET, only once every one of them has been answered."""
-    from passepartout.cascade import make_provider
+    from passepartout.providers import make_provider
     from passepartout.daemon import boot, shutdown
     from passepartout.gateways.hub import Hub
     import passepartout.gateways.signal as sig

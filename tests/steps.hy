@@ -3,7 +3,7 @@
 
 (import asyncio time
         passepartout.proto [kw proto-get]
-        passepartout.cascade [make-provider]
+        passepartout.providers [make-provider]
         passepartout.daemon [boot shutdown]
         passepartout.loop [step])
 

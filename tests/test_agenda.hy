@@ -192,7 +192,7 @@
 
 ;; * A daemon: the person's commands, the model's changes, the review
 
-(import passepartout.cascade [make-provider]
+(import passepartout.providers [make-provider]
         passepartout.daemon [boot shutdown]
         passepartout.gateways.hub [Hub]
         passepartout.task [ends-task]

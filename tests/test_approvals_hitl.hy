@@ -5,7 +5,7 @@
         pytest
         passepartout.proto [kw proto-get proto-print]
         passepartout.skills [Registry make-skill register-skill]
-        passepartout.cascade [make-provider]
+        passepartout.providers [make-provider]
         passepartout.daemon [boot shutdown]
         passepartout.loop [step]
         passepartout.act [action-name]

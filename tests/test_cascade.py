@@ -16,17 +16,9 @@ import hy  # noqa: F401
 import pytest
 from hy.models import Keyword as K
 
-from passepartout.cascade import (
-    DEADLINE_GRACE,
-    _litellm_module,
-    cascade_complete,
-    check_provider,
-    cascade_status,
-    default_providers,
-    make_cascade,
-    make_provider,
-    providers_from_config,
-)
+from passepartout.llm import DEADLINE_GRACE, _litellm_module
+from passepartout.cascade import cascade_complete, check_provider, cascade_status, make_cascade
+from passepartout.providers import default_providers, make_provider, providers_from_config
 from passepartout.proto import proto_get, proto_read
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -107,7 +99,8 @@ def test_a_closed_probe_port_is_unreachable_without_litellm():
         port = sock.getsockname()[1]
         seen = run_python(f"""
             import asyncio, json, sys
-            from passepartout.cascade import make_cascade, make_provider, cascade_complete
+            from passepartout.cascade import make_cascade, cascade_complete
+            from passepartout.providers import make_provider
             from passepartout.proto import proto_get
             providers = [make_provider("ollama_chat/llama3.2", api_base="http://127.0.0.1:{port}", probe=True),
                          make_provider("symbolic")]
@@ -133,16 +126,18 @@ def test_the_first_import_of_litellm_does_not_stop_the_loop(openai_server):
     seen = run_python(f"""
         import asyncio, json, os, sys
         import passepartout.cascade as cascade
+        import passepartout.llm as llm
+        from passepartout.providers import make_provider
         from passepartout.proto import proto_get
         os.environ["{KEY_ENV}"] = "sk-scripted-test"
-        provider = cascade.make_provider("openai/scripted-ok", api_base="{openai_server.url("ok")}",
-                                         api_key_env="{KEY_ENV}")
+        provider = make_provider("openai/scripted-ok", api_base="{openai_server.url("ok")}",
+                                 api_key_env="{KEY_ENV}")
 
         async def main():
             call = asyncio.create_task(cascade.cascade_complete(cascade.make_cascade([provider]), []))
             ticks = 0
             while not call.done():
-                if "litellm" in sys.modules and cascade._litellm is None:
+                if "litellm" in sys.modules and llm._litellm is None:
                     ticks += 1
                 await asyncio.sleep(0.005)
             return ticks, proto_get(call.result(), "status").name
@@ -467,7 +462,7 @@ def tasks_of_the_cascade():
         coro = task.get_coro()
         return getattr(getattr(coro, "cr_code", None), "co_filename", "")
     return [t for t in asyncio.all_tasks()
-            if t is not asyncio.current_task() and code(t).endswith("cascade.hy")]
+            if t is not asyncio.current_task() and code(t).endswith(("cascade.hy", "llm.hy", "wire.hy"))]
 
 
 @on_loop
@@ -853,7 +848,7 @@ def test_the_strict_server_fails_as_llama_cpp_python_does(openai_server):
 
 
 def test_the_text_form_of_a_tool_conversation():
-    from passepartout.cascade import native_messages, text_messages
+    from passepartout.wire import native_messages, text_messages
     call = {"id": "c1", "name": "shell", "arguments": '{"cmd": "ls", "explanation": "to see"}'}
     neutral = [{"role": "system", "content": "rules"},
                {"role": "user", "content": "list my files"},
@@ -1064,7 +1059,8 @@ def test_litellm_is_imported_in_the_background_when_a_model_is_configured():
     got = run_python("""
         import json, sys
         import hy
-        from passepartout.cascade import warm_litellm, make_provider, default_providers
+        from passepartout.llm import warm_litellm
+        from passepartout.providers import make_provider, default_providers
         none = warm_litellm(default_providers())
         before = 'litellm' in sys.modules
         t = warm_litellm([make_provider("openai/gpt-4o-mini"), make_provider("symbolic")])
@@ -1075,7 +1071,7 @@ def test_litellm_is_imported_in_the_background_when_a_model_is_configured():
 
 
 def test_every_request_alternates_in_both_forms():
-    from passepartout.cascade import native_messages, text_messages
+    from passepartout.wire import native_messages, text_messages
     neutral = [{"role": "system", "content": "rules"},
                {"role": "assistant", "content": "an answer the cut history begins with"},
                {"role": "user", "content": "list my files"},
@@ -1091,7 +1087,7 @@ def test_every_request_alternates_in_both_forms():
 
 
 def test_words_beside_a_call_are_the_assistant_turn_that_made_it():
-    from passepartout.cascade import native_messages, text_messages
+    from passepartout.wire import native_messages, text_messages
     call = {"id": "c1", "name": "shell", "arguments": '{"cmd": "ls"}', "said": "I'll list the files first."}
     neutral = [{"role": "system", "content": "rules"}, {"role": "user", "content": "go"},
                {"role": "user", "content": "Result of ls:\nnotes.txt", "passepartout_call": call}]
@@ -1102,7 +1098,7 @@ def test_words_beside_a_call_are_the_assistant_turn_that_made_it():
 
 
 def test_the_text_protocol_is_left_out_when_the_tools_go_natively():
-    from passepartout.cascade import without_text_protocol
+    from passepartout.wire import without_text_protocol
     system = "IDENTITY\n\nAnswer as a plist. RULES\n\nActions:\n(:action :shell)\n\nWorkspace: /w"
     out = without_text_protocol([{"role": "system", "content": system}, {"role": "user", "content": "hi"}],
                                 ["Answer as a plist.", "Actions:\n(:action :shell)"])
@@ -1117,7 +1113,8 @@ sys.path.insert(0, {str(ROOT / 'tests')!r})
 import hy
 from hy.models import Keyword as K
 from openai_server import ScriptedOpenAIServer
-from passepartout.cascade import make_cascade, make_provider, cascade_complete
+from passepartout.cascade import make_cascade, cascade_complete
+from passepartout.providers import make_provider
 from passepartout.proto import proto_get
 s = ScriptedOpenAIServer()
 s.arguments_as_objects = True

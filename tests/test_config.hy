@@ -463,7 +463,7 @@ show_traces = false
   (check (get cfg "gateways" "terminal") {"enabled" False} "terminal")
   (check (get cfg "gateways" "signal" "number") "+15550001111" "signal")
   (check (get cfg "sandbox" "home_paths") [(str (/ tmp-path "home/.gitconfig"))] "home_paths")
-  (import passepartout.cascade [providers-from-config]
+  (import passepartout.providers [providers-from-config]
           passepartout.approvals.hitl [approvals-config]
           passepartout.daemon [daemon-settings])
   (check (lfor p (providers-from-config cfg {}) (get p "name")) ["mini" "ollama_chat/llama3.2" "symbolic"]
@@ -493,7 +493,7 @@ show_traces = false
           passepartout.daemon [daemon-settings]
           passepartout.sandbox [sandbox-settings]
           passepartout.context [make-context context-limit]
-          passepartout.cascade [providers-from-config]
+          passepartout.providers [providers-from-config]
           passepartout.gateways.telegram [_settings :as telegram-settings])
   (setv limits (config-defaults "limits"))
   (check (budget-limits {}) (config-defaults "budget") "budget")
@@ -511,7 +511,7 @@ show_traces = false
 
 (defn test-cascade-takes-its-keys-from-the-schema []
   (import passepartout.settings [schema-section]
-          passepartout.cascade [_provider-keys])
+          passepartout.providers [_provider-keys])
   (check (sorted _provider-keys) (sorted (get (schema-section "providers") "keys"))
          "cascade takes its keys from the schema"))
 

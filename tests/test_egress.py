@@ -21,8 +21,9 @@ from hy.models import Keyword
 
 from passepartout.act import act
 from passepartout.context import context_for
-from passepartout.egress import (boxed_command, command_egress, decide, egress_asks, find_relay,
-                                 host_entries, may_reach_network, split_host)
+from passepartout.relay import boxed_command, find_relay, may_reach_network
+from passepartout.reach import command_egress, egress_asks
+from passepartout.egress import decide, host_entries, split_host
 from passepartout.approvals.grants import grant_covering
 from passepartout.approvals.hitl import answer_approval
 from passepartout.proto import proto_get, proto_put

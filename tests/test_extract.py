@@ -2,7 +2,8 @@
 import hy  # noqa: F401
 import pytest
 
-from passepartout.extract import extract, figures, loads_lenient
+from passepartout.extract import extract, figures
+from passepartout.lenient import loads_lenient
 from passepartout.proto import ProtoError
 
 

@@ -367,7 +367,7 @@
 ;; * The daemon's gates
 
 (import passepartout.daemon [boot shutdown start-services stop-services]
-        passepartout.cascade [make-provider]
+        passepartout.providers [make-provider]
         passepartout.loop [step]
         passepartout.repl [make-namespace evaluate-async]
         passepartout.reload [reload-skills note-skill-files]

@@ -235,7 +235,7 @@ def recorded(tmp_path):
     explanation (refused by the explanation gate), then with one (allowed),
     then answered. A function of config lines gives an environment for the CLI."""
     import asyncio
-    from passepartout.cascade import make_provider
+    from passepartout.providers import make_provider
     from passepartout.daemon import boot, shutdown
     from passepartout.loop import step
     (tmp_path / "ws").mkdir()

@@ -6,7 +6,7 @@
         pytest
         passepartout.proto [kw proto-get proto-print]
         passepartout.skills [make-skill register-skill]
-        passepartout.cascade [make-provider]
+        passepartout.providers [make-provider]
         passepartout.daemon [boot shutdown]
         passepartout.loop [step]
         passepartout.runner [Runner stop-session]

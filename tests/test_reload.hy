@@ -9,7 +9,7 @@
         passepartout.skills [Registry make-skill register-skill get-skill replace-skill smoke-check
                              reload-skill-file set-immutable-skills SkillError]
         passepartout.services [Services]
-        passepartout.cascade [make-provider]
+        passepartout.providers [make-provider]
         passepartout.daemon [boot shutdown]
         passepartout.loop [step]
         passepartout.reload [reload-skills note-skill-files changed-skill-files watch-skills

@@ -159,7 +159,7 @@
 
 ;; * Routines running in a daemon, on an injected clock
 
-(import passepartout.cascade [make-provider]
+(import passepartout.providers [make-provider]
         passepartout.daemon [boot shutdown]
         passepartout.gateways.hub [Hub]
         passepartout.routines [routines-of]

@@ -188,7 +188,8 @@
 
 (defn test-status-shows-models-breakers-budget-approvals-grants-workspace-and-sandbox [registry tmp-path]
   (import passepartout.budget [day-record]
-          passepartout.cascade [make-cascade make-provider]
+          passepartout.cascade [make-cascade]
+          passepartout.providers [make-provider]
           passepartout.context [make-context]
           passepartout.approvals.hitl [add-grant request-approval]
           passepartout.perceive [perceive]

@@ -223,7 +223,7 @@
 ;; * Workers running as sessions, with the scripted model on loopback
 
 (import asyncio
-        passepartout.cascade [make-provider]
+        passepartout.providers [make-provider]
         passepartout.daemon [boot shutdown]
         passepartout.gateways.hub [Hub]
         passepartout.task [ends-task]

@@ -26,7 +26,7 @@ import hy  # noqa: F401
 from hy.models import Keyword as K
 
 from openai_server import ScriptedOpenAIServer
-from passepartout.cascade import make_provider
+from passepartout.providers import make_provider
 from passepartout.daemon import boot, shutdown
 from passepartout.gateways.hub import Hub
 from passepartout.proto import proto_get

@@ -30,7 +30,7 @@ KEY_ENV = "PASSEPARTOUT_FIGURES_KEY"
 def child(folder, url):
     import hy  # noqa: F401
     from hy.models import Keyword as K
-    from passepartout.cascade import make_provider
+    from passepartout.providers import make_provider
     from passepartout.daemon import boot, shutdown
     from passepartout.gateways.hub import Hub
     from passepartout.proto import proto_get, proto_print

@@ -10,8 +10,8 @@ when the policy changes, and it never reaches an action the gates reject."
         collections [Counter]
         passepartout.proto [kw proto-get]
         passepartout.act [action-name]
-        passepartout.egress [action-asks ask-pairs entry-covers host-entries host-text
-                             split-host]
+        passepartout.reach [action-asks ask-pairs]
+        passepartout.egress [entry-covers host-entries host-text split-host]
         passepartout.workspace [resolve-path]
         passepartout.shell.judge [analyse judge-command]
         passepartout.shell.judge :as shell

@@ -67,7 +67,7 @@ with their goals (bench.org)."
 (defn bench-repl [n]
   "Rows #(name value unit goal) of the REPL's round trip."
   (import passepartout.daemon [boot shutdown]
-          passepartout.cascade [make-provider]
+          passepartout.providers [make-provider]
           passepartout.console [ReplThread])
   (setv data (tempfile.mkdtemp :prefix "passepartout-bench-")
         run (tempfile.mkdtemp :prefix "pp-run-")
@@ -110,7 +110,9 @@ with their goals (bench.org)."
 
 (defn bench-hung-provider [runs]
   (import asyncio socket
-          passepartout.cascade [make-cascade make-provider cascade-complete _litellm-module])
+          passepartout.cascade [make-cascade cascade-complete]
+          passepartout.providers [make-provider]
+          passepartout.llm [_litellm-module])
   (_litellm-module)
   (setv key-env "PASSEPARTOUT_BENCH_HUNG_KEY"
         deadline 1.0
@@ -145,7 +147,7 @@ with their goals (bench.org)."
   "Rows (name value unit goal): p50 and p99 of /approve to the start of execution."
   (import asyncio
           passepartout.daemon [boot shutdown]
-          passepartout.cascade [make-provider]
+          passepartout.providers [make-provider]
           passepartout.loop [step]
           passepartout.act [action-name]
           passepartout.skills [make-skill register-skill])
@@ -205,7 +207,7 @@ with their goals (bench.org)."
   "Rows (name value unit goal): /stop to the running action's processes gone, N times."
   (import asyncio
           passepartout.daemon [boot shutdown]
-          passepartout.cascade [make-provider]
+          passepartout.providers [make-provider]
           passepartout.runner [Runner])
   (setv tmp (Path (tempfile.mkdtemp :prefix "passepartout-bench-"))
         times [])
@@ -262,7 +264,7 @@ with their goals (bench.org)."
 (defn bench-message-cpu [n [runs 5]]
   "Rows (name value unit goal): the daemon's CPU per message, N messages a run."
   (import asyncio
-          passepartout.cascade [make-provider]
+          passepartout.providers [make-provider]
           passepartout.daemon [boot shutdown start-services stop-services]
           passepartout.gateways.hub [Hub])
   (setv folder (Path (tempfile.mkdtemp :prefix "passepartout-bench-cpu-")))
@@ -363,7 +365,7 @@ with their goals (bench.org)."
 (defn bench-cone [[sessions 4] [tasks 10]]
   "Rows (name value unit goal): prompt tokens of the history with the cone
    against the flat recent history, and own turns left out."
-  (import passepartout.cascade [_litellm-module]
+  (import passepartout.llm [_litellm-module]
           passepartout.store [store-open store-path-for]
           passepartout.journal [journal-append]
           passepartout.history [task-history turns-since HISTORY-TURNS])

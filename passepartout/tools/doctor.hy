@@ -124,7 +124,8 @@ the first message rather than from it."
 (defn _model-checks [config]
   "Rows #(check status detail), one per provider of CONFIG, asked all at once."
   (import asyncio
-          passepartout.cascade [providers-from-config check-provider])
+          passepartout.providers [providers-from-config]
+          passepartout.cascade [check-provider])
   (try
     (setv providers (providers-from-config config))
     (except [e ValueError]
