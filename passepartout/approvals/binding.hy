@@ -15,6 +15,7 @@ gates would now refuse the action, nothing runs."
         passepartout.shell.parse [HERE MARKERS]
         passepartout.shell.walk [SHELLS analyse]
         passepartout.shell.code [_interpreter]
+        passepartout.shell.scripts [_run-path :as _script-path]
         passepartout.shell.judge :as shell
         passepartout.skills [all-skills])
 
@@ -65,7 +66,7 @@ gates would now refuse the action, nothing runs."
 
 (defn _run-path [rec]
   (if shell.RULES
-      (shell._run-path rec shell.RULES)
+      (_script-path rec shell.RULES)
       (get rec "script")))
 
 (defn _runs [cmd]

@@ -19,6 +19,24 @@ judge's own function, which it is given."
 
 ;; ** Interpreters: modules and options that load code
 
+(setv _inline-long #{"--eval" "--print" "--command" "--expr" "--execute" "--code"}
+      _glued-value-letters "WXIMmr")
+
+(defn _inline-code [argv]
+  "True when the interpreter command ARGV is given its code on the command line
+   (python -c, perl -e, node --eval, ruby -e …). In a bundle of short options a
+   letter that takes a value glued to it (python -Werror, perl -MPOSIX) ends
+   the options: what follows is its value."
+  (for [a (cut argv 1 None)]
+    (cond (= a "--") (return False)
+          (not (.startswith a "-")) (return False)
+          (in (get (.partition a "=") 0) _inline-long) (return True)
+          (not (.startswith a "--"))
+          (for [ch (cut a 1 None)]
+            (cond (in ch "ceE") (return True)
+                  (in ch _glued-value-letters) (break)))))
+  False)
+
 (setv INTERPRETERS ["python*" "pypy*" "perl" "perl5*" "ruby" "ruby[0-9]*" "irb" "jruby" "node"
                     "nodejs" "deno" "bun" "php" "php[0-9]*" "lua" "lua[0-9]*" "luajit" "tclsh*"
                     "wish*" "Rscript" "R" "julia" "osascript" "pwsh" "powershell*" "jshell"

@@ -24,135 +24,16 @@ and judges what is left, arguments included."
         passepartout.shell.rules [ShellRulesError load-rules parse-options rule-matches
                                   rules-for _entry-holds _rule-options _rules-about _spec
                                   _unmodelled]
-        passepartout.shell.paths [_concrete _device _glob-re _in-places _judge-delete _judge-write
-                                  _name-match _named-paths _norm _places _read-verdicts
-                                  _realpath _resolve _shown _tree-verdicts]
+        passepartout.shell.paths [_concrete _glob-re _judge-write _name-match _norm _places
+                                  _read-verdicts _realpath _resolve _shown _tree-verdicts]
+        passepartout.shell.code [BUILD-TOOLS _interpreter _inline-code _agent-code-verdicts
+                                 _code-verdicts _environment-verdicts _env-read-verdicts]
+        passepartout.shell.scripts [_run-path _script-verdicts]
+        passepartout.shell.floor [KNOWN PRINTERS _floor]
         passepartout.shell.effects [_effects _git-verdicts]
-        passepartout.shell.unbounded [_resource-verdicts]
-        passepartout.shell.code [BUILD-TOOLS python-module _interpreter _agent-code-verdicts
-                                 _code-verdicts _environment-verdicts _env-read-verdicts])
+        passepartout.shell.unbounded [_resource-verdicts])
 
 ;; * Judging a command
-
-;; ** The floor
-
-(setv DELETERS #{"rm" "rmdir" "unlink" "shred" "srm" "wipe"}
-      MKFS #{"mke2fs" "mkdosfs" "mkntfs" "mkswap" "newfs" "wipefs" "mkfs"}
-      SHUTDOWN #{"shutdown" "reboot" "halt" "poweroff"}
-      DOWNLOADERS #{"curl" "wget" "fetch" "aria2c" "axel" "http" "https" "xh" "xhs" "httpie"
-                    "lwp-request" "GET" "POST" "HEAD" "lynx" "w3m" "links" "elinks" "nc" "ncat"
-                    "netcat" "socat" "telnet" "openssl" "ftp" "tftp" "scp" "sftp" "ssh" "gh"}
-      READERS #{"cat" "head" "tail" "less" "more" "grep" "egrep" "fgrep" "rg" "ag" "ls" "wc"
-                "stat" "file" "diff" "cmp" "md5sum" "sha1sum" "sha256sum" "sha512sum" "b2sum"
-                "cksum" "echo" "printf" "test" "[" "readlink" "realpath" "basename" "dirname"
-                "bat" "od" "xxd" "hexdump" "strings" "du" "find" "tree" "source" "." "nl"}
-      PRINTERS #{"echo" "printf" "true" "false" ":"}
-      KNOWN (| SHELLS DELETERS PRINTERS #{"find" "cd" "pushd" "popd" "eval" "trap" "alias" "source"
-                                         "." "git" "kill" "dd" "crontab"})
-      _inline-long #{"--eval" "--print" "--command" "--expr" "--execute" "--code"})
-
-(defn _reads-program [rec parsed]
-  "True when the interpreter REC takes its program from its standard input."
-  (setv name (get rec "name"))
-  (cond (in name SHELLS) (get rec "reads-stdin")
-        (in name #("source" ".")) (in (get rec "script") #("/dev/stdin" "-" "/proc/self/fd/0"))
-        (= name "eval") False
-        True (do (for [[o _] (get parsed "opts")]
-                   (when (or (in o _inline-long)
-                             (and (= (len o) 2) (in (get o 1) "ceEmr")))
-                     (return False)))
-                 (setv ops (get parsed "operands"))
-                 (or (not ops) (in (get ops 0) #("-" "/dev/stdin"))))))
-
-(defn _kill-everything [args]
-  "\"yes\" when the kill ARGS target PID 1 or every process, \"maybe\" when a target is unknown."
-  (setv i 0
-        signal None)
-  (when (and args (in (get args 0) #("-s" "-n")))
-    (setv i 2))
-  (when (and args (= i 0) (.startswith (get args 0) "-") (not (in (get args 0) #("--" "-l" "-L"))))
-    (setv signal (get args 0)
-          i 1))
-  (setv ops (cut args i None))
-  (when (and ops (= (get ops 0) "--")) (setv ops (cut ops 1 None)))
-  (cond (any (gfor o ops (in o #("1" "-1")))) "yes"
-        (and (not ops) (= signal "-1")) "yes"
-        (any (gfor o ops (in UNKNOWN o))) "maybe"
-        True None))
-
-(defn _floor [rec parsed pc rules nest]
-  (setv name (get rec "name")
-        args (cut (get rec "argv") 1 None)
-        ops (get parsed "operands")
-        out [])
-  (when (in name DELETERS)
-    (setv recursive (or (get rec "tree")
-                        (_entry-holds ["-r" "-R" "--recursive"] parsed)))
-    (for [o ops]
-      (.extend out (_judge-delete o rec pc recursive "deletes" "floor-delete"))))
-  (when (or (in name MKFS) (.startswith name #("mkfs." "newfs_")))
-    (.append out [REJECT "makes a file system, erasing a disk" "floor-mkfs"]))
-  (when (= name "dd")
-    (for [a args]
-      (when (.startswith a "of=")
-        (for [[path maybe _] (_concrete (cut a 3 None) (get rec "cwd") pc)]
-          (when (_device path)
-            (.append out [REJECT f"writes onto the device {path}" "floor-device-write"]))))))
-  (when (= name "kill")
-    (setv everything (_kill-everything args))
-    (cond (= everything "yes")
-          (.append out [REJECT "kills PID 1 or every process" "floor-kill-all"])
-          (= everything "maybe")
-          (.append out [ESCALATE "kills a process only known when the command runs" "floor-kill-all"])))
-  (when (or (in name SHUTDOWN)
-            (and (in name #("init" "telinit")) (& (set ops) #{"0" "6"}))
-            (and (in name #("systemctl" "loginctl")) ops
-                 (in (get ops 0) #("poweroff" "reboot" "halt" "kexec" "soft-reboot"))))
-    (.append out [REJECT "shuts down or restarts the machine" "floor-shutdown"]))
-  (when (and (= name "crontab") (not (in "-l" (get parsed "names"))))
-    (.append out [REJECT "installs or removes scheduled commands" "floor-startup-files"]))
-  (when (not (in name READERS))
-    (for [a args
-          [path maybe _ startup] (_named-paths a (get rec "cwd") pc rules)]
-      (when startup
-        (.append out [REJECT f"touches {startup}, which runs commands later (start-up files, crontabs and sudoers are never changed)" "floor-startup-files"]))))
-  (when (or (in name SHELLS) (_interpreter name) (in name #("eval" "source" ".")))
-    (.extend out (_interpreter-verdicts rec parsed)))
-  out)
-
-(defn _interpreter-verdicts [rec parsed]
-  (setv name (get rec "name")
-        out []
-        piped (or (get rec "piped") (frozenset))
-        feeds (lfor [kind _] (get rec "stdin") kind)
-        downloads (sorted (| (& piped DOWNLOADERS) (& (get rec "inner") DOWNLOADERS))))
-  (when (and (_reads-program rec parsed) (not (in "file" feeds)))
-    (cond (and piped (& piped DOWNLOADERS))
-          (.append out [REJECT f"pipes what {(.join ", " (sorted (& piped DOWNLOADERS)))} downloads into {name}" "floor-download-to-interpreter"])
-          piped
-          (.append out [ESCALATE f"pipes commands the gate cannot see into {name}" "floor-pipe-to-interpreter"])
-          (and (not (in name SHELLS)) (& (set feeds) #{"heredoc" "herestring"}))
-          (.append out [ESCALATE f"runs {name} code given inline on its input" "interpreter-inline"])))
-  (setv script (get rec "script")
-        computed (or (get rec "dynamic-code")
-                     (and script (.startswith script "/dev/fd/"))
-                     (any (gfor a (cut (get rec "argv") 1 None)
-                                (or (in UNKNOWN a) (.startswith a "/dev/fd/"))))))
-  (when (and computed (& (get rec "inner") DOWNLOADERS))
-    (.append out [REJECT f"runs as {name} code what {(.join ", " downloads)} downloads" "floor-download-to-interpreter"]))
-  (when (get rec "dynamic-code")
-    (.append out [ESCALATE f"{name} runs a command line only known when it runs" "floor-dynamic-code"]))
-  ;; the program's source, however it is given: a script, or a file on its
-  ;; input; a pipe from a process substitution (=sh <(…)=, =bash < <(…)=,
-  ;; =python3 <(…)=) is another command's output
-  (setv source (cond (in name SHELLS) (or script (when (get rec "reads-stdin") (_stdin-file rec)))
-                     (in name #("source" ".")) (if (in script _stdin-names) (_stdin-file rec) script)
-                     (or (_inline-code (get rec "argv")) (python-module (get rec "argv"))) None
-                     (_reads-program rec parsed) (_stdin-file rec)
-                     True (next (iter (get parsed "operands")) None)))
-  (when (and source (.startswith source #("/dev/fd/" "/proc/self/fd/")) (!= source "/proc/self/fd/0"))
-    (.append out [ESCALATE f"{name} runs a script another command produces" "floor-dynamic-code"]))
-  out)
 
 ;; ** One command
 
@@ -223,23 +104,6 @@ and judges what is left, arguments included."
         [path maybe given] (_concrete target (get rec "cwd") pc)
         :if (or maybe (not (get (_resolve given pc) 0)))
         [ESCALATE f"makes a hard link to {(_shown path)}, outside the workspace: writing through it would change that file" "link-outside"]))
-
-(setv _glued-value-letters "WXIMmr")
-
-(defn _inline-code [argv]
-  "True when the interpreter command ARGV is given its code on the command line
-   (python -c, perl -e, node --eval, ruby -e …). In a bundle of short options a
-   letter that takes a value glued to it (python -Werror, perl -MPOSIX) ends
-   the options: what follows is its value."
-  (for [a (cut argv 1 None)]
-    (cond (= a "--") (return False)
-          (not (.startswith a "-")) (return False)
-          (in (get (.partition a "=") 0) _inline-long) (return True)
-          (not (.startswith a "--"))
-          (for [ch (cut a 1 None)]
-            (cond (in ch "ceE") (return True)
-                  (in ch _glued-value-letters) (break)))))
-  False)
 
 (defn _workspace-program [program rec pc]
   "True when the program file PROGRAM (a path) lies in the workspace, as it
@@ -356,7 +220,7 @@ and judges what is left, arguments included."
       (when (in name BUILD-TOOLS)
         (.extend out (_agent-code-verdicts rec pc name)))
       (do (.extend out (_known-verdicts rec rules pc))
-          (.extend out (_script-verdicts rec pc rules nest))
+          (.extend out (_script-verdicts rec pc rules nest _judge-nested))
           (.extend out (_code-verdicts rec parsed pc rules nest _judge-nested))))
   (when (= name "ln")
     (.extend out (_hard-link-verdicts rec parsed pc)))
@@ -403,56 +267,6 @@ and judges what is left, arguments included."
   (or (in name (get rules "code-loading"))
       (any (gfor g (get rules "code-loading-globs") (fnmatch.fnmatchcase name g)))))
 
-;; ** Scripts that are already there
-
-(defn _shebang [head]
-  "The program the =#!= line of HEAD (bytes) names, or None."
-  (when (.startswith head b"#!")
-    (setv words (.split (.decode (get (.split (cut head 2 None) b"\n" 1) 0) "utf-8" "replace")))
-    (when (and words (= (posixpath.basename (get words 0)) "env"))
-      (setv words (lfor w (cut words 1 None) :if (not (.startswith w "-")) w)))
-    (when words
-      (posixpath.basename (get words 0)))))
-
-(defn _script-verdicts [rec pc rules nest]
-  "What running the existing script or program file of REC does: a shell
-   script is judged as its command line; other code is escalated, unread."
-  (setv name (get rec "name")
-        run (_run-path rec rules))
-  (when (not run)
-    (return []))
-  (setv out [])
-  (for [[path maybe _] (_concrete run (get rec "cwd") pc)]
-    (when maybe
-      (continue))
-    (setv real (_realpath path pc))
-    ;; only where a task can have written it: a file elsewhere is read by the
-    ;; read checks, and its text must not reach a reason
-    (when (or (not (_in-places real pc)) (not (os.path.isfile real)))
-      (continue))
-    (try
-      (with [f (open real "rb")]
-        (setv data (.read f (+ MAX-BYTES 1))))
-      (except [e OSError]
-        (.append out [ESCALATE f"runs {run}, which the gate cannot read ({e.strerror})" "script-unread"])
-        (continue)))
-    (when (> (len data) MAX-BYTES)
-      (.append out [ESCALATE f"runs {run}, a script longer than the gate reads ({MAX-BYTES} bytes)" "script-unread"])
-      (continue))
-    (setv by-shell (or (in name SHELLS) (in name #("source" ".")))
-          shebang (_shebang data)
-          language (cond by-shell None
-                         (_interpreter name) name
-                         (.startswith data b"\x7fELF") "compiled"
-                         (and shebang (not (in shebang SHELLS))) shebang))
-    (if language
-        (.append out [ESCALATE (if (= language "compiled")
-                                   f"runs {run}, a compiled program the gate cannot read"
-                                   f"runs {run}, {language} code the gate does not read")
-                      "script-unread"])
-        (.extend out (_judge-nested (.decode data "utf-8" "replace") pc rules nest run "script"))))
-  out)
-
 ;; ** Across the command line
 
 (setv FETCHERS #{"curl" "wget" "fetch" "aria2c" "axel" "http" "https" "xh" "xhs" "lwp-request"
@@ -486,33 +300,6 @@ and judges what is left, arguments included."
                    (& (or (get r "piped") #{}) FETCHERS)))
       (.extend found (_paths (get r "target") r pc))))
   found)
-
-(setv _stdin-names #(None "-" "/dev/stdin" "/proc/self/fd/0" "/dev/fd/0"))
-
-(defn _stdin-file [rec]
-  "The file the command REC reads as its input (sh < f), if one is redirected there."
-  (next (gfor [kind f] (get rec "stdin") :if (= kind "file") f) None))
-
-(defn _run-path [rec rules]
-  "The script or program file the recorded command REC runs, if any: a file fed
-   to a shell or an interpreter as its input (sh < f, python3 < f.py) too."
-  (setv name (get rec "name")
-        argv (get rec "argv"))
-  (cond (or (in name SHELLS) (in name #("source" ".")))
-        (setv script (get rec "script")
-              script (if (and (in script _stdin-names) (or script (get rec "reads-stdin")))
-                         (_stdin-file rec)
-                         script))
-        (_interpreter name)
-        (do (setv parsed (parse-options (cut argv 1 None) (_spec rules name))
-                  ops (get parsed "operands"))
-            (return (cond (_inline-code argv) None
-                          (python-module argv) None
-                          (or (not ops) (in (get ops 0) _stdin-names)) (_stdin-file rec)
-                          True (get ops 0))))
-        (in "/" (get argv 0)) (setv script (get argv 0))
-        True (setv script None))
-  script)
 
 (setv _copy-writers #{"cp" "mv" "install" "ln" "tee" "dd"}
       MAKERS (| BUILD-TOOLS #{"git" "svn" "hg" "tar" "bsdtar" "unzip" "7z" "7za" "cpio" "ar"
