@@ -22,6 +22,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import passepartout.shell.judge as shell
+from passepartout.shell.parse import CACHE_SIZE, expand_braces, sed_effects
+from passepartout.shell.rules import ShellRulesError, load_rules, parse_options
+from passepartout.shell.walk import analyse
 from passepartout.context import make_context
 from passepartout.proto import kw, proto_get, proto_put, proto_read
 from passepartout.sandbox import sandbox_status
@@ -91,7 +94,7 @@ def stopped(cmd, ctx, rules=None):
 
 def test_the_built_in_rules_load_and_pass_their_examples():
     assert shell.RULES_ERROR is None, shell.RULES_ERROR
-    rules = shell.load_rules()
+    rules = load_rules()
     assert len(rules["rules"]) > 50
     for rule in rules["rules"]:
         assert rule["examples"], f"rule {rule['name']} has no example"
@@ -127,13 +130,13 @@ def write_rules(tmp_path, text):
     ('version = 2\n', "version 2"),
 ])
 def test_a_broken_rules_file_is_refused_naming_the_problem(tmp_path, text, needle):
-    with pytest.raises(shell.ShellRulesError) as e:
-        shell.load_rules(write_rules(tmp_path, text))
+    with pytest.raises(ShellRulesError) as e:
+        load_rules(write_rules(tmp_path, text))
     assert needle in str(e.value), str(e.value)
 
 
 def test_a_rules_file_of_ones_own_is_used(tmp_path, ctx):
-    rules = shell.load_rules(write_rules(tmp_path, (
+    rules = load_rules(write_rules(tmp_path, (
         '[[rule]]\nname = "no-cowsay"\nprogram = "cowsay"\nverdict = "reject"\n'
         'reason = "no cows"\nexamples = ["cowsay hi", "sudo cowsay moo"]\n'
         'counterexamples = ["echo cowsay"]\n')))
@@ -154,7 +157,7 @@ FLOOR = [
 
 @pytest.mark.parametrize("cmd", FLOOR)
 def test_the_floor_holds_with_an_empty_rules_file(tmp_path, ctx, cmd):
-    empty = shell.load_rules(write_rules(tmp_path, "version = 1\n"))
+    empty = load_rules(write_rules(tmp_path, "version = 1\n"))
     verdict, rule, reason = judge(cmd, ctx, empty)
     assert verdict == "reject", f"{cmd!r} with no rules: {verdict} {rule} {reason}"
     assert rule.startswith("floor-"), f"{cmd!r} decided by {rule}"
@@ -564,49 +567,49 @@ def test_any_text_gets_a_verdict(text):
 
 
 def test_sed_scripts_are_read_command_by_command():
-    assert shell.sed_effects("s/a/b/g") == {"runs": False, "writes": [], "reads": []}
-    assert shell.sed_effects("1e id")["runs"]
-    assert shell.sed_effects("s/x/id/e")["runs"]
-    assert shell.sed_effects("s/a/b/;e date")["runs"]
-    assert shell.sed_effects("s/a/b/w out.txt")["writes"] == ["out.txt"]
-    assert shell.sed_effects("/x/w /etc/x")["writes"] == ["/etc/x"]
-    assert shell.sed_effects("1r /etc/passwd")["reads"] == ["/etc/passwd"]
+    assert sed_effects("s/a/b/g") == {"runs": False, "writes": [], "reads": []}
+    assert sed_effects("1e id")["runs"]
+    assert sed_effects("s/x/id/e")["runs"]
+    assert sed_effects("s/a/b/;e date")["runs"]
+    assert sed_effects("s/a/b/w out.txt")["writes"] == ["out.txt"]
+    assert sed_effects("/x/w /etc/x")["writes"] == ["/etc/x"]
+    assert sed_effects("1r /etc/passwd")["reads"] == ["/etc/passwd"]
     # an e or w inside a pattern or a replacement is text, not a command
-    assert shell.sed_effects("s/e/w/") == {"runs": False, "writes": [], "reads": []}
-    assert shell.sed_effects("s|/usr/e|/opt/w|g") == {"runs": False, "writes": [], "reads": []}
-    assert shell.sed_effects("/start/,/end/{s/a/b/;p}")["runs"] is False
-    assert shell.sed_effects("$!N;P;D")["runs"] is False
-    assert shell.sed_effects("s/a/b") is None
-    assert shell.sed_effects("k") is None
+    assert sed_effects("s/e/w/") == {"runs": False, "writes": [], "reads": []}
+    assert sed_effects("s|/usr/e|/opt/w|g") == {"runs": False, "writes": [], "reads": []}
+    assert sed_effects("/start/,/end/{s/a/b/;p}")["runs"] is False
+    assert sed_effects("$!N;P;D")["runs"] is False
+    assert sed_effects("s/a/b") is None
+    assert sed_effects("k") is None
 
 
 def test_brace_expansion():
-    assert shell.expand_braces("a{b,c}d") == ["abd", "acd"]
-    assert shell.expand_braces("/{etc,usr}/x") == ["/etc/x", "/usr/x"]
-    assert shell.expand_braces("{1..3}") == ["1", "2", "3"]
-    assert shell.expand_braces("{a..c}") == ["a", "b", "c"]
-    assert shell.expand_braces("{x}") == ["{x}"]
-    assert shell.expand_braces("${x}") == ["${x}"]
+    assert expand_braces("a{b,c}d") == ["abd", "acd"]
+    assert expand_braces("/{etc,usr}/x") == ["/etc/x", "/usr/x"]
+    assert expand_braces("{1..3}") == ["1", "2", "3"]
+    assert expand_braces("{a..c}") == ["a", "b", "c"]
+    assert expand_braces("{x}") == ["{x}"]
+    assert expand_braces("${x}") == ["${x}"]
     out = {}
-    assert len(shell.expand_braces("{1..100000000}", 32, out)) == 32 and out["overflow"]
+    assert len(expand_braces("{1..100000000}", 32, out)) == 32 and out["overflow"]
 
 
 def test_options_and_operands():
-    p = shell.parse_options(["-rf", "--force", "--out=x", "a", "--", "-b"])
+    p = parse_options(["-rf", "--force", "--out=x", "a", "--", "-b"])
     assert {"-r", "-f", "--force", "--out", "--"} <= p["names"]
     assert p["operands"] == ["a", "-b"]
     tar = shell.RULES["programs"]["tar"]
-    p = shell.parse_options(["czf", "out.tgz", "src"], tar)
+    p = parse_options(["czf", "out.tgz", "src"], tar)
     assert ("-f", "out.tgz") in p["opts"] and p["operands"] == ["src"]
 
 
 def test_the_analysis_is_cached_by_text(ctx):
-    assert shell.analyse.cache_info().maxsize == shell.CACHE_SIZE
+    assert analyse.cache_info().maxsize == CACHE_SIZE
     cmd = "ls -la /srv/some/unique/folder-for-the-cache-test"
     judge(cmd, ctx)
-    hits = shell.analyse.cache_info().hits
+    hits = analyse.cache_info().hits
     judge(cmd, ctx)
-    assert shell.analyse.cache_info().hits == hits + 1
+    assert analyse.cache_info().hits == hits + 1
 
 
 # * The corpora

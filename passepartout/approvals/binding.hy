@@ -12,7 +12,10 @@ gates would now refuse the action, nothing runs."
         passepartout.act [action-name]
         passepartout.context [context-runtime]
         passepartout.workspace [path-inside]
-        passepartout.shell.judge [analyse]
+        passepartout.shell.parse [HERE MARKERS]
+        passepartout.shell.walk [SHELLS analyse]
+        passepartout.shell.code [_interpreter]
+        passepartout.shell.scripts [_run-path :as _script-path]
         passepartout.shell.judge :as shell
         passepartout.skills [all-skills])
 
@@ -56,14 +59,14 @@ gates would now refuse the action, nothing runs."
   (setv name (get rec "name"))
   (and name
        (or (= name program) (in program (get rec "via")))
-       (if (in name shell.SHELLS)
+       (if (in name SHELLS)
            (get rec "reads-stdin")
-           (and (or (shell._interpreter name) (in name #("source" ".")))
+           (and (or (_interpreter name) (in name #("source" ".")))
                 (is (_run-path rec) None)))))
 
 (defn _run-path [rec]
   (if shell.RULES
-      (shell._run-path rec shell.RULES)
+      (_script-path rec shell.RULES)
       (get rec "script")))
 
 (defn _runs [cmd]
@@ -86,9 +89,9 @@ gates would now refuse the action, nothing runs."
   (when (and (isinstance cmd str) workspace)
     (for [[word folders] (_runs cmd)
           folder folders]
-      (setv path (.replace word shell.HERE workspace)
-            folder (.replace folder shell.HERE workspace))
-      (when (not (any (gfor m shell.MARKERS (or (in m path) (in m folder)))))
+      (setv path (.replace word HERE workspace)
+            folder (.replace folder HERE workspace))
+      (when (not (any (gfor m MARKERS (or (in m path) (in m folder)))))
         (setv p (os.path.realpath (os.path.join workspace folder path)))
         (when (and (path-inside p workspace) (os.path.isfile p))
           (.add out p)))))

@@ -13,7 +13,9 @@ when the policy changes, and it never reaches an action the gates reject."
         passepartout.reach [action-asks ask-pairs]
         passepartout.egress [entry-covers host-entries host-text split-host]
         passepartout.workspace [resolve-path]
-        passepartout.shell.judge [analyse judge-command]
+        passepartout.shell.walk [ESCALATE analyse]
+        passepartout.shell.paths [_places]
+        passepartout.shell.judge [judge-command]
         passepartout.shell.judge :as shell
         passepartout.store [data-print data-read]
         passepartout.context [context-runtime]
@@ -34,14 +36,14 @@ when the policy changes, and it never reaches an action the gates reject."
             (= (proto-get (judge-command cmd ctx) ':verdict) ':reject))
     (return None))
   (setv out (analyse cmd)
-        pc (shell._places ctx rules)
+        pc (_places ctx rules)
         left (Counter (gfor [severity _ rule] (get (shell._judge-out out pc rules 0) 0)
-                            :if (= severity shell.ESCALATE)
+                            :if (= severity ESCALATE)
                             rule))
         pairs (set))
   (for [rec (get out "commands")
         [severity _ rule] (get (shell._judge-record rec pc rules 0) 0)
-        :if (= severity shell.ESCALATE)]
+        :if (= severity ESCALATE)]
     (when (is (get rec "name") None) (return None))
     (.add pairs #((get rec "name") rule))
     (-= (get left rule) 1))

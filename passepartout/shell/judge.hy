@@ -15,327 +15,25 @@ and judges what is left, arguments included."
 
 ;; ** The modules
 
-(import fnmatch functools os posixpath re
+(import fnmatch os posixpath re
         passepartout.proto [proto-get]
         passepartout.workspace [path-inside BUILD-FILES]
-        passepartout.shell.parse [CACHE-SIZE HERE MARKERS MAX-BYTES MAX-JUDGED MAX-NEST
-                                  MEMO-SIZE UNKNOWN expand-braces sed-effects _kept
-                                  _private-use-re]
-        passepartout.shell.walk [ALLOW CONFINE ESCALATE REJECT CODE-RE FIND-MATCH SHELLS analyse
-                                 data-name hidden-code _absolute _clip]
-        passepartout.secrets [ordinary-variable secret-variable]
+        passepartout.shell.parse [MAX-BYTES MAX-JUDGED MAX-NEST UNKNOWN _kept _private-use-re]
+        passepartout.shell.walk [ALLOW CONFINE ESCALATE REJECT FIND-MATCH SHELLS analyse
+                                 _absolute _clip]
         passepartout.shell.rules [ShellRulesError load-rules parse-options rule-matches
-                                  rule-operands rules-for _entry-holds _rule-options
-                                  _rules-about _spec _unmodelled]
-        passepartout.shell.paths [_concrete _device _glob-re _in-places _judge-delete _judge-write
-                                  _name-match _named-paths _names-regex _norm _places
-                                  _read-verdicts _realpath _resolve _shown _tree-verdicts])
+                                  rules-for _entry-holds _rule-options _rules-about _spec
+                                  _unmodelled]
+        passepartout.shell.paths [_concrete _glob-re _judge-write _name-match _norm _places
+                                  _read-verdicts _realpath _resolve _shown _tree-verdicts]
+        passepartout.shell.code [BUILD-TOOLS _interpreter _inline-code _agent-code-verdicts
+                                 _code-verdicts _environment-verdicts _env-read-verdicts]
+        passepartout.shell.scripts [_run-path _script-verdicts]
+        passepartout.shell.floor [KNOWN PRINTERS _floor]
+        passepartout.shell.effects [_effects _git-verdicts]
+        passepartout.shell.unbounded [_resource-verdicts])
 
 ;; * Judging a command
-
-;; ** Effects declared by rules
-
-(defn _positional [mode ops]
-  (cond (= mode "operands") ops
-        (= mode "all-but-last") (if (>= (len ops) 2) (cut ops -1) [])
-        (= mode "last") (if (>= (len ops) 2) (cut ops -1 None) [])
-        (= mode "first") (cut ops 1)
-        (= mode "second") (cut ops 1 2)
-        True []))
-
-(defn _judge-nested [text pc rules nest what rule]
-  "The verdicts of the command line TEXT that WHAT runs: only those that stop it."
-  (+= (get pc "nested") 1)
-  (when (or (>= nest MAX-NEST) (> (get pc "nested") MAX-JUDGED))
-    (return [[REJECT f"{what}: command strings are nested too deep, or too many to judge" "floor-too-deep"]]))
-  (when (or (in "\x00" text) (> (len text) MAX-BYTES))
-    (return [[REJECT f"{what} runs a command line that cannot be judged" "floor-too-long"]]))
-  (when (.search _private-use-re text)
-    (return [[REJECT f"{what} runs a command line holding private-use Unicode characters (or what the line around it expands), which the shell parser is not given" "floor-private-use"]]))
-  (setv [verdicts _] (_judge-out (analyse text) pc rules (+ nest 1))
-        worst (_worst verdicts))
-  (if worst
-      [[(get worst 0) f"{what} runs {(get worst 1)}" (get worst 2)]]
-      []))
-
-(defn _effects [rule rec parsed pc rules nest]
-  "The verdicts of the effects RULE declares for REC, and the arguments judged as targets."
-  (setv out []
-        targets (set)
-        name (get rule "name")
-        ops (or (rule-operands rule parsed) [])
-        opts (get parsed "opts")
-        recursive (or (get rule "recursive") (get rec "tree")
-                      (any (gfor e (get rule "recursive-flags") (_entry-holds e parsed))))
-        written (lfor [o v] opts :if (and v (in o (get rule "write-options"))) v))
-  (when (get rule "deletes")
-    (for [t (_positional (get rule "deletes") ops)]
-      (.add targets t)
-      (.extend out (_judge-delete t rec pc recursive "deletes" name))))
-  (when (and (get rule "writes") (not written))
-    (for [t (_positional (get rule "writes") ops)]
-      (.add targets t)
-      (.extend out (_judge-write t rec pc rules "writes" name))))
-  (for [v written]
-    (.add targets v)
-    (.extend out (_judge-write v rec pc rules "writes" name)))
-  ;; what a copy or a move puts into a folder lands there under its own name
-  ;; (=cp -r ../o/.git .= writes =./.git=)
-  (when (= (get rule "writes") "last")
-    (setv folder (if written (get written 0) (when (>= (len ops) 2) (get ops -1)))
-          sources (if written ops (cut ops 0 -1)))
-    (when (and folder sources
-               (any (gfor [path maybe _] (_concrete folder (get rec "cwd") pc)
-                          (and (not maybe) (or written (os.path.isdir (_realpath path pc)))))))
-      (for [src sources]
-        (setv base (posixpath.basename (.rstrip src "/")))
-        (when (and base (not (in base #("." ".."))) (not (in UNKNOWN base)))
-          (.extend out (_judge-write (posixpath.join folder base) rec pc rules "writes" name))))))
-  (for [a (get parsed "args")
-        p (get rule "write-prefixes")]
-    (when (.startswith a p)
-      (.add targets a)
-      (.extend out (_judge-write (cut a (len p) None) rec pc rules "writes" name))))
-  (when (is-not (get rule "writes-dir") None)
-    (for [d (or (lfor [o v] opts :if (and v (in o (get rule "writes-dir"))) v) ["."])]
-      (.add targets d)
-      (.extend out (_judge-write d rec pc rules "writes into" name))))
-  (when (get rule "reads-tree")
-    (for [t ops]
-      (.extend out (_tree-verdicts t rec pc rules name))))
-  (for [[o v] opts
-        [option prefix] (get rule "command-options")]
-    (when (and (= o option) v (.startswith v prefix))
-      (.extend out (_judge-nested (cut v (len prefix) None) pc rules nest o name))))
-  (when (= (get rule "script") "sed")
-    (.extend out (_judge-sed rec parsed pc rules nest name targets)))
-  #(out targets))
-
-;; ** sed scripts
-
-(defn _judge-sed [rec parsed pc rules nest rule targets]
-  (setv opts (get parsed "opts")
-        names (get parsed "names")
-        scripts (lfor [o v] opts :if (and v (in o #("-e" "--expression"))) v)
-        files (lfor [o v] opts :if (and v (in o #("-f" "--file"))) v)
-        ops (list (get parsed "operands"))
-        sandbox (in "--sandbox" names)
-        out [])
-  (when (and (not scripts) (not files) ops)
-    (setv scripts [(get ops 0)]
-          ops (cut ops 1 None)))
-  (for [f files]
-    (.append out [ESCALATE f"sed reads its script from {f}, which the gate cannot see" "sed-script"]))
-  (for [script scripts]
-    (setv effects (sed-effects script))
-    (cond (is effects None)
-          (.append out [ESCALATE "the sed script cannot be read" "sed-script"])
-          (not sandbox)
-          (do (when (get effects "runs")
-                (.append out [ESCALATE "sed's e command runs a shell command" "sed-runs"]))
-              (for [f (get effects "writes")]
-                (.extend out (_judge-write f rec pc rules "sed writes" rule)))
-              (for [f (get effects "reads")]
-                (.extend out (_read-verdicts f rec pc rules))))))
-  (when (or (in "-i" names) (any (gfor n names (.startswith n "--in-place"))))
-    (for [f ops]
-      (.add targets f)
-      (.extend out (_judge-write f rec pc rules "edits in place" rule))))
-  out)
-
-;; ** git settings
-
-(setv _git-config-values #{"-f" "--file" "--blob" "--type" "--default" "--comment" "--value"}
-      _git-config-reads #{"-l" "--list" "--unset" "--unset-all" "--remove-section"
-                          "--rename-section" "-e" "--edit" "--show-origin" "--show-scope"
-                          "--name-only" "get" "list" "unset" "edit" "remove-section"
-                          "rename-section"})
-
-(defn _git-setting [kv pc rules nest]
-  (setv [key _ value] (.partition kv "=")
-        key (.lower key))
-  (cond (any (gfor g (get rules "git-command") (fnmatch.fnmatchcase key g)))
-        (_judge-nested (cond (not (.startswith key "alias.")) value
-                             (.startswith value "!") (cut value 1 None)
-                             True (+ "git " value))
-                       pc rules nest f"git's {key}" "git-command-config")
-        (any (gfor g (get rules "git-escalate") (fnmatch.fnmatchcase key g)))
-        [[ESCALATE f"git's {key} loads hooks, configuration or code from elsewhere" "git-escalate-config"]]
-        True []))
-
-(defn _git-verdicts [rec pc rules nest]
-  (setv args (cut (get rec "argv") 1 None)
-        values (get (_spec rules "git") "value")
-        out []
-        i 0
-        n (len args))
-  (while (< i n)
-    (setv a (get args i))
-    (cond (= a "-c") (do (when (< (+ i 1) n)
-                           (.extend out (_git-setting (get args (+ i 1)) pc rules nest)))
-                         (+= i 2))
-          (.startswith a "-c") (do (.extend out (_git-setting (cut a 2 None) pc rules nest))
-                                   (+= i 1))
-          (.startswith a "--config-env")
-          (do (.append out [ESCALATE "git --config-env takes settings from the environment, unseen" "git-escalate-config"])
-              (+= i (if (in "=" a) 1 2)))
-          (in a values) (+= i 2)
-          (.startswith a "-") (+= i 1)
-          True (break)))
-  (setv sub (cut args i None))
-  (when (and sub (= (get sub 0) "config"))
-    (setv ops []
-          j 1
-          reading False)
-    (while (< j (len sub))
-      (setv a (get sub j))
-      (cond (in a _git-config-reads) (setv reading True)
-            (.startswith a "--get") (setv reading True)
-            (in a _git-config-values) (+= j 1)
-            (.startswith a "-") None
-            True (.append ops a))
-      (+= j 1))
-    (when (and ops (= (get ops 0) "set")) (setv ops (cut ops 1 None)))
-    (when (and (not reading) (>= (len ops) 2))
-      (setv key (.lower (get ops 0)))
-      (.extend out (_git-setting f"{(get ops 0)}={(get ops 1)}" pc rules nest))
-      ;; kept in a config file, a command runs at every later git command, on
-      ;; the host too, long after this one was judged
-      (when (any (gfor g (+ (get rules "git-command") (get rules "git-escalate"))
-                       (fnmatch.fnmatchcase key g)))
-        (.append out [ESCALATE f"git config keeps {key} in a config file, which runs it later, unseen" "guarded-writes"]))))
-  out)
-
-;; ** The floor
-
-(setv DELETERS #{"rm" "rmdir" "unlink" "shred" "srm" "wipe"}
-      MKFS #{"mke2fs" "mkdosfs" "mkntfs" "mkswap" "newfs" "wipefs" "mkfs"}
-      SHUTDOWN #{"shutdown" "reboot" "halt" "poweroff"}
-      DOWNLOADERS #{"curl" "wget" "fetch" "aria2c" "axel" "http" "https" "xh" "xhs" "httpie"
-                    "lwp-request" "GET" "POST" "HEAD" "lynx" "w3m" "links" "elinks" "nc" "ncat"
-                    "netcat" "socat" "telnet" "openssl" "ftp" "tftp" "scp" "sftp" "ssh" "gh"}
-      INTERPRETERS ["python*" "pypy*" "perl" "perl5*" "ruby" "ruby[0-9]*" "irb" "jruby" "node"
-                    "nodejs" "deno" "bun" "php" "php[0-9]*" "lua" "lua[0-9]*" "luajit" "tclsh*"
-                    "wish*" "Rscript" "R" "julia" "osascript" "pwsh" "powershell*" "jshell"
-                    "groovy" "scala" "elixir" "iex" "erl" "escript" "guile*" "racket" "sbcl"
-                    "clisp" "ocaml" "swift" "expect" "hy" "bb"]
-      READERS #{"cat" "head" "tail" "less" "more" "grep" "egrep" "fgrep" "rg" "ag" "ls" "wc"
-                "stat" "file" "diff" "cmp" "md5sum" "sha1sum" "sha256sum" "sha512sum" "b2sum"
-                "cksum" "echo" "printf" "test" "[" "readlink" "realpath" "basename" "dirname"
-                "bat" "od" "xxd" "hexdump" "strings" "du" "find" "tree" "source" "." "nl"}
-      PRINTERS #{"echo" "printf" "true" "false" ":"}
-      KNOWN (| SHELLS DELETERS PRINTERS #{"find" "cd" "pushd" "popd" "eval" "trap" "alias" "source"
-                                         "." "git" "kill" "dd" "crontab"})
-      _inline-long #{"--eval" "--print" "--command" "--expr" "--execute" "--code"})
-
-(setv _interpreter-regex (_names-regex INTERPRETERS))
-
-(defn [(functools.lru-cache :maxsize MEMO-SIZE)] _interpreter [name]
-  "True when NAME is an interpreter's (kept by name: it is asked of every command)."
-  (is-not (.match _interpreter-regex name) None))
-
-(defn _reads-program [rec parsed]
-  "True when the interpreter REC takes its program from its standard input."
-  (setv name (get rec "name"))
-  (cond (in name SHELLS) (get rec "reads-stdin")
-        (in name #("source" ".")) (in (get rec "script") #("/dev/stdin" "-" "/proc/self/fd/0"))
-        (= name "eval") False
-        True (do (for [[o _] (get parsed "opts")]
-                   (when (or (in o _inline-long)
-                             (and (= (len o) 2) (in (get o 1) "ceEmr")))
-                     (return False)))
-                 (setv ops (get parsed "operands"))
-                 (or (not ops) (in (get ops 0) #("-" "/dev/stdin"))))))
-
-(defn _kill-everything [args]
-  "\"yes\" when the kill ARGS target PID 1 or every process, \"maybe\" when a target is unknown."
-  (setv i 0
-        signal None)
-  (when (and args (in (get args 0) #("-s" "-n")))
-    (setv i 2))
-  (when (and args (= i 0) (.startswith (get args 0) "-") (not (in (get args 0) #("--" "-l" "-L"))))
-    (setv signal (get args 0)
-          i 1))
-  (setv ops (cut args i None))
-  (when (and ops (= (get ops 0) "--")) (setv ops (cut ops 1 None)))
-  (cond (any (gfor o ops (in o #("1" "-1")))) "yes"
-        (and (not ops) (= signal "-1")) "yes"
-        (any (gfor o ops (in UNKNOWN o))) "maybe"
-        True None))
-
-(defn _floor [rec parsed pc rules nest]
-  (setv name (get rec "name")
-        args (cut (get rec "argv") 1 None)
-        ops (get parsed "operands")
-        out [])
-  (when (in name DELETERS)
-    (setv recursive (or (get rec "tree")
-                        (_entry-holds ["-r" "-R" "--recursive"] parsed)))
-    (for [o ops]
-      (.extend out (_judge-delete o rec pc recursive "deletes" "floor-delete"))))
-  (when (or (in name MKFS) (.startswith name #("mkfs." "newfs_")))
-    (.append out [REJECT "makes a file system, erasing a disk" "floor-mkfs"]))
-  (when (= name "dd")
-    (for [a args]
-      (when (.startswith a "of=")
-        (for [[path maybe _] (_concrete (cut a 3 None) (get rec "cwd") pc)]
-          (when (_device path)
-            (.append out [REJECT f"writes onto the device {path}" "floor-device-write"]))))))
-  (when (= name "kill")
-    (setv everything (_kill-everything args))
-    (cond (= everything "yes")
-          (.append out [REJECT "kills PID 1 or every process" "floor-kill-all"])
-          (= everything "maybe")
-          (.append out [ESCALATE "kills a process only known when the command runs" "floor-kill-all"])))
-  (when (or (in name SHUTDOWN)
-            (and (in name #("init" "telinit")) (& (set ops) #{"0" "6"}))
-            (and (in name #("systemctl" "loginctl")) ops
-                 (in (get ops 0) #("poweroff" "reboot" "halt" "kexec" "soft-reboot"))))
-    (.append out [REJECT "shuts down or restarts the machine" "floor-shutdown"]))
-  (when (and (= name "crontab") (not (in "-l" (get parsed "names"))))
-    (.append out [REJECT "installs or removes scheduled commands" "floor-startup-files"]))
-  (when (not (in name READERS))
-    (for [a args
-          [path maybe _ startup] (_named-paths a (get rec "cwd") pc rules)]
-      (when startup
-        (.append out [REJECT f"touches {startup}, which runs commands later (start-up files, crontabs and sudoers are never changed)" "floor-startup-files"]))))
-  (when (or (in name SHELLS) (_interpreter name) (in name #("eval" "source" ".")))
-    (.extend out (_interpreter-verdicts rec parsed)))
-  out)
-
-(defn _interpreter-verdicts [rec parsed]
-  (setv name (get rec "name")
-        out []
-        piped (or (get rec "piped") (frozenset))
-        feeds (lfor [kind _] (get rec "stdin") kind)
-        downloads (sorted (| (& piped DOWNLOADERS) (& (get rec "inner") DOWNLOADERS))))
-  (when (and (_reads-program rec parsed) (not (in "file" feeds)))
-    (cond (and piped (& piped DOWNLOADERS))
-          (.append out [REJECT f"pipes what {(.join ", " (sorted (& piped DOWNLOADERS)))} downloads into {name}" "floor-download-to-interpreter"])
-          piped
-          (.append out [ESCALATE f"pipes commands the gate cannot see into {name}" "floor-pipe-to-interpreter"])
-          (and (not (in name SHELLS)) (& (set feeds) #{"heredoc" "herestring"}))
-          (.append out [ESCALATE f"runs {name} code given inline on its input" "interpreter-inline"])))
-  (setv script (get rec "script")
-        computed (or (get rec "dynamic-code")
-                     (and script (.startswith script "/dev/fd/"))
-                     (any (gfor a (cut (get rec "argv") 1 None)
-                                (or (in UNKNOWN a) (.startswith a "/dev/fd/"))))))
-  (when (and computed (& (get rec "inner") DOWNLOADERS))
-    (.append out [REJECT f"runs as {name} code what {(.join ", " downloads)} downloads" "floor-download-to-interpreter"]))
-  (when (get rec "dynamic-code")
-    (.append out [ESCALATE f"{name} runs a command line only known when it runs" "floor-dynamic-code"]))
-  ;; the program's source, however it is given: a script, or a file on its
-  ;; input; a pipe from a process substitution (=sh <(…)=, =bash < <(…)=,
-  ;; =python3 <(…)=) is another command's output
-  (setv source (cond (in name SHELLS) (or script (when (get rec "reads-stdin") (_stdin-file rec)))
-                     (in name #("source" ".")) (if (in script _stdin-names) (_stdin-file rec) script)
-                     (or (_inline-code (get rec "argv")) (python-module (get rec "argv"))) None
-                     (_reads-program rec parsed) (_stdin-file rec)
-                     True (next (iter (get parsed "operands")) None)))
-  (when (and source (.startswith source #("/dev/fd/" "/proc/self/fd/")) (!= source "/proc/self/fd/0"))
-    (.append out [ESCALATE f"{name} runs a script another command produces" "floor-dynamic-code"]))
-  out)
 
 ;; ** One command
 
@@ -406,23 +104,6 @@ and judges what is left, arguments included."
         [path maybe given] (_concrete target (get rec "cwd") pc)
         :if (or maybe (not (get (_resolve given pc) 0)))
         [ESCALATE f"makes a hard link to {(_shown path)}, outside the workspace: writing through it would change that file" "link-outside"]))
-
-(setv _glued-value-letters "WXIMmr")
-
-(defn _inline-code [argv]
-  "True when the interpreter command ARGV is given its code on the command line
-   (python -c, perl -e, node --eval, ruby -e …). In a bundle of short options a
-   letter that takes a value glued to it (python -Werror, perl -MPOSIX) ends
-   the options: what follows is its value."
-  (for [a (cut argv 1 None)]
-    (cond (= a "--") (return False)
-          (not (.startswith a "-")) (return False)
-          (in (get (.partition a "=") 0) _inline-long) (return True)
-          (not (.startswith a "--"))
-          (for [ch (cut a 1 None)]
-            (cond (in ch "ceE") (return True)
-                  (in ch _glued-value-letters) (break)))))
-  False)
 
 (defn _workspace-program [program rec pc]
   "True when the program file PROGRAM (a path) lies in the workspace, as it
@@ -506,7 +187,7 @@ and judges what is left, arguments included."
             w 0)
       (if (is-not (get rule "severity") None)
           (.append out [(get rule "severity") (get rule "reason") (get rule "name")])
-          (do (setv [found judged] (_effects rule rec parsed pc rules nest))
+          (do (setv [found judged] (_effects rule rec parsed pc rules nest _judge-nested))
               (.extend out found)
               (.update targets judged)
               (when judged (setv w (if (get rule "deletes") 2 1)))))
@@ -515,7 +196,7 @@ and judges what is left, arguments included."
               weight w))))
   (.extend out (_floor rec parsed pc rules nest))
   (when (= name "git")
-    (.extend out (_git-verdicts rec pc rules nest)))
+    (.extend out (_git-verdicts rec pc rules nest _judge-nested)))
   (when (not (or (get rec "launcher") (in name PRINTERS) (= name "eval")))
     (for [[i a] (enumerate args)]
       (when (and (not (in a targets)) (!= a (get rec "code")) (not (in i (get parsed "patterns"))))
@@ -539,8 +220,8 @@ and judges what is left, arguments included."
       (when (in name BUILD-TOOLS)
         (.extend out (_agent-code-verdicts rec pc name)))
       (do (.extend out (_known-verdicts rec rules pc))
-          (.extend out (_script-verdicts rec pc rules nest))
-          (.extend out (_code-verdicts rec parsed pc rules nest))))
+          (.extend out (_script-verdicts rec pc rules nest _judge-nested))
+          (.extend out (_code-verdicts rec parsed pc rules nest _judge-nested))))
   (when (= name "ln")
     (.extend out (_hard-link-verdicts rec parsed pc)))
   (when (= name "find")
@@ -586,56 +267,6 @@ and judges what is left, arguments included."
   (or (in name (get rules "code-loading"))
       (any (gfor g (get rules "code-loading-globs") (fnmatch.fnmatchcase name g)))))
 
-;; ** Scripts that are already there
-
-(defn _shebang [head]
-  "The program the =#!= line of HEAD (bytes) names, or None."
-  (when (.startswith head b"#!")
-    (setv words (.split (.decode (get (.split (cut head 2 None) b"\n" 1) 0) "utf-8" "replace")))
-    (when (and words (= (posixpath.basename (get words 0)) "env"))
-      (setv words (lfor w (cut words 1 None) :if (not (.startswith w "-")) w)))
-    (when words
-      (posixpath.basename (get words 0)))))
-
-(defn _script-verdicts [rec pc rules nest]
-  "What running the existing script or program file of REC does: a shell
-   script is judged as its command line; other code is escalated, unread."
-  (setv name (get rec "name")
-        run (_run-path rec rules))
-  (when (not run)
-    (return []))
-  (setv out [])
-  (for [[path maybe _] (_concrete run (get rec "cwd") pc)]
-    (when maybe
-      (continue))
-    (setv real (_realpath path pc))
-    ;; only where a task can have written it: a file elsewhere is read by the
-    ;; read checks, and its text must not reach a reason
-    (when (or (not (_in-places real pc)) (not (os.path.isfile real)))
-      (continue))
-    (try
-      (with [f (open real "rb")]
-        (setv data (.read f (+ MAX-BYTES 1))))
-      (except [e OSError]
-        (.append out [ESCALATE f"runs {run}, which the gate cannot read ({e.strerror})" "script-unread"])
-        (continue)))
-    (when (> (len data) MAX-BYTES)
-      (.append out [ESCALATE f"runs {run}, a script longer than the gate reads ({MAX-BYTES} bytes)" "script-unread"])
-      (continue))
-    (setv by-shell (or (in name SHELLS) (in name #("source" ".")))
-          shebang (_shebang data)
-          language (cond by-shell None
-                         (_interpreter name) name
-                         (.startswith data b"\x7fELF") "compiled"
-                         (and shebang (not (in shebang SHELLS))) shebang))
-    (if language
-        (.append out [ESCALATE (if (= language "compiled")
-                                   f"runs {run}, a compiled program the gate cannot read"
-                                   f"runs {run}, {language} code the gate does not read")
-                      "script-unread"])
-        (.extend out (_judge-nested (.decode data "utf-8" "replace") pc rules nest run "script"))))
-  out)
-
 ;; ** Across the command line
 
 (setv FETCHERS #{"curl" "wget" "fetch" "aria2c" "axel" "http" "https" "xh" "xhs" "lwp-request"
@@ -670,38 +301,7 @@ and judges what is left, arguments included."
       (.extend found (_paths (get r "target") r pc))))
   found)
 
-(setv _stdin-names #(None "-" "/dev/stdin" "/proc/self/fd/0" "/dev/fd/0"))
-
-(defn _stdin-file [rec]
-  "The file the command REC reads as its input (sh < f), if one is redirected there."
-  (next (gfor [kind f] (get rec "stdin") :if (= kind "file") f) None))
-
-(defn _run-path [rec rules]
-  "The script or program file the recorded command REC runs, if any: a file fed
-   to a shell or an interpreter as its input (sh < f, python3 < f.py) too."
-  (setv name (get rec "name")
-        argv (get rec "argv"))
-  (cond (or (in name SHELLS) (in name #("source" ".")))
-        (setv script (get rec "script")
-              script (if (and (in script _stdin-names) (or script (get rec "reads-stdin")))
-                         (_stdin-file rec)
-                         script))
-        (_interpreter name)
-        (do (setv parsed (parse-options (cut argv 1 None) (_spec rules name))
-                  ops (get parsed "operands"))
-            (return (cond (_inline-code argv) None
-                          (python-module argv) None
-                          (or (not ops) (in (get ops 0) _stdin-names)) (_stdin-file rec)
-                          True (get ops 0))))
-        (in "/" (get argv 0)) (setv script (get argv 0))
-        True (setv script None))
-  script)
-
-(setv BUILD-TOOLS #{"make" "gmake" "cmake" "ninja" "meson" "npm" "npx" "yarn" "pnpm" "bun" "cargo"
-                    "go" "pytest" "tox" "nox" "rake" "bundle" "gradle" "gradlew" "mvn" "ant"
-                    "just" "task" "pip" "pip3" "uv" "poetry" "pipenv" "hatch" "pdm" "deno"
-                    "docker" "docker-compose" "podman" "bazel" "scons" "composer" "mix" "sbt"}
-      _copy-writers #{"cp" "mv" "install" "ln" "tee" "dd"}
+(setv _copy-writers #{"cp" "mv" "install" "ln" "tee" "dd"}
       MAKERS (| BUILD-TOOLS #{"git" "svn" "hg" "tar" "bsdtar" "unzip" "7z" "7za" "cpio" "ar"
                                        "rsync" "scp" "sftp" "patch" "gunzip" "gzip" "bunzip2" "bzip2"
                                        "xz" "unxz" "zstd" "unzstd"}))
@@ -774,7 +374,7 @@ and judges what is left, arguments included."
               (break)))))))
   (when (get out "env-reads")
     (.extend verdicts (_env-read-verdicts out)))
-  (.extend verdicts (_resource-verdicts out commands pc rules))
+  (.extend verdicts (_resource-verdicts out commands pc rules _written))
   verdicts)
 
 (defn command-writes [cmd ctx [rules None]]
@@ -789,141 +389,22 @@ and judges what is left, arguments included."
     (lfor p (_written (analyse cmd) pc rules) (_realpath p pc))
     (except [Exception] [])))
 
-;; ** What no limit bounds without the sandbox
+;; ** Command lines a command runs
 
-(setv WRITE-BOUND (* 256 1024 1024)
-      PARALLEL-BOUND 64
-      ENDLESS-DEVICES #{"/dev/zero" "/dev/urandom" "/dev/random"}
-      ENDLESS-PROGRAMS #{"yes"}
-      DETACHERS #{"setsid" "daemonize" "start-stop-daemon"}
-      _lines-re (re.compile r"-\d+")
-      _size-re (re.compile r"\+?(\d+)(?:([kKmMgGtTpPeE])(iB|B)?|([bcw]))?")
-      _powers {"k" 1 "m" 2 "g" 3 "t" 4 "p" 5 "e" 6}
-      _units {"b" 512 "c" 1 "w" 2})
-
-(defn _size [text]
-  "The bytes TEXT gives (4096, 1M, 2G, 10KB, 512b), or None when it gives none.
-   (_size \"1M\") ⇒ 1048576"
-  (setv m (when (isinstance text str) (.fullmatch _size-re (.strip text))))
-  (when (not m) (return None))
-  (setv [n letter unit small] (.groups m)
-        n (int n))
-  (cond letter (* n (** (if (= unit "B") 1000 1024) (get _powers (.lower letter))))
-        small (* n (get _units small))
-        True n))
-
-(defn _option-value [argv short long]
-  "The value of the option SHORT (-c 5, -c5) or LONG (--bytes=5, --bytes 5) in
-   ARGV, the last one given; None when it is not there."
-  (setv found None
-        args (cut argv 1 None)
-        i 0)
-  (while (< i (len args))
-    (setv a (get args i))
-    (cond (= a "--") (break)
-          (and long (= a long)) (do (setv found (when (< (+ i 1) (len args)) (get args (+ i 1)))) (+= i 1))
-          (and long (.startswith a (+ long "="))) (setv found (cut a (+ (len long) 1) None))
-          (and short (= a short)) (do (setv found (when (< (+ i 1) (len args)) (get args (+ i 1)))) (+= i 1))
-          (and short (.startswith a short) (not (.startswith a "--"))) (setv found (cut a (len short) None)))
-    (+= i 1))
-  found)
-
-(defn _dd-size [argv]
-  "The bytes dd ARGV copies: count times the block size; None without a count."
-  (setv ops (dfor a (cut argv 1 None) :if (in "=" a) :setv [k _ v] (.partition a "=") k v)
-        count (.get ops "count"))
-  (when (is count None) (return None))
-  (setv n (_size count)
-        block (_size (.get ops "bs" (.get ops "ibs" "512"))))
-  (when (and (is-not n None) (is-not block None)) (* n block)))
-
-(defn _seq-size [argv]
-  "About the bytes seq ARGV prints, or None when its numbers are not plain."
-  (setv ops (lfor a (cut argv 1 None) :if (not (.startswith a "-")) a))
-  (try (setv nums (lfor o ops (float o)))
-       (except [ValueError] (return None)))
-  (when (not nums) (return None))
-  (setv [first step last] (cond (= (len nums) 1) [1 1 (get nums 0)]
-                                (= (len nums) 2) [(get nums 0) 1 (get nums 1)]
-                                True (cut nums 0 3)))
-  (when (= step 0) (return None))
-  (* (max 0 (+ 1 (/ (- last first) step))) (+ 2 (len (str (int (max (abs first) (abs last))))))))
-
-(defn _stream-size [rec]
-  "How much the command REC puts out: a number of bytes, None when its words do
-   not say (it reads a file, say), or the string \"endless\"."
-  (setv name (get rec "name")
-        argv (get rec "argv")
-        inputs (+ (cut argv 1 None) (lfor [kind f] (get rec "stdin") :if (= kind "file") f)))
-  (cond (in name ENDLESS-PROGRAMS) "endless"
-        (= name "dd")
-        (if (any (gfor a argv :if (.startswith a "if=") (in (cut a 3 None) ENDLESS-DEVICES)))
-            (or (_dd-size argv) "endless")
-            (_dd-size argv))
-        (= name "head")
-        (do (setv c (_option-value argv "-c" "--bytes"))
-            ;; by lines, /dev/zero never ends: it has none
-            (cond c (or (_size c) "endless")
-                  (in "/dev/zero" inputs) "endless"
-                  True None))
-        (= name "seq") (_seq-size argv)
-        (& (set inputs) ENDLESS-DEVICES) "endless"
-        True None))
-
-(defn _cut-short [rec commands]
-  "The bytes a head that the output of REC is piped through lets pass, or None."
-  (setv sizes []
-        zeros (& (set (cut (get rec "argv") 1 None)) ENDLESS-DEVICES))
-  (for [h commands]
-    (when (and (= (get h "name") "head") (in (get rec "name") (or (get h "piped") #{})))
-      (setv argv (get h "argv")
-            c (_option-value argv "-c" "--bytes")
-            n (or (_option-value argv "-n" "--lines")
-                  (next (gfor a (cut argv 1 None) :if (.fullmatch _lines-re a) (cut a 1 None)) None)))
-      ;; the lines of what yes or seq prints are short; /dev/zero has none
-      (.append sizes (cond c (_size c)
-                           zeros None
-                           n (let [k (_size n)] (when (is-not k None) (* k 1024)))
-                           True (* 10 1024)))))
-  (setv known (lfor s sizes :if (is-not s None) s))
-  (when known (min known)))
-
-(defn _writes-a-file [out pc rules]
-  "Whether the command line OUT writes a file (a device is no file here)."
-  (any (gfor p (_written out pc rules) (not (.startswith p "/dev/")))))
-
-(defn _resource-verdicts [out commands pc rules]
-  (setv verdicts []
-        to-file None)
-  (for [rec commands]
-    (setv name (get rec "name")
-          argv (get rec "argv"))
-    (cond (in name DETACHERS)
-          (.append verdicts [ESCALATE f"`{(get rec "text")}` — {name} takes a process out of the action's group, so it keeps running after the action ends, where no limit reaches it without the sandbox" "unbounded-processes"])
-          (= name "xargs")
-          (do (setv p (_option-value argv "-P" "--max-procs"))
-              (when (and (is-not p None) (let [n (_size p)] (or (is n None) (= n 0) (> n PARALLEL-BOUND))))
-                (.append verdicts [ESCALATE f"`{(get rec "text")}` — xargs -P {p} starts processes without bound, and no limit caps them without the sandbox" "unbounded-processes"])))
-          (in name #("truncate" "fallocate"))
-          (do (setv v (if (= name "truncate") (_option-value argv "-s" "--size") (_option-value argv "-l" "--length"))
-                    n (_size (or v "")))
-              (when (and v (or (is n None) (> n WRITE-BOUND)))
-                (.append verdicts [ESCALATE f"`{(get rec "text")}` — makes a file of {v}, more than an action may write without the sandbox's quota" "unbounded-write"])))
-          True
-          (do (setv size (_stream-size rec))
-              (when (is-not size None)
-                (setv bound (_cut-short rec commands))
-                (when (is-not bound None)
-                  (setv size (if (= size "endless") bound (min size bound)))))
-              (when (and (is-not size None) (or (= size "endless") (> size WRITE-BOUND)))
-                (when (is to-file None)
-                  (setv to-file (_writes-a-file out pc rules)))
-                (when to-file
-                  (.append verdicts [ESCALATE (if (= size "endless")
-                                                  f"`{(get rec "text")}` — writes a stream with no end to a file, which fills the disk without the sandbox's quota"
-                                                  f"`{(get rec "text")}` — writes about {(int (// size 1048576))} MiB to a file, more than an action may write without the sandbox's quota")
-                                     "unbounded-write"]))))))
-  verdicts)
+(defn _judge-nested [text pc rules nest what rule]
+  "The verdicts of the command line TEXT that WHAT runs: only those that stop it."
+  (+= (get pc "nested") 1)
+  (when (or (>= nest MAX-NEST) (> (get pc "nested") MAX-JUDGED))
+    (return [[REJECT f"{what}: command strings are nested too deep, or too many to judge" "floor-too-deep"]]))
+  (when (or (in "\x00" text) (> (len text) MAX-BYTES))
+    (return [[REJECT f"{what} runs a command line that cannot be judged" "floor-too-long"]]))
+  (when (.search _private-use-re text)
+    (return [[REJECT f"{what} runs a command line holding private-use Unicode characters (or what the line around it expands), which the shell parser is not given" "floor-private-use"]]))
+  (setv [verdicts _] (_judge-out (analyse text) pc rules (+ nest 1))
+        worst (_worst verdicts))
+  (if worst
+      [[(get worst 0) f"{what} runs {(get worst 1)}" (get worst 2)]]
+      []))
 
 ;; ** The verdict
 
@@ -978,246 +459,6 @@ and judges what is left, arguments included."
         [_verdict-key _allow _reason-key (+ "runs confined; without the sandbox it would be asked about: " reason)
          _rule-key rule _confined-key True]
         True [_verdict-key _allow _rule-key rule]))
-
-;; * Code the agent wrote
-
-;; ** Interpreters: modules and options that load code
-
-(setv SAFE-MODULES #{"json.tool" "venv" "site" "sysconfig" "platform" "calendar" "this" "uuid"
-                     "base64" "mimetypes" "tokenize" "ast" "dis" "py_compile" "compileall"
-                     "tabnanny" "pickletools" "quopri" "filecmp" "ensurepip"}
-      TEST-MODULES #{"pytest" "unittest" "doctest" "nose" "nose2" "tox" "nox" "build" "pip"
-                     "coverage" "mypy" "pylint" "flake8" "black" "ruff" "isort" "hatch"}
-      CONTROL-MODULES #{"passepartout" "passepartout_repl" "passepartout_skills"}
-      _code-options [["node*" #{"-r" "--require" "--import" "--loader" "--experimental-loader"}]
-                     ["bun" #{"-r" "--preload"}]
-                     ["deno" #{"--import-map" "--preload"}]
-                     ["perl*" #{"-M" "-m"}]
-                     ["ruby*" #{"-r" "--require"}]
-                     ["php*" #{"-d" "-z"}]
-                     ["lua*" #{"-l"}]])
-
-(defn python-module [argv]
-  "The module the Python command ARGV runs with -m, or None.
-   (python-module [\"python3\" \"-Bm\" \"timeit\" \"x\"]) ⇒ \"timeit\""
-  (setv args (cut argv 1 None)
-        i 0)
-  (while (< i (len args))
-    (setv a (get args i))
-    (cond (or (= a "--") (not (.startswith a "-")) (= a "-")) (return None)
-          (.startswith a "--") None
-          (in a #("-W" "-X" "-Q")) (+= i 1)
-          True
-          (for [[j ch] (enumerate (cut a 1 None))]
-            (cond (= ch "c") (return None)
-                  (in ch "WXQ") (break)
-                  (= ch "m")
-                  (return (or (cut a (+ j 2) None)
-                              (when (< (+ i 1) (len args)) (get args (+ i 1))))))))
-    (+= i 1))
-  None)
-
-(defn _code-option [name argv]
-  "The first option of the interpreter command ARGV that loads code, or None."
-  (setv options (next (gfor [g o] _code-options :if (fnmatch.fnmatchcase name g) o) None))
-  (when (not options) (return None))
-  (for [a (cut argv 1 None)]
-    (when (or (= a "--") (not (.startswith a "-"))) (return None))
-    (setv option (get (.partition a "=") 0))
-    (when (or (in option options)
-              (and (not (.startswith a "--")) (in (cut a 0 2) options)))
-      (return option)))
-  None)
-
-(defn _shadowing-verdicts [rec pc module]
-  "python -m MODULE, run by REC, imports first from the folder it runs in: a
-   module or package the agent wrote there runs instead of the library's."
-  (setv written (get pc "written"))
-  (when (or (not written)
-            (any (gfor a (cut (get rec "argv") 1 None)
-                       (and (.startswith a "-") (not (.startswith a "--"))
-                            (or (in "I" a) (in "P" a))
-                            (not (in a #("-W" "-X")))))))
-    (return []))
-  (for [[path maybe _] (_concrete "." (get rec "cwd") pc)]
-    (when maybe (continue))
-    (setv real (_realpath path pc))
-    (for [w written]
-      (setv rel (posixpath.relpath (.rstrip w "/") real)
-            parts (.split rel "/"))
-      (when (or (and (.endswith w "/") (or (= w "/") (path-inside real (.rstrip w "/"))))
-                (and (not (.startswith rel ".."))
-                     (or (and (= (len parts) 1) (.endswith rel #(".py" ".pyc" ".so")))
-                         (and (= (len parts) 2) (= (get parts 1) "__init__.py")))))
-        (return [[ESCALATE f"python -m {module} imports from {(_shown real)} first, where the agent wrote {(_shown w)}" "agent-code"]]))))
-  [])
-
-(defn _interpreter-code-verdicts [rec pc]
-  (setv name (get rec "name")
-        argv (get rec "argv")
-        out [])
-  ;; every Python runs a module with -m: CPython, PyPy, and Hy over either
-  (when (any (gfor g #("python*" "pypy*" "hy") (fnmatch.fnmatchcase name g)))
-    (setv module (python-module argv))
-    (when module
-      (setv root (get (.split module ".") 0))
-      (cond (in root CONTROL-MODULES)
-            (.append out [REJECT f"runs the module {module}, the daemon's control plane, which answers people, not the agent's own commands" "control-plane"])
-            (in module SAFE-MODULES) (.extend out (_shadowing-verdicts rec pc module))
-            (in root TEST-MODULES) (.extend out (_agent-code-verdicts rec pc module))
-            True
-            (.append out [ESCALATE f"{name} -m {module} runs that module's code (and whatever it is given), which the gate does not read" "interpreter-module"]))))
-  (setv option (_code-option name argv))
-  (when option
-    (.append out [ESCALATE f"{name} {option} loads code (a module, a file or inline text) the gate does not read" "interpreter-code"]))
-  out)
-
-;; ** make's recipes
-
-(setv MAKES #{"make" "gmake" "bmake" "remake"}
-      _make-shell-vars #{"SHELL" ".SHELLFLAGS" "MAKESHELL" "MAKEFLAGS" "MFLAGS" "GNUMAKEFLAGS"
-                         "MAKEFILES" "MAKEFILE_LIST" ".RECIPEPREFIX"}
-      _make-files #{"-f" "--file" "--makefile"}
-      ;; variables whose value make's built-in rules and most makefiles run as a program
-      _make-program-vars #{"CC" "CXX" "CPP" "FC" "LD" "AR" "AS" "RANLIB" "STRIP" "OBJCOPY" "NM"
-                           "MAKE" "INSTALL" "RM" "CP" "MV" "LN" "MKDIR" "PYTHON" "PERL" "YACC"
-                           "LEX" "M4" "PKG_CONFIG" "CCLD" "CXXLD" "LINK" "GO" "CARGO" "NPM" "NODE"}
-      _shell-meta-re (re.compile r"[;|&`$<>()\n]")
-      _make-assignment-re (re.compile r"([A-Za-z_.][A-Za-z0-9_.]*)\s*(?:[:+?!]|::)?="))
-
-(defn _make-verdicts [rec parsed pc rules nest]
-  (setv out [])
-  (for [a (get parsed "operands")]
-    (setv m (.match _make-assignment-re a))
-    (when m
-      (setv var (.group m 1)
-            value (cut a (.end m) None))
-      (cond (in var _make-shell-vars)
-            (.append out [ESCALATE f"sets {var}, which changes how make runs every recipe, unseen" "make-recipes"])
-            (.search _shell-meta-re value)
-            (do (.append out [ESCALATE f"sets {var} to a command line a recipe may run" "make-recipes"])
-                (.extend out (_judge-nested value pc rules nest f"make's {var}" "make-recipes")))
-            (in var _make-program-vars)
-            (.extend out (_judge-nested value pc rules nest f"make's {var}" "make-recipes")))))
-  (for [[o v] (get parsed "opts")]
-    (cond (or (= o "--eval") (.startswith o "--eval="))
-          (.append out [ESCALATE "make --eval adds rules given inline" "make-recipes"])
-          (and (in o _make-files) v
-               (or (in v #("-" "/dev/stdin")) (.startswith v #("/dev/fd/" "/proc/self/fd/"))))
-          (.append out [ESCALATE f"make reads its makefile from {v}, which the gate cannot see" "make-recipes"])))
-  out)
-
-;; ** Builds and tests on files the agent wrote
-
-(setv TEST-TOOLS #{"pytest" "py.test" "tox" "nox" "jest" "vitest" "mocha" "rspec" "phpunit"
-                   "ctest" "pre-commit" "behave" "cucumber" "karma" "ava" "tap" "dotnet"
-                   "swift" "zig" "dune" "stack" "cabal" "lein" "invoke" "inv" "fab" "doit"
-                   "snakemake" "nx" "turbo" "lerna" "bmake" "remake" "bazelisk" "buck" "buck2"
-                   "pants" "waf" "xmake" "premake5" "autoreconf" "qmake"})
-
-(defn _agent-code-verdicts [rec pc tool]
-  "TOOL, run by REC, reads and runs the files of the folders REC runs in."
-  (setv written (get pc "written")
-        out [])
-  (for [[path maybe _] (_concrete "." (or (.get rec "work") (get rec "cwd")) pc)]
-    (when maybe (continue))
-    (setv real (_realpath path pc))
-    (setv found (_written-below written real))
-    (cond found
-          (return [[ESCALATE f"{tool} runs what {(_shown real)} holds, and the agent wrote {(_shown found)} there" "agent-code"]])
-          (path-inside real (get pc "ws-real")) None
-          (any (gfor t (get pc "temps-real") (path-inside real t)))
-          (return [[ESCALATE f"{tool} runs what the temp folder {(_shown real)} holds, where earlier actions may have written" "agent-code"]])
-          True
-          (return [[ESCALATE f"{tool} runs the build or tests of {(_shown real)}, outside the workspace, and writes there" "build-outside"]])))
-  (when written
-    (for [a (cut (get rec "argv") 1 None)
-          [path maybe _] (_concrete a (get rec "cwd") pc)
-          :if (not maybe)]
-      (when (_written-below written (_realpath path pc) True)
-        (return [[ESCALATE f"{tool} runs {a}, which the agent wrote" "agent-code"]]))))
-  out)
-
-(defn _written-below [written real [exact False]]
-  "An entry of WRITTEN (the context's files the agent wrote) that lies in the
-   folder REAL (that is REAL, when EXACT), or a folder entry (ending in /: the
-   agent wrote something below it) that holds REAL; else None."
-  (for [w written]
-    (when (if (.endswith w "/")
-              (or (path-inside real (.rstrip w "/")) (= w "/")
-                  (and (not exact) (path-inside (.rstrip w "/") real)))
-              (if exact (= w real) (path-inside w real)))
-      (return w)))
-  None)
-
-;; ** Arithmetic commands
-
-(setv _identifier-re (re.compile r"[A-Za-z_][A-Za-z0-9_]*"))
-
-(defn _arithmetic-verdicts [rec pc rules nest]
-  (setv name (get rec "name")
-        args (cut (get rec "argv") 1 None)
-        exprs (cond (= name "let") (lfor a args :if (not (.startswith a "-")) a)
-                    (in name #("test" "[" "printf"))
-                    (lfor [a b] (zip args (cut args 1 None)) :if (and (= a "-v") (in "[" b))
-                          (cut b (.index b "[") None))
-                    (in name #("read" "mapfile" "readarray"))
-                    (lfor a args :if (and (in "[" a) (not (.startswith a "-"))) (cut a (.index a "[") None))
-                    True [])
-        out [])
-  (for [e exprs]
-    (cond (.search CODE-RE e)
-          (do (.append out [ESCALATE f"{name} evaluates {(_clip e 40)} as arithmetic, which runs the command written in it" "arithmetic-code"])
-              (for [code (hidden-code e)]
-                (.extend out (_judge-nested code pc rules nest f"{name}'s arithmetic" "arithmetic-code"))))
-          (in UNKNOWN e)
-          (.append out [ESCALATE f"{name} evaluates as arithmetic a value only known when it runs, where a subscript such as a[$(…)] runs a command" "arithmetic-code"])
-          (any (gfor i (.findall _identifier-re e) (data-name i (get rec "data"))))
-          (.append out [ESCALATE f"{name} evaluates {(_clip e 40)} as arithmetic, and it names a variable holding data read when the command runs" "arithmetic-code"])))
-  out)
-
-;; ** The environment
-
-(defn _environment-verdicts [rec parsed]
-  (setv name (get rec "name")
-        ops (get parsed "operands"))
-  (cond (and (= name "env") (not (get rec "runs")))
-        [[ESCALATE "prints the environment, where keys are kept" "env-secret"]]
-        (and (= name "printenv") (not ops))
-        [[ESCALATE "prints the environment, where keys are kept" "env-secret"]]
-        (= name "printenv")
-        (lfor o ops :if (or (secret-variable o) (not (ordinary-variable o)))
-              [ESCALATE (if (secret-variable o)
-                            f"prints {o}, a variable that holds a secret"
-                            f"prints {o}, from the environment, where keys are kept under names a person chose")
-               "env-secret"])
-        (and (= name "set") (not (cut (get rec "argv") 1 None)))
-        [[ESCALATE "prints every variable, the environment's keys among them" "env-secret"]]
-        True []))
-
-(defn _env-read-verdicts [out]
-  (lfor n (sorted (get out "env-reads"))
-        :if (or (.startswith n "!") (secret-variable n) (not (ordinary-variable n)))
-        (cond (.startswith n "!")
-              [ESCALATE f"reads the variable ${{{n}}} names, only known when it runs" "env-secret"]
-              (secret-variable n)
-              [ESCALATE f"reads ${n} from the environment, a variable that holds a secret" "env-secret"]
-              True
-              [ESCALATE f"reads ${n} from the environment, where keys are kept under names a person chose" "env-secret"])))
-
-;; ** All of it
-
-(defn _code-verdicts [rec parsed pc rules nest]
-  "What the command REC runs that the gate does not read."
-  (setv name (get rec "name")
-        out (_arithmetic-verdicts rec pc rules nest))
-  (when (_interpreter name)
-    (.extend out (_interpreter-code-verdicts rec pc)))
-  (when (in name MAKES)
-    (.extend out (_make-verdicts rec parsed pc rules nest)))
-  (when (or (in name BUILD-TOOLS) (in name TEST-TOOLS))
-    (.extend out (_agent-code-verdicts rec pc name)))
-  out)
 
 ;; * The two judgements
 
