@@ -12,7 +12,7 @@ store's events and never rewritten."
         passepartout.proto [ProtoError proto-get proto-print proto-put proto-read proto-values proto-without]
         passepartout.display [action-words display-text status-words when-words]
         passepartout.budget [usage-values]
-        passepartout.store [data-print data-read])
+        passepartout.records [data-print data-read])
 
 ;; * Turn types
 

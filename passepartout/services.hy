@@ -11,7 +11,7 @@ a test builds the parts it needs instead of patching globals."
 (import os time
         passepartout.runner [Stops]
         passepartout.history [SessionHistories]
-        passepartout.store [GroupWriter]
+        passepartout.writer [GroupWriter]
         passepartout.cascade [cascade-complete])
 
 ;; * Judging in the daemon's own process

@@ -23,7 +23,7 @@ from passepartout.console import ReplThread, peer_allowed, peer_credentials, ser
 from passepartout.repl import MAX_VALUE, ReplError, evaluate, make_namespace
 from passepartout.runner import Runner
 from passepartout.skills import Registry, get_skill, load_skill_file, load_skills
-from passepartout.store import events
+from passepartout.records import events
 import passepartout_repl
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -29,7 +29,7 @@ from passepartout.reason import verify
 from passepartout.console import ReplThread
 from passepartout.sandbox import (MARKER, in_action_process, inside_action, sandbox_argv,
                                   sandbox_status, sandbox_summary)
-from passepartout.store import events
+from passepartout.records import events
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent

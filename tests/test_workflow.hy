@@ -227,7 +227,7 @@
         passepartout.daemon [boot shutdown]
         passepartout.gateways.hub [Hub]
         passepartout.task [ends-task]
-        passepartout.store [events]
+        passepartout.records [events]
         passepartout.workers [workflows-of]
         steps [user-says text-of kind-of last-said says converse])
 

@@ -15,7 +15,7 @@ when the policy changes, and it never reaches an action the gates reject."
         passepartout.workspace [resolve-path]
         passepartout.shell.judge [analyse judge-command]
         passepartout.shell.judge :as shell
-        passepartout.store [data-print data-read]
+        passepartout.records [data-print data-read]
         passepartout.context [context-runtime]
         passepartout.journal [journal-event]
         passepartout.approvals.binding [policy-version]

@@ -643,7 +643,8 @@ beside each figure, so a change that costs speed shows up as a number."
 
 (defn bench-journal [n [turns 100000]]
   "Rows (name value unit goal): append cost per turn, and verify over TURNS."
-  (import passepartout.store [store-open store-path-for event-append]
+  (import passepartout.store [store-open store-path-for]
+          passepartout.records [event-append]
           passepartout.journal [journal-append journal-verify row-hash GENESIS _columns])
   (setv tmp (Path (tempfile.mkdtemp :prefix "passepartout-bench-journal-")))
   (defn records [i]

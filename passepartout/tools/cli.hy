@@ -298,7 +298,7 @@ that do the work."
   (import asyncio
           passepartout.daemon [boot shutdown]
           passepartout.proto [proto-get]
-          passepartout.store [notice-add]
+          passepartout.mailbox [notice-add]
           passepartout.approvals.grants [duration-minutes]
           passepartout.egress [host-word]
           passepartout.approvals.hitl [HOST-IDENTITY answer-approval find-approval pending-text]
@@ -539,7 +539,8 @@ that do the work."
 
 (defn cmd-backup [args]
   (import passepartout.config [load-config]
-          passepartout.store [store-open store-path-for store-backup backup-path-for])
+          passepartout.store [store-open store-path-for]
+          passepartout.backup [store-backup backup-path-for])
   (setv data-dir (get (load-config args.config) "data_dir")
         source (store-path-for data-dir)
         given (when args.path (.expanduser (Path args.path)))
