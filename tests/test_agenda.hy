@@ -6,7 +6,7 @@
         pytest
         passepartout.proto [kw proto-get proto-read]
         passepartout.context [make-context]
-        passepartout.reason [verify]
+        passepartout.verify [verify]
         passepartout.store [store-open]
         passepartout.records [events kv-get]
         passepartout.journal [journal-export journal-verify]

@@ -17,7 +17,7 @@ from conftest import wait_until as wait_for
 
 from passepartout.loop import step
 from passepartout.proto import proto_get
-from passepartout.reason import verify
+from passepartout.verify import verify
 from passepartout.context import make_context
 from passepartout.console import ReplThread, peer_allowed, peer_credentials, serve_repl
 from passepartout.repl import MAX_VALUE, ReplError, evaluate, make_namespace

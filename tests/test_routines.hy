@@ -7,7 +7,7 @@
         passepartout.proto [kw proto-get proto-read]
         passepartout.config [config-defaults]
         passepartout.context [make-context]
-        passepartout.reason [verify]
+        passepartout.verify [verify]
         passepartout.routines [parse-when next-due shortest-gap show-time routine-add routine-get
                                routine-claim routine-runs routines-due]
         passepartout.store [store-open store-close]

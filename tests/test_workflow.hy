@@ -5,7 +5,7 @@
         passepartout.proto [kw proto-get proto-put proto-read]
         passepartout.config [config-defaults]
         passepartout.context [make-context]
-        passepartout.reason [verify]
+        passepartout.verify [verify]
         passepartout.workflow [plan-graph graph-order MAX-DEPTH]
         steps [expect V until])
 

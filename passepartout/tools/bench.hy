@@ -60,7 +60,7 @@ beside each figure, so a change that costs speed shows up as a number."
 
 (defn bench-verify [n]
   (import passepartout.proto [proto-read proto-normalize proto-put]
-          passepartout.reason [verify proposal-action]
+          passepartout.verify [verify proposal-action]
           passepartout.skills [register-skill make-skill skill-functions registry-copy])
   (setv registry (_default-skills)
         gates (len (skill-functions registry "gate"))
@@ -423,7 +423,7 @@ beside each figure, so a change that costs speed shows up as a number."
   "Rows (name value unit goal): each bad gate's refusal, and this process after them."
   (import asyncio resource
           passepartout.gatekeeper [GateKeeper]
-          passepartout.reason [GATE-BUDGET GATE-WAIT])
+          passepartout.verify [GATE-BUDGET GATE-WAIT])
   (setv folder (Path (tempfile.mkdtemp :prefix "passepartout-bench-gates-")))
   (for [[name body] (.items _BAD-GATES)]
     (.write-text (/ folder f"{name}.hy") (_bad-gate-file name body)))
