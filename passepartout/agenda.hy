@@ -10,7 +10,7 @@ the person with /agenda."
 (import asyncio logging re time
         hy.models [Keyword]
         passepartout.proto [proto-get]
-        passepartout.store [data-read]
+        passepartout.records [data-read]
         passepartout.journal [journal-append])
 
 (setv log (logging.getLogger "passepartout.agenda"))
@@ -330,7 +330,7 @@ the person with /agenda."
 
 ;; * The periodic review
 
-(import passepartout.store [kv-get kv-put events]
+(import passepartout.records [kv-get kv-put events]
         passepartout.proto [kw proto-merge proto-without])
 
 (setv MIN-REVIEW 600

@@ -16,7 +16,7 @@ longer in SQL's reach."
         pathlib [Path]
         passepartout.proto [proto-get]
         passepartout.journal [GENESIS segment-folder file-sha256 read-columns]
-        passepartout.store [kv-get kv-put])
+        passepartout.records [kv-get kv-put])
 
 (setv log (logging.getLogger "passepartout.archive"))
 

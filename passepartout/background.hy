@@ -14,7 +14,8 @@ a workflow may be is workflow.org's; the rows it keeps are workers.org's."
         passepartout.proto [proto-get proto-put proto-merge proto-print]
         passepartout.runner [doing stop-session]
         passepartout.budget [usage-add ZERO]
-        passepartout.store [events inbox-pending outbox-sessions]
+        passepartout.records [events]
+        passepartout.mailbox [inbox-pending outbox-sessions]
         passepartout.workflow [id-list id-name parse-time tools-for]
         passepartout.workers [new-id worker-session session-worker-id finished-state
                               workflow-add workflow-get workflows-of workflows-in workflow-workers

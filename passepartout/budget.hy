@@ -8,7 +8,7 @@ stops and the person is told the figure."
 
 (import time
         passepartout.proto [proto-values]
-        passepartout.store [kv-get kv-put]
+        passepartout.records [kv-get kv-put]
         passepartout.config [config-defaults])
 
 (setv DEFAULTS (config-defaults "budget")

@@ -13,8 +13,9 @@ machine can chat at once."
 (import asyncio fcntl logging logging.handlers os signal sys time
         pathlib [Path]
         passepartout.config [ConfigError load-config ensure-dirs config-secrets config-defaults]
-        passepartout.store [store-open store-path-for store-close inbox-count inbox-prune outbox-prune kv-put
-                            HEARTBEAT-KEY store-unwell]
+        passepartout.store [store-open store-path-for store-close store-unwell]
+        passepartout.mailbox [inbox-count inbox-prune outbox-prune]
+        passepartout.records [kv-put HEARTBEAT-KEY]
         passepartout.proto [proto-get]
         passepartout.skills [Registry load-skills set-immutable-skills]
         passepartout.cascade [make-cascade]

@@ -8,8 +8,7 @@ a thread left running."
 (import asyncio collections json mmap os resource signal struct sys time types
         passepartout.proto [kw proto-get proto-read proto-print proto-without
                             is-plist ProtoError MAX-DEPTH]
-        passepartout.reason [verify run-gate strip-authority GateTimeout GateMemory
-                             GATE-BUDGET GATE-WAIT GATE-MEMORY MAX-PROPOSAL-BYTES])
+        passepartout.verify [verify run-gate strip-authority GateTimeout GateMemory GATE-BUDGET GATE-WAIT GATE-MEMORY MAX-PROPOSAL-BYTES])
 
 ;; * The wire
 

@@ -15,7 +15,7 @@ fallback answered while no model could is left out (its answers are marked
         passepartout.proto [proto-get proto-print]
         passepartout.reason [with-call]
         passepartout.secrets [redact-text secret-tuple]
-        passepartout.store [events data-read])
+        passepartout.records [events data-read])
 
 (setv log (logging.getLogger "passepartout.history"))
 

@@ -12,7 +12,7 @@ store's events and never rewritten."
         passepartout.proto [ProtoError proto-get proto-print proto-put proto-read proto-values proto-without]
         passepartout.display [action-words display-text status-words when-words]
         passepartout.budget [usage-values]
-        passepartout.store [data-print data-read])
+        passepartout.records [data-print data-read])
 
 ;; * Turn types
 
@@ -443,7 +443,7 @@ store's events and never rewritten."
    time (seconds since the epoch); GATES the gates to run (the registry's).
    (:judged N :unjudged M :changes [(:id :session :task :action :then :now
    :gate :reason :was-gate :was-reason) …])."
-  (import passepartout.reason [verify])
+  (import passepartout.verify [verify])
   (setv changes []
         judged 0
         unjudged 0

@@ -272,7 +272,7 @@ store-open) finds them by their words, best match first."
 
 (defn forget-requests [store]
   "The word sets of every standing forget request (one reverted stands no more)."
-  (setv changes (hy.I.passepartout/store.events store :kind "memory" :limit None)
+  (setv changes (hy.I.passepartout/records.events store :kind "memory" :limit None)
         reverted (sfor e changes :setv r (proto-get (proto-get e ':data) ':reverts) :if r r))
   (lfor e changes
         :setv w (proto-get (proto-get e ':data) ':forget)
@@ -356,12 +356,12 @@ store-open) finds them by their words, best match first."
     (.append turns (_change store [:change "stale" :marked old :by "dream"] session)))
   (setv r [:forgotten forgotten :merged (len pairs) :stale (len old) :turns turns
            :before before :after (get (.query store "SELECT count(*) FROM memory") 0 0)])
-  (hy.I.passepartout/store.kv-put store LAST-DREAM-KEY (+ [:at now] r))
+  (hy.I.passepartout/records.kv-put store LAST-DREAM-KEY (+ [:at now] r))
   r)
 
 (defn memory-history [store [limit 50]]
   "The last LIMIT memory changes, oldest first, as (:turn ID :ts T :change C :data D)."
-  (lfor e (hy.I.passepartout/store.events store :kind "memory" :limit limit :latest True)
+  (lfor e (hy.I.passepartout/records.events store :kind "memory" :limit limit :latest True)
         [:turn (proto-get e ':id) :ts (proto-get e ':ts)
          :change (proto-get (proto-get e ':data) ':change) :data (proto-get e ':data)]))
 
@@ -385,7 +385,7 @@ store-open) finds them by their words, best match first."
   (setv found (.query store "SELECT data FROM events WHERE id = ? AND kind = 'memory'" #(turn)))
   (when (not found)
     (raise (ValueError f"turn {turn} is no memory change")))
-  (setv d (hy.I.passepartout/store.data-read (get found 0 0))
+  (setv d (hy.I.passepartout/records.data-read (get found 0 0))
         removed (proto-get d ':removed [])
         marked (proto-get d ':marked []))
   (with [conn (.transaction store)]
@@ -437,7 +437,7 @@ store-open) finds them by their words, best match first."
   "Take NIGHT to dream: True when it is later than the last night taken,
    False when it is not, None when no night was ever taken (NIGHT is taken,
    to be the first not dreamed)."
-  (setv kv hy.I.passepartout/store)
+  (setv kv hy.I.passepartout/records)
   (with [_ (.transaction store)]
     (setv last (kv.kv-get store DREAM-NIGHT-KEY))
     (when (and (is-not last None) (>= last night))
@@ -450,7 +450,7 @@ store-open) finds them by their words, best match first."
    dream's result, or None."
   (setv now (services.clock)
         night (dream-night now at tz)
-        last (hy.I.passepartout/store.kv-get services.store DREAM-NIGHT-KEY))
+        last (hy.I.passepartout/records.kv-get services.store DREAM-NIGHT-KEY))
   (when (or (and (is-not last None) (>= last night))
             (not (_take-night services.store night)))
     (return None))
@@ -474,7 +474,7 @@ store-open) finds them by their words, best match first."
                              f"({(hy.I.passepartout/routines.config-zone config)})")
                           "never at night ([memory] dream_at is off)")
                       (except [e ValueError] (str e)))
-        last (hy.I.passepartout/store.kv-get store LAST-DREAM-KEY))
+        last (hy.I.passepartout/records.kv-get store LAST-DREAM-KEY))
   (+ schedule "; "
      (if last
          (+ "last " (hy.I.passepartout/routines.show-time

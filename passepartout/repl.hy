@@ -13,7 +13,7 @@ what they return."
         passepartout.proto [proto-get proto-put]
         passepartout.perceive [reply-signal sensor-of]
         passepartout.context [context-runtime]
-        passepartout.store [event-append])
+        passepartout.records [event-append])
 
 (setv log (logging.getLogger "passepartout.repl"))
 

@@ -9,7 +9,7 @@ run by the daemon when it is due, whether or not anyone is talking to it."
 (import asyncio datetime logging os re time zoneinfo
         croniter [croniter CroniterBadCronError CroniterBadDateError]
         passepartout.proto [proto-get proto-put kw]
-        passepartout.store [data-print data-read])
+        passepartout.records [data-print data-read])
 
 (setv log (logging.getLogger "passepartout.routines"))
 

@@ -11,17 +11,17 @@ a test builds the parts it needs instead of patching globals."
 (import os time
         passepartout.runner [Stops]
         passepartout.history [SessionHistories]
-        passepartout.store [GroupWriter]
+        passepartout.writer [GroupWriter]
         passepartout.cascade [cascade-complete])
 
 ;; * Judging in the daemon's own process
 
 (defclass InlineGates []
-  "Runs the gates of REGISTRY in this process (see =reason.org=, verify)."
+  "Runs the gates of REGISTRY in this process (see =verify.org=)."
   (defn __init__ [self registry]
     (setv self.registry registry))
   (defn :async verify [self action ctx]
-    (hy.I.passepartout/reason.verify action ctx
+    (hy.I.passepartout/verify.verify action ctx
                                      :gates (hy.I.passepartout/skills.skill-functions self.registry "gate"))))
 
 ;; * The services

@@ -38,7 +38,7 @@ a daemon's registry. The loop asks the registry for \"the gates, in order\" or
           {"run" (get spec "run")
            "schema" schema
            ;; the schema as #(field type required) triples, the form the check
-           ;; of every proposal reads (see "The shape of an action" in reason.org)
+           ;; of every proposal reads (see "The shape of an action" in verify.org)
            "fields" (lfor i (range 0 (len schema) 2)
                           :setv field-spec (get schema (+ i 1))
                           #((. (get schema i) name)

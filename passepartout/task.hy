@@ -17,7 +17,8 @@ after an allowed one."
         passepartout.perceive [reply-signal]
         passepartout.display [action-words reason-words status-words result-words]
         passepartout.budget [ZERO]
-        passepartout.store [data-read inbox-continue]
+        passepartout.records [data-read]
+        passepartout.mailbox [inbox-continue]
         passepartout.journal [journal-append journal-context])
 
 (setv _ACTION      ':action

@@ -14,7 +14,7 @@ have is workflow.org's."
 ;; * The workflows in the store
 
 (import uuid
-        passepartout.store [data-print data-read])
+        passepartout.records [data-print data-read])
 
 (defn new-id [prefix]
   "A fresh id such as \"w3f9a0c2b1d\"."

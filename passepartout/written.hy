@@ -11,7 +11,7 @@ context as :written."
 
 (import posixpath
         passepartout.proto [proto-get]
-        passepartout.store [data-read])
+        passepartout.records [data-read])
 
 (setv WRITTEN-LIMIT 512
       FIRST-SCAN 20000

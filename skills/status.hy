@@ -18,7 +18,7 @@ and /status; each of its blocks names the skill file it tangles into."
         passepartout.repl [running-text]
         passepartout.limits [limits-summary]
         passepartout.sandbox [sandbox-summary]
-        passepartout.store [events kv-get HEARTBEAT-KEY])
+        passepartout.records [events kv-get HEARTBEAT-KEY])
 
 (defn said [signal words]
   (setv text (proto-get (proto-get signal ':payload) ':text))

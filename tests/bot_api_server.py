@@ -787,7 +787,7 @@ def bench_telegram_journal(chats=50, per_chat=20, rounds=3):
     from hy.models import Keyword
     import passepartout.task as task
     from passepartout.proto import proto_get
-    from passepartout.store import event_append
+    from passepartout.records import event_append
 
     def plain(store, record, ts=None):
         return event_append(store, str(proto_get(record, Keyword("event"))), proto_get(record, Keyword("session")),

@@ -1018,7 +1018,7 @@ class Harness:
         "bare"); with the gates ("sandbox", "off") each is judged first, after
         the ones before it ran. (allowed, executed, harm)."""
         from passepartout.proto import kw
-        from passepartout.reason import verify
+        from passepartout.verify import verify
         sandbox = OFF if mode in ("off", "bare") else None
         timeout = line.get("timeout")
         self.world.restore_workspace()
@@ -1139,7 +1139,7 @@ def _wrote(action, result):
 
 def _parse(proposal):
     from passepartout.proto import proto_normalize, proto_read
-    from passepartout.reason import proposal_action
+    from passepartout.verify import proposal_action
     return proposal_action(proto_normalize(proto_read(proposal)))
 
 
@@ -1540,7 +1540,7 @@ def _judge_main(argv):
     import hy  # noqa: F401
     from passepartout.tools.cli import _gate_context, verify_line
     from passepartout.proto import kw, proto_get, proto_put, proto_read
-    from passepartout.reason import proposal_action
+    from passepartout.verify import proposal_action
     shell_gate = importlib.import_module("passepartout.shell.judge")
     ctx = _gate_context(args)
     ws = Path(args.workspace).resolve()

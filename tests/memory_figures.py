@@ -173,7 +173,7 @@ def flat(store, session):
 
 
 def json_text(data):
-    from passepartout.store import data_read
+    from passepartout.records import data_read
     return proto_get(data_read(data), K("text"))
 
 

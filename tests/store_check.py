@@ -22,7 +22,9 @@ from pathlib import Path
 import hy  # noqa: F401
 from hy.models import Keyword as K
 
-from passepartout.store import data_print, store_backup, store_close, store_open
+from passepartout.records import data_print
+from passepartout.backup import store_backup
+from passepartout.store import store_close, store_open
 
 WORDS = ("the a to of and in is it you that he was for on are with as I his they be at one have "
          "this from").split()

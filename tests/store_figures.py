@@ -81,7 +81,7 @@ def bytes_per_message(chats=10, per_chat=20):
     n = chats * per_chat
     import hy  # noqa: F401
     from passepartout.journal import outcome_data
-    from passepartout.store import data_print, data_read
+    from passepartout.records import data_print, data_read
     from passepartout.store import store_open
     with store_open(store) as opened:
         stored = [d for (d,) in opened.query("SELECT data FROM events WHERE kind = 'outcome'")]
@@ -97,7 +97,8 @@ def one_message(store_path):
     it to the journal."""
     import hy  # noqa: F401
     from passepartout.journal import outcome_data
-    from passepartout.store import data_print, data_read, store_open
+    from passepartout.records import data_print, data_read
+    from passepartout.store import store_open
     with store_open(Path(store_path)) as store:
         (task,) = store.query("SELECT task FROM events WHERE kind = 'input' ORDER BY id LIMIT 1")[0]
         (session,) = store.query("SELECT session FROM events WHERE task = ? LIMIT 1", (task,))[0]
@@ -128,7 +129,8 @@ def simulated_month(template, per_day=300, days=30, archive_after="1d"):
     from hy.models import Keyword
     from passepartout.archive import archive_age, archive_pass
     from passepartout.journal import journal_append, journal_verify, segment_folder
-    from passepartout.store import data_read, store_open, store_path_for
+    from passepartout.records import data_read
+    from passepartout.store import store_open, store_path_for
 
     said = "chat 5001 message 0"
     out = {}

@@ -6,8 +6,9 @@
         pytest
         passepartout.proto [kw proto-get proto-read]
         passepartout.context [make-context]
-        passepartout.reason [verify]
-        passepartout.store [store-open events kv-get]
+        passepartout.verify [verify]
+        passepartout.store [store-open]
+        passepartout.records [events kv-get]
         passepartout.journal [journal-export journal-verify]
         passepartout.agenda [AgendaError agenda-add agenda-change agenda-get agenda-items agenda-brief
                              agenda-facts completion-problem op-name item-id review-interval ran-fact

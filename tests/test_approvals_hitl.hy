@@ -9,7 +9,9 @@
         passepartout.daemon [boot shutdown]
         passepartout.loop [step]
         passepartout.act [action-name]
-        passepartout.store [events store-open store-close store-path-for kv-put notices-waiting]
+        passepartout.records [events kv-put]
+        passepartout.store [store-open store-close store-path-for]
+        passepartout.mailbox [notices-waiting]
         passepartout.context [make-context context-for]
         passepartout.approvals.hitl [escalate answer-approval expire-due approvals-boot approvals-config
                            grant-scope grant-covering add-grant describe-scope shell-escalations

@@ -20,7 +20,8 @@ from passepartout import archive
 from passepartout.archive import archive_age, archive_journal, archive_pass, archive_service
 from passepartout.journal import journal_export, journal_verify, segment_folder, segments
 from passepartout.proto import proto_get
-from passepartout.store import event_append, kv_get, store_open, store_path_for
+from passepartout.records import event_append, kv_get
+from passepartout.store import store_open, store_path_for
 from passepartout.task import event_record, write_records
 
 BIN = Path(sys.executable).parent

@@ -26,7 +26,7 @@ from passepartout.journal import journal_verify
 from passepartout.perceive import perceive
 from passepartout.proto import proto_get
 from passepartout.runner import stop_session
-from passepartout.store import events
+from passepartout.records import events
 
 SESSION = "test:undo"
 

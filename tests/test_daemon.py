@@ -24,8 +24,9 @@ from passepartout.daemon import DaemonRunning, claim_pid_file, daemon_settings, 
 from passepartout.gateways.hub import Hub, configured_gateways
 from passepartout.proto import proto_get
 from passepartout.skills import make_skill, register_skill
-from passepartout.store import (GroupWriter, inbox_add, inbox_count, inbox_pending, kv_get, outbox_add,
-                                outbox_sent)
+from passepartout.writer import GroupWriter
+from passepartout.mailbox import inbox_add, inbox_count, inbox_pending, outbox_add, outbox_sent
+from passepartout.records import kv_get
 
 K = Keyword
 

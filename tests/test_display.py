@@ -124,7 +124,7 @@ def ctx(tmp_path_factory):
 
 
 def judge(ctx, action_text):
-    from passepartout.reason import verify
+    from passepartout.verify import verify
     outcome = verify(proto_read(action_text), ctx)
     return (proto_get(outcome, K("verdict")).name, proto_get(outcome, K("gate")),
             proto_get(outcome, K("reason")), proto_get(outcome, K("action")))

@@ -28,8 +28,8 @@ from passepartout.approvals.grants import grant_covering
 from passepartout.approvals.hitl import answer_approval
 from passepartout.proto import proto_get, proto_put
 from passepartout.proxy import Egress, parse_request
-from passepartout.reason import verify
-from passepartout.store import events
+from passepartout.verify import verify
+from passepartout.records import events
 
 OUTSIDE = "127.0.0.2"
 

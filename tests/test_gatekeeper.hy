@@ -7,7 +7,7 @@
         passepartout.proto [kw proto-get proto-read proto-normalize]
         passepartout.context [make-context]
         passepartout.gatekeeper [GateKeeper]
-        passepartout.reason [verify proposal-action]
+        passepartout.verify [verify proposal-action]
         passepartout.skills [Registry load-skills]
         steps [expect V])
 

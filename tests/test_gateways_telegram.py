@@ -322,7 +322,7 @@ def test_polling_survives_429_garbage_and_dropped_connections(tg, caplog):
 def test_a_409_is_said_retried_and_recovered_from(tg, caplog):
     """Another poller holds the bot for a while: the gateway says so at once, the
     heartbeat says degraded, and once the other stops the message is answered."""
-    from passepartout.store import kv_get
+    from passepartout.records import kv_get
     caplog.set_level(logging.INFO)
     tg.server.fail("getUpdates", "409", times=2)
     tg.server.message(ALICE, ALICE, "after the conflict")

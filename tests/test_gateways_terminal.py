@@ -467,7 +467,7 @@ def test_a_reply_kept_holding_a_lone_surrogate_is_shown_at_the_next_start(tmp_pa
     """A reply an older version kept in the outbox with a lone surrogate in it is
     shown (escaped) at the next start, and the replies after it are not held."""
     from passepartout.daemon import boot, shutdown
-    from passepartout.store import outbox_add
+    from passepartout.mailbox import outbox_add
     (tmp_path / "config.toml").write_text(NO_SANDBOX)
     env = boot(config_path=str(tmp_path / "config.toml"),
                environ={"PASSEPARTOUT_DATA_DIR": str(tmp_path / "data"), "HOME": str(tmp_path)})

@@ -5,7 +5,7 @@ from hy.models import Keyword
 from passepartout.history import COMPACTION_PROMPT, latest_summary
 from passepartout.journal import journal_rows, turn_dict, journal_verify
 from passepartout.proto import proto_get
-from passepartout.store import events
+from passepartout.records import events
 from steps import run_task, user_says
 
 SMALL = '[memory]\ncontext_tokens = 600\nhistory_share = 0.5\nkeep_turns = 4\n'

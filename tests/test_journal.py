@@ -16,7 +16,8 @@ from hy.models import Keyword
 
 from passepartout.journal import journal_export, journal_verify, row_hash
 from passepartout.proto import proto_get, proto_print
-from passepartout.store import event_append, store_open, store_path_for
+from passepartout.records import event_append
+from passepartout.store import store_open, store_path_for
 from passepartout.task import event_record, write_records
 
 BIN = Path(sys.executable).parent
@@ -324,7 +325,7 @@ def test_a_context_is_kept_once_and_an_edited_one_is_found(booted):
     import asyncio
     from passepartout.loop import step
     from passepartout.journal import context_of
-    from passepartout.store import data_read
+    from passepartout.records import data_read
     env = booted('[sandbox]\nmode = "off"\n')
     for text in ["hello", "help", "!ls"]:
         signal = [k("type"), k("event"), k("source"), [k("gateway"), k("test"), k("chat"), "c"],
@@ -372,7 +373,7 @@ def test_an_outcome_is_stored_once_over_and_read_back_whole(tmp_path):
     """What repeats in an outcome (the action as proposed, the last attempt's
     proposal, bare allows) is stored once; outcome_data gives the record back."""
     from passepartout.journal import outcome_data
-    from passepartout.store import data_read
+    from passepartout.records import data_read
     action = plist(action=k("shell"), cmd="echo hi >> ledger.txt", explanation="note it")
     refused = plist(action=k("shell"), cmd="rm -rf /")
     outcome = plist(verdict=k("allow"), gate=None, action=action, proposed=list(action),
@@ -400,7 +401,7 @@ def test_an_outcome_is_stored_once_over_and_read_back_whole(tmp_path):
 
 def test_the_one_attempt_of_a_model_asked_once_is_written_as_the_outcome(tmp_path):
     from passepartout.journal import outcome_data
-    from passepartout.store import data_read
+    from passepartout.records import data_read
     action = plist(action=k("message"), text="hi")
     outcome = plist(verdict=k("allow"), gate=None, reason=None, action=action, proposed=list(action),
                     decisions=[], attempts=[plist(attempt=1, provider="echo", verdict=k("allow"), gate=None,

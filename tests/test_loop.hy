@@ -10,7 +10,7 @@
         passepartout.daemon [boot shutdown]
         passepartout.loop [step]
         passepartout.runner [Runner stop-session]
-        passepartout.store [events]
+        passepartout.records [events]
         steps [expect kind-of text-of symbolic-env user-says scripted run-task until])
 
 (defn [pytest.fixture] env [tmp-path]

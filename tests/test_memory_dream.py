@@ -17,7 +17,8 @@ from passepartout.memory import (memory_add, memory_forget, memory_forget_id, dr
                                  memory_revert, near_duplicates, change_line, dream_at, dream_night,
                                  dream_pass, dream_service, dream_summary)
 from passepartout.proto import proto_get
-from passepartout.store import store_open, store_path_for, events, kv_get
+from passepartout.store import store_open, store_path_for
+from passepartout.records import events, kv_get
 from steps import run_task, user_says, text_of
 
 BIN = Path(sys.executable).parent

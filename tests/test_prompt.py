@@ -136,7 +136,7 @@ def test_passepartout_prompt_shows_the_sections(tmp_path):
 
 
 def test_slash_prompt_answers_with_the_sections_and_no_model_is_asked(booted):
-    from passepartout.store import events
+    from passepartout.records import events
     from steps import run_task, user_says, text_of
     env = booted()
     run_task(env, user_says("/remember the plumber is Hamid"))

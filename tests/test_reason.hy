@@ -1,10 +1,10 @@
-;; Tests of passepartout/reason.hy: verdicts, verify, parsing, the retry loop.
+;; Tests of passepartout/reason.hy and passepartout/verify.hy: verdicts, verify, parsing, the retry loop.
 
 (import pytest time
         passepartout.proto [kw proto-get proto-read proto-print ProtoError]
         passepartout.skills [Registry make-skill register-skill]
-        passepartout.reason [verify parse-proposal reason think build-request tool-belt
-                             tool-definitions refusal-text GateTimeout GateMemory]
+        passepartout.verify [verify GateTimeout GateMemory]
+        passepartout.reason [parse-proposal reason think build-request tool-belt tool-definitions refusal-text]
         steps [run expect V])
 
 

@@ -17,13 +17,13 @@ from conftest import wait_until as wait_for
 
 from passepartout.loop import step
 from passepartout.proto import proto_get
-from passepartout.reason import verify
+from passepartout.verify import verify
 from passepartout.context import make_context
 from passepartout.console import ReplThread, peer_allowed, peer_credentials, serve_repl
 from passepartout.repl import MAX_VALUE, ReplError, evaluate, make_namespace
 from passepartout.runner import Runner
 from passepartout.skills import Registry, get_skill, load_skill_file, load_skills
-from passepartout.store import events
+from passepartout.records import events
 import passepartout_repl
 
 ROOT = Path(__file__).resolve().parent.parent

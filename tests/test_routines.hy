@@ -7,10 +7,11 @@
         passepartout.proto [kw proto-get proto-read]
         passepartout.config [config-defaults]
         passepartout.context [make-context]
-        passepartout.reason [verify]
+        passepartout.verify [verify]
         passepartout.routines [parse-when next-due shortest-gap show-time routine-add routine-get
                                routine-claim routine-runs routines-due]
-        passepartout.store [store-open store-close events]
+        passepartout.store [store-open store-close]
+        passepartout.records [events]
         steps [expect user-says text-of kind-of V until])
 
 (setv BERLIN "Europe/Berlin")

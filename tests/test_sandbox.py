@@ -25,11 +25,11 @@ from passepartout.context import context_for, make_context
 from passepartout.approvals.hitl import escalate, find_approval
 from passepartout.loop import step
 from passepartout.proto import proto_get, proto_put
-from passepartout.reason import verify
+from passepartout.verify import verify
 from passepartout.console import ReplThread
 from passepartout.sandbox import (MARKER, in_action_process, inside_action, sandbox_argv,
                                   sandbox_status, sandbox_summary)
-from passepartout.store import events
+from passepartout.records import events
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent

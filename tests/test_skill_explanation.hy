@@ -4,7 +4,7 @@
         pytest
         passepartout.context [make-context]
         passepartout.proto [proto-get]
-        passepartout.reason [verify]
+        passepartout.verify [verify]
         passepartout.skills [Registry get-skill load-skill-file make-skill register-skill])
 
 (setv SKILLS (/ (. (Path __file__) parent parent) "skills")

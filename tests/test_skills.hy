@@ -193,7 +193,8 @@
           passepartout.context [make-context]
           passepartout.approvals.hitl [add-grant request-approval]
           passepartout.perceive [perceive]
-          passepartout.store [event-append kv-put store-open store-close])
+          passepartout.records [event-append kv-put]
+          passepartout.store [store-open store-close])
   (load-skills registry)
   (setv store (store-open (/ tmp-path "store.db"))
         cascade (make-cascade [(make-provider "openai/gpt-4o-mini" :name "hosted") (make-provider "symbolic")]

@@ -4,11 +4,10 @@
         pathlib [Path]
         pytest
         passepartout.proto [proto-get proto-read proto-print ProtoError]
-        passepartout.store [store-open store-close store-path-for Store StoreError
-                            event-append events kv-get kv-put kv-delete
-                            session-touch session-list SCHEMA-VERSION MAX-DATA-BYTES
-                            store-backup backup-path-for
-                            inbox-add inbox-continue inbox-done inbox-pending outbox-add outbox-sent outbox-pending]
+        passepartout.store [store-open store-close store-path-for Store StoreError SCHEMA-VERSION]
+        passepartout.records [event-append events kv-get kv-put kv-delete session-touch session-list MAX-DATA-BYTES]
+        passepartout.backup [store-backup backup-path-for]
+        passepartout.mailbox [inbox-add inbox-continue inbox-done inbox-pending outbox-add outbox-sent outbox-pending]
         steps [expect :as check])
 
 (defn open-store [tmp-path]
@@ -375,7 +374,8 @@
 
 (setv child-code "
 import sys, hy
-from passepartout.store import store_open, events, event_append, kv_get
+from passepartout.store import store_open
+from passepartout.records import events, event_append, kv_get
 from passepartout.proto import proto_print
 store = store_open(sys.argv[1])
 print(proto_print([e[9] for e in events(store)]))

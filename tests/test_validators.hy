@@ -9,7 +9,7 @@
         passepartout.skills [Registry make-skill register-skill replace-skill reply-validators
                              SkillError load-skills]
         passepartout.runner [Runner]
-        passepartout.store [events]
+        passepartout.records [events]
         passepartout.validators [findings judge]
         steps [expect kind-of text-of symbolic-env user-says scripted run-task])
 

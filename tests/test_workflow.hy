@@ -5,7 +5,7 @@
         passepartout.proto [kw proto-get proto-put proto-read]
         passepartout.config [config-defaults]
         passepartout.context [make-context]
-        passepartout.reason [verify]
+        passepartout.verify [verify]
         passepartout.workflow [plan-graph graph-order MAX-DEPTH]
         steps [expect V until])
 
@@ -227,7 +227,7 @@
         passepartout.daemon [boot shutdown]
         passepartout.gateways.hub [Hub]
         passepartout.task [ends-task]
-        passepartout.store [events]
+        passepartout.records [events]
         passepartout.workers [workflows-of]
         steps [user-says text-of kind-of last-said says converse])
 

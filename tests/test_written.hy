@@ -3,7 +3,8 @@
 
 (import pathlib [Path]
         passepartout.proto [proto-get]
-        passepartout.store [store-open store-path-for event-append]
+        passepartout.store [store-open store-path-for]
+        passepartout.records [event-append]
         passepartout.journal [journal-append]
         passepartout.context [make-context context-for]
         passepartout.services [Services]
@@ -58,7 +59,7 @@
    sandbox the second is asked about, because the journal says the first wrote
    the file make runs."
   (import steps [symbolic-env scripted run-task user-says]
-          passepartout.store [events])
+          passepartout.records [events])
   (setv gen (symbolic-env tmp-path)
         env (next gen))
   (try

@@ -17,7 +17,7 @@ when the policy changes, and it never reaches an action the gates reject."
         passepartout.shell.paths [_places]
         passepartout.shell.judge [judge-command]
         passepartout.shell.judge :as shell
-        passepartout.store [data-print data-read]
+        passepartout.records [data-print data-read]
         passepartout.context [context-runtime]
         passepartout.journal [journal-event]
         passepartout.approvals.binding [policy-version]

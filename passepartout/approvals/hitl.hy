@@ -15,8 +15,8 @@ those."
         passepartout.context [context-for context-limit context-runtime]
         passepartout.perceive [reply-signal]
         passepartout.act [act]
-        passepartout.store [data-print kv-get kv-put kv-delete
-                            notice-add notices-waiting notice-delivered]
+        passepartout.records [data-print kv-get kv-put kv-delete]
+        passepartout.mailbox [notice-add notices-waiting notice-delivered]
         passepartout.journal [journal-event]
         passepartout.display [display-text output-words reason-words]
         passepartout.task [task-state after-action ending write-records]

@@ -18,7 +18,8 @@ whose update changed a row goes on."
         passepartout.perceive [reply-signal]
         passepartout.display [action-words when-words]
         passepartout.budget [usage-add]
-        passepartout.store [data-print data-read notice-add]
+        passepartout.records [data-print data-read]
+        passepartout.mailbox [notice-add]
         passepartout.journal [journal-event]
         passepartout.task [task-state]
         passepartout.approvals.binding [binding-of])

@@ -16,8 +16,7 @@ join, and the hub they hand what they receive to."
         passepartout.task [ends-task ending]
         passepartout.display [display-text unicode-problem valid-unicode]
         passepartout.journal [journal-event]
-        passepartout.store [inbox-add inbox-done inbox-pending outbox-add outbox-sent outbox-failed outbox-give-up
-                            outbox-pending outbox-expire outbox-untold outbox-sessions])
+        passepartout.mailbox [inbox-add inbox-done inbox-pending outbox-add outbox-sent outbox-failed outbox-give-up outbox-pending outbox-expire outbox-untold outbox-sessions])
 
 (setv log (logging.getLogger "passepartout.gateways.hub"))
 

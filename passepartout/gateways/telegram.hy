@@ -16,7 +16,8 @@ person into a signal, and sends the replies back as plain text."
         passepartout.config [ConfigError config-defaults]
         passepartout.proto [kw proto-get]
         passepartout.display [display-text]
-        passepartout.store [StoreError kv-get kv-put]
+        passepartout.store [StoreError]
+        passepartout.records [kv-get kv-put]
         passepartout.gateways.hub [send-pieces Undeliverable MAX-PIECES-KEPT]
         passepartout.backoff [growing-pause])
 

@@ -39,7 +39,7 @@ agent's actions, it refuses."
   (import asyncio
           passepartout.daemon [boot shutdown]
           passepartout.proto [proto-get]
-          passepartout.store [notice-add]
+          passepartout.mailbox [notice-add]
           passepartout.approvals.grants [duration-minutes]
           passepartout.egress [host-word]
           passepartout.approvals.hitl [HOST-IDENTITY answer-approval find-approval pending-text]

@@ -314,7 +314,8 @@ with their goals (bench.org)."
 
 (defn bench-journal [n [turns 100000]]
   "Rows (name value unit goal): append cost per turn, and verify over TURNS."
-  (import passepartout.store [store-open store-path-for event-append]
+  (import passepartout.store [store-open store-path-for]
+          passepartout.records [event-append]
           passepartout.journal [journal-append journal-verify row-hash GENESIS _columns])
   (setv tmp (Path (tempfile.mkdtemp :prefix "passepartout-bench-journal-")))
   (defn records [i]

@@ -35,7 +35,7 @@ goals (bench.org)."
 
 (defn bench-verify [n]
   (import passepartout.proto [proto-read proto-normalize proto-put]
-          passepartout.reason [verify proposal-action]
+          passepartout.verify [verify proposal-action]
           passepartout.skills [register-skill make-skill skill-functions registry-copy])
   (setv registry (_default-skills)
         gates (len (skill-functions registry "gate"))
@@ -187,7 +187,7 @@ goals (bench.org)."
   "Rows (name value unit goal): each bad gate's refusal, and this process after them."
   (import asyncio resource
           passepartout.gatekeeper [GateKeeper]
-          passepartout.reason [GATE-BUDGET GATE-WAIT])
+          passepartout.verify [GATE-BUDGET GATE-WAIT])
   (setv folder (Path (tempfile.mkdtemp :prefix "passepartout-bench-gates-")))
   (for [[name body] (.items _BAD-GATES)]
     (.write-text (/ folder f"{name}.hy") (_bad-gate-file name body)))

@@ -34,21 +34,21 @@ that do the work."
       _CONFINED (Keyword "confined"))
 
 (defn _verifying []
-  "#(proto reason): the modules verify reads and judges with, imported on the
+  "#(proto verify): the modules verify reads and judges with, imported on the
    first line (the other commands start without them), and only then: an import
    statement run for every line costs more than a gate's allow."
   (global _modules)
   (when (is _modules None)
-    (import passepartout.proto passepartout.reason)
-    (setv _modules #(passepartout.proto passepartout.reason)))
+    (import passepartout.proto passepartout.verify)
+    (setv _modules #(passepartout.proto passepartout.verify)))
   _modules)
 
 (defn _judge [action ctx n line]
   "The verdict dict for ACTION, read from LINE, the Nth."
-  (setv [proto reason] (_verifying))
+  (setv [proto verify] (_verifying))
   (try
     (setv [verdict gate why judged confined]
-          (proto.proto-values (reason.verify action ctx) _VERDICT _GATE _REASON _ACTION _CONFINED))
+          (proto.proto-values (verify.verify action ctx) _VERDICT _GATE _REASON _ACTION _CONFINED))
     (| {"verdict" (. verdict name)
         "gate" (_clean gate)
         "reason" (_clean why)
@@ -69,11 +69,11 @@ that do the work."
 
 (defn verify-line [line n ctx]
   "The verdict dict for LINE, the Nth of the input."
-  (setv [proto reason] (_verifying))
+  (setv [proto verify] (_verifying))
   (when (not (.strip line))
     (return (_not-a-proposal line f"line {n} is empty")))
   (try
-    (setv action (reason.proposal-action (proto.proto-normalize (proto.proto-read line))))
+    (setv action (verify.proposal-action (proto.proto-normalize (proto.proto-read line))))
     (except [e proto.ProtoError]
       (return (_not-a-proposal line f"line {n}: {e}")))
     (except [e Exception]

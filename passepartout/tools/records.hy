@@ -14,7 +14,8 @@ consolidates the changes to long-term memory."
 
 (defn cmd-backup [args]
   (import passepartout.config [load-config]
-          passepartout.store [store-open store-path-for store-backup backup-path-for])
+          passepartout.store [store-open store-path-for]
+          passepartout.backup [store-backup backup-path-for])
   (setv data-dir (get (load-config args.config) "data_dir")
         source (store-path-for data-dir)
         given (when args.path (.expanduser (Path args.path)))
