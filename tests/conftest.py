@@ -33,6 +33,7 @@ def pytest_configure(config):
         import passepartout.tools.cli  # noqa: F401
         import passepartout.loop  # noqa: F401
         import passepartout.gatekeeper  # noqa: F401
+        import passepartout.gateprocess  # noqa: F401
         from passepartout.skills import Registry, load_skills
         load_skills(Registry())
     except Exception:  # a module that does not compile is reported by the tests that import it
