@@ -13,7 +13,8 @@ gates would now refuse the action, nothing runs."
         passepartout.context [context-runtime]
         passepartout.workspace [path-inside]
         passepartout.shell.parse [HERE MARKERS]
-        passepartout.shell.walk [SHELLS analyse]
+        passepartout.shell.commands [SHELLS]
+        passepartout.shell.walk [analyse]
         passepartout.shell.code [_interpreter]
         passepartout.shell.scripts [_run-path :as _script-path]
         passepartout.shell.judge :as shell

@@ -13,7 +13,8 @@ when the policy changes, and it never reaches an action the gates reject."
         passepartout.reach [action-asks ask-pairs]
         passepartout.egress [entry-covers host-entries host-text split-host]
         passepartout.workspace [resolve-path]
-        passepartout.shell.walk [ESCALATE analyse]
+        passepartout.shell.state [ESCALATE]
+        passepartout.shell.walk [analyse]
         passepartout.shell.paths [_places]
         passepartout.shell.judge [judge-command]
         passepartout.shell.judge :as shell

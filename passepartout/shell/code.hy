@@ -12,7 +12,8 @@ judge's own function, which it is given."
         passepartout.workspace [path-inside]
         passepartout.secrets [ordinary-variable secret-variable]
         passepartout.shell.parse [MEMO-SIZE UNKNOWN]
-        passepartout.shell.walk [ESCALATE REJECT CODE-RE data-name hidden-code _clip]
+        passepartout.shell.state [ESCALATE REJECT _clip]
+        passepartout.shell.walk [CODE-RE data-name hidden-code]
         passepartout.shell.paths [_concrete _names-regex _realpath _shown])
 
 ;; * Code the agent wrote

@@ -9,7 +9,7 @@ is judged by the judge's own function (shell/judge.hy), which it is given."
 
 (import fnmatch os posixpath
         passepartout.shell.parse [UNKNOWN sed-effects]
-        passepartout.shell.walk [ESCALATE]
+        passepartout.shell.state [ESCALATE]
         passepartout.shell.rules [rule-operands _entry-holds _spec]
         passepartout.shell.paths [_concrete _judge-delete _judge-write _read-verdicts _realpath
                                   _tree-verdicts])

@@ -7,7 +7,8 @@ interpreter fed what a download brings. This module is that floor, code that
 runs on every command; the judge (shell/judge.hy) asks it first."
 
 (import passepartout.shell.parse [UNKNOWN]
-        passepartout.shell.walk [ESCALATE REJECT SHELLS]
+        passepartout.shell.state [ESCALATE REJECT]
+        passepartout.shell.commands [SHELLS]
         passepartout.shell.rules [_entry-holds]
         passepartout.shell.paths [_concrete _device _judge-delete _named-paths]
         passepartout.shell.code [python-module _interpreter _inline-code _inline-long]

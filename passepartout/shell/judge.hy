@@ -19,8 +19,9 @@ and judges what is left, arguments included."
         passepartout.proto [proto-get]
         passepartout.workspace [path-inside BUILD-FILES]
         passepartout.shell.parse [MAX-BYTES MAX-JUDGED MAX-NEST UNKNOWN _kept _private-use-re]
-        passepartout.shell.walk [ALLOW CONFINE ESCALATE REJECT FIND-MATCH SHELLS analyse
-                                 _absolute _clip]
+        passepartout.shell.state [ALLOW CONFINE ESCALATE REJECT _clip]
+        passepartout.shell.commands [FIND-MATCH SHELLS _absolute]
+        passepartout.shell.walk [analyse]
         passepartout.shell.rules [ShellRulesError load-rules parse-options rule-matches
                                   rules-for _entry-holds _rule-options _rules-about _spec
                                   _unmodelled]

@@ -11,7 +11,8 @@ guarded writes of [paths])."
         hy.models [Keyword]
         passepartout.proto [proto-get]
         passepartout.shell.parse [HERE HOME MAX-CONTEXTS TMP UNKNOWN _kept _tilde]
-        passepartout.shell.walk [ALLOW ESCALATE REJECT FIND-MATCH _clip]
+        passepartout.shell.state [ALLOW ESCALATE REJECT _clip]
+        passepartout.shell.commands [FIND-MATCH]
         passepartout.workspace [path-inside runs-later SECRET-PATTERNS])
 
 ;; * A context's folders

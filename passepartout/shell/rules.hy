@@ -10,7 +10,8 @@ examples is refused with a message saying which, rather than half obeyed."
 (import fnmatch importlib.util re tomllib
         pathlib [Path]
         passepartout.shell.parse [_kept]
-        passepartout.shell.walk [ALLOW ESCALATE REJECT analyse])
+        passepartout.shell.state [ALLOW ESCALATE REJECT]
+        passepartout.shell.walk [analyse])
 
 ;; * Compiling a rule
 

@@ -9,7 +9,8 @@ function (shell/judge.hy), which it is given."
 
 (import os posixpath
         passepartout.shell.parse [MAX-BYTES]
-        passepartout.shell.walk [ESCALATE SHELLS]
+        passepartout.shell.state [ESCALATE]
+        passepartout.shell.commands [SHELLS]
         passepartout.shell.rules [parse-options _spec]
         passepartout.shell.paths [_concrete _in-places _realpath]
         passepartout.shell.code [python-module _interpreter _inline-code])

@@ -8,7 +8,7 @@ action's group. This module finds those commands in a walked command line; the
 judge (shell/judge.hy) asks about them when the sandbox is not in force."
 
 (import re
-        passepartout.shell.walk [ESCALATE])
+        passepartout.shell.state [ESCALATE])
 
 ;; * What no limit bounds without the sandbox
 
