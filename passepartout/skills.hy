@@ -194,15 +194,19 @@ a daemon's registry. The loop asks the registry for \"the gates, in order\" or
 
 (defn gates-for [registry [action-name None]]
   "The (name gate) pairs of the gates that judge an action called ACTION-NAME
-   (a string), in skill order: those whose skill names it in :actions, and
-   those whose skill names no actions. Every gate when ACTION-NAME is None."
+   (a string), in skill order: those whose skill names it in :actions, those
+   whose skill names no actions, and those whose :actions name an action no
+   actuator carries. Every gate when ACTION-NAME is None."
   (registry-view registry #("gates-for" action-name)
-                 (fn [] (lfor s (all-skills registry)
-                              :if (and (get s "gate")
-                                       (or (is action-name None)
-                                           (is (.get s "actions") None)
-                                           (in action-name (get s "actions"))))
-                              #((get s "name") (get s "gate"))))))
+                 (fn []
+                   (setv known (actuator-table registry))
+                   (lfor s (all-skills registry)
+                         :if (and (get s "gate")
+                                  (or (is action-name None)
+                                      (is (.get s "actions") None)
+                                      (in action-name (get s "actions"))
+                                      (not (all (gfor a (get s "actions") (in a known))))))
+                         #((get s "name") (get s "gate"))))))
 
 (defn reply-validators [registry]
   "Every reply validator's spec, in skill order."

@@ -56,6 +56,9 @@
 (defn test-gates-for-an-action-are-those-that-judge-it [registry]
   "gates-for gives, in skill order, the gates that name the action in :actions
    and those that name none; every gate for None; and follows changes."
+  (setv spec {"run" (fn [a c] [:status :ok]) "schema" []})
+  (register-skill registry (make-skill "doers" :actuators {"shell" spec "read-file" spec "write-file" spec
+                                                            "message" spec}))
   (register-skill registry (make-skill "shell-only" :priority 90 :actions ["shell"] :gate (fn [a c] None)))
   (register-skill registry (make-skill "files" :priority 80 :actions ["read-file" "write-file"] :gate (fn [a c] None)))
   (register-skill registry (make-skill "every" :priority 70 :gate (fn [a c] None)))
@@ -66,6 +69,18 @@
   (expect (names None) ["shell-only" "files" "every"] "every gate")
   (register-skill registry (make-skill "files" :priority 80 :gate (fn [a c] None)))
   (expect (names "shell") ["shell-only" "files" "every"] "gates for shell once files judges every action"))
+
+(defn test-a-gate-naming-an-action-no-actuator-carries-judges-every-action [registry]
+  "A misspelt name in :actions must not take the gate off the action it meant."
+  (setv spec {"run" (fn [a c] [:status :ok]) "schema" []})
+  (register-skill registry (make-skill "doers" :actuators {"shell" spec "message" spec}))
+  (register-skill registry (make-skill "typo" :actions ["shel"] :gate (fn [a c] None)))
+  (register-skill registry (make-skill "right" :actions ["message"] :gate (fn [a c] None)))
+  (defn names [action] (lfor [n _] (gates-for registry action) n))
+  (expect (names "shell") ["typo"] "the misspelt gate still judges shell")
+  (expect (names "message") ["right" "typo"] "and every other action")
+  (unregister-skill registry "doers")
+  (expect (names "message") ["right" "typo"] "a gate whose actions lost their actuator judges everything"))
 
 (defn test-views-follow-changes [registry]
   (setv v (registry-version registry))
