@@ -422,6 +422,8 @@ behaviour of its own, so any stage can be replayed on recorded data."
 
 (defn is-plist [value]
   "True when VALUE is a list of keyword/value pairs."
+  (when (is (type value) Plist)
+    (return True))
   (when (or (not (isinstance value list)) (% (len value) 2))
     (return False))
   (for [i (range 0 (len value) 2)]
