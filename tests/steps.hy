@@ -5,7 +5,8 @@
         passepartout.proto [kw proto-get]
         passepartout.providers [make-provider]
         passepartout.daemon [boot shutdown]
-        passepartout.loop [step])
+        passepartout.loop [step]
+        passepartout.store [store-open store-path-for])
 
 (defn expect [got want [what "value"]]
   (assert (= got want) f"{what}: expected {want !r}, got {got !r}"))
@@ -18,6 +19,10 @@
     (assert (< (time.monotonic) deadline)
             f"not so within {seconds} s: {(or test.__doc__ test)}")
     (await (asyncio.sleep every))))
+
+(defn open-store [tmp-path]
+  "A fresh store in TMP-PATH's data folder."
+  (store-open (store-path-for (/ tmp-path "data"))))
 
 (defn run [coroutine]
   "The value of COROUTINE, run on an event loop of its own."
