@@ -6,7 +6,9 @@
         passepartout.providers [make-provider]
         passepartout.daemon [boot shutdown]
         passepartout.loop [step]
-        passepartout.store [store-open store-path-for])
+        passepartout.store [store-open store-path-for]
+        passepartout.skills [Registry make-skill register-skill]
+        pytest)
 
 (defn expect [got want [what "value"]]
   (assert (= got want) f"{what}: expected {want !r}, got {got !r}"))
@@ -110,3 +112,29 @@
     (await (asyncio.wait-for (.wait done) timeout))
     (finally (await (.close hub))))
   replies)
+
+;; * A registry and context to verify and think in
+
+(defn context-of [registry #** runtime]
+  "The context the tests verify and think in: the skills of REGISTRY, and the
+   other RUNTIME handles given."
+  [:workspace "/tmp/ws" :session "test" :runtime (| {"skills" registry} runtime)])
+
+(defn [pytest.fixture] registry []
+  "A registry of the test's own holding only a test actuator set."
+  (setv reg (Registry))
+  (register-skill
+    reg
+    (make-skill "test-actions"
+                :actuators {"message" {"run" (fn [a c] [:status :ok]) "effect" False
+                                       "schema" [:text [:type "string" :required True]]}
+                            "shell" {"run" (fn [a c] [:status :ok])
+                                     "schema" [:cmd [:type "string" :required True]
+                                               :timeout [:type "integer"]]}}))
+  reg)
+
+(defn [pytest.fixture] ctx [registry]
+  (context-of registry))
+
+(defn gate-skill [registry name priority gate]
+  (register-skill registry (make-skill name :priority priority :gate gate)))
