@@ -147,6 +147,18 @@ def need_bwrap():
     return status
 
 
+def run_python(code):
+    """The JSON printed last by CODE (dedented), run by a Python of its own in the checkout."""
+    import json
+    import subprocess
+    import textwrap
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)],
+                         cwd=Path(__file__).resolve().parent.parent,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def wait_until(predicate, seconds=60.0):
     """True once PREDICATE holds, checked every 20 ms; its last answer after SECONDS."""
     deadline = time.monotonic() + seconds
