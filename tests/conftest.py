@@ -159,6 +159,13 @@ def run_python(code):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def write_rules(tmp_path, text):
+    """A shell rules file holding TEXT, in TMP_PATH."""
+    path = tmp_path / "rules.toml"
+    path.write_text(text)
+    return path
+
+
 def wait_until(predicate, seconds=60.0):
     """True once PREDICATE holds, checked every 20 ms; its last answer after SECONDS."""
     deadline = time.monotonic() + seconds
