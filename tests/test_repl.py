@@ -15,7 +15,7 @@ from passepartout.proto import proto_get
 from passepartout.verify import verify
 from passepartout.context import make_context
 from passepartout.console import ReplThread
-from passepartout.repl import MAX_VALUE, ReplError, evaluate, make_namespace
+from passepartout.repl import MAX_VALUE, evaluate, make_namespace
 from passepartout.skills import Registry, get_skill, load_skill_file, load_skills
 from passepartout.records import events
 import passepartout_repl
