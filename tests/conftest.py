@@ -147,6 +147,25 @@ def need_bwrap():
     return status
 
 
+def run_python(code):
+    """The JSON printed last by CODE (dedented), run by a Python of its own in the checkout."""
+    import json
+    import subprocess
+    import textwrap
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)],
+                         cwd=Path(__file__).resolve().parent.parent,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def write_rules(tmp_path, text):
+    """A shell rules file holding TEXT, in TMP_PATH."""
+    path = tmp_path / "rules.toml"
+    path.write_text(text)
+    return path
+
+
 def wait_until(predicate, seconds=60.0):
     """True once PREDICATE holds, checked every 20 ms; its last answer after SECONDS."""
     deadline = time.monotonic() + seconds
@@ -176,3 +195,63 @@ def box(request):
         need_bwrap()
         return 'mode = "auto"'
     return 'mode = "off"'
+
+
+# * A daemon with its REPL socket (tests/test_repl.py, tests/test_console.py)
+
+BIN_REPL = Path(__file__).resolve().parent.parent / "bin" / "repl"
+
+
+@pytest.fixture
+def runtime():
+    """A short runtime dir: a Unix socket path must fit in 108 bytes."""
+    import shutil
+    import tempfile
+    d = tempfile.mkdtemp(prefix="pp-")
+    yield Path(d)
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def model_calls():
+    """The requests the model was asked, which no test here wants."""
+    return []
+
+
+def make_env(booted, runtime, calls, config_text=""):
+    """The services of a daemon whose runtime dir is in RUNTIME and whose model
+    records each request in CALLS and fails the test."""
+    env = booted(config_text, {"PASSEPARTOUT_RUNTIME_DIR": str(runtime / "run")})
+
+    def complete(request):
+        calls.append(request)
+        raise AssertionError("the model was asked")
+
+    env.complete = complete
+    return env
+
+
+@pytest.fixture
+def env(booted, runtime, model_calls):
+    return make_env(booted, runtime, model_calls)
+
+
+@pytest.fixture
+def server(env):
+    from passepartout.console import ReplThread
+    s = ReplThread(env)
+    yield s
+    s.stop()
+
+
+def ask(server, forms, timeout=10.0):
+    """What the REPL of SERVER answers FORMS, asked as bin/repl asks."""
+    import passepartout_repl
+    return passepartout_repl.evaluate(forms, server.path, timeout)
+
+
+def repl(*args, input=None, command=None):
+    """bin/repl as a process."""
+    import subprocess
+    command = command or [sys.executable, "-S", str(BIN_REPL)]
+    return subprocess.run(command + list(args), input=input, capture_output=True, text=True, timeout=60)

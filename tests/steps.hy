@@ -5,7 +5,10 @@
         passepartout.proto [kw proto-get]
         passepartout.providers [make-provider]
         passepartout.daemon [boot shutdown]
-        passepartout.loop [step])
+        passepartout.loop [step]
+        passepartout.store [store-open store-path-for]
+        passepartout.skills [Registry make-skill register-skill]
+        pytest)
 
 (defn expect [got want [what "value"]]
   (assert (= got want) f"{what}: expected {want !r}, got {got !r}"))
@@ -18,6 +21,10 @@
     (assert (< (time.monotonic) deadline)
             f"not so within {seconds} s: {(or test.__doc__ test)}")
     (await (asyncio.sleep every))))
+
+(defn open-store [tmp-path]
+  "A fresh store in TMP-PATH's data folder."
+  (store-open (store-path-for (/ tmp-path "data"))))
 
 (defn run [coroutine]
   "The value of COROUTINE, run on an event loop of its own."
@@ -105,3 +112,29 @@
     (await (asyncio.wait-for (.wait done) timeout))
     (finally (await (.close hub))))
   replies)
+
+;; * A registry and context to verify and think in
+
+(defn context-of [registry #** runtime]
+  "The context the tests verify and think in: the skills of REGISTRY, and the
+   other RUNTIME handles given."
+  [:workspace "/tmp/ws" :session "test" :runtime (| {"skills" registry} runtime)])
+
+(defn [pytest.fixture] registry []
+  "A registry of the test's own holding only a test actuator set."
+  (setv reg (Registry))
+  (register-skill
+    reg
+    (make-skill "test-actions"
+                :actuators {"message" {"run" (fn [a c] [:status :ok]) "effect" False
+                                       "schema" [:text [:type "string" :required True]]}
+                            "shell" {"run" (fn [a c] [:status :ok])
+                                     "schema" [:cmd [:type "string" :required True]
+                                               :timeout [:type "integer"]]}}))
+  reg)
+
+(defn [pytest.fixture] ctx [registry]
+  (context-of registry))
+
+(defn gate-skill [registry name priority gate]
+  (register-skill registry (make-skill name :priority priority :gate gate)))

@@ -6,7 +6,6 @@ import json
 import socket
 import subprocess
 import sys
-import textwrap
 import threading
 import time
 from collections import deque
@@ -20,6 +19,7 @@ from passepartout.llm import DEADLINE_GRACE, _litellm_module
 from passepartout.cascade import cascade_complete, check_provider, cascade_status, make_cascade
 from passepartout.providers import default_providers, make_provider, providers_from_config
 from passepartout.proto import proto_get, proto_read
+from conftest import run_python
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY_ENV = "PASSEPARTOUT_TEST_SCRIPTED_KEY"
@@ -73,13 +73,6 @@ def closed_port():
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     return s
-
-
-def run_python(code):
-    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=ROOT,
-                         capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 # * LiteLLM stays out of the process until a model is called
@@ -302,58 +295,6 @@ async def test_symbolic_answers_through_the_cascade():
 
 
 # * Providers from the configuration
-
-def models(providers):
-    return [p["model"] for p in providers]
-
-
-def test_no_configuration_gives_ollama_then_symbolic():
-    providers = providers_from_config({}, env={})
-    assert models(providers) == ["ollama_chat/llama3.2", "symbolic"]
-    ollama = providers[0]
-    assert ollama["probe"] is True
-    assert ollama["api_base"] == "http://127.0.0.1:11434"
-    assert ollama["timeout"] < 60.0
-    assert providers == default_providers()
-    assert providers_from_config(None, env={"PASSEPARTOUT_MODELS": " , "}) == default_providers()
-
-
-def test_passepartout_models_replaces_the_configured_list():
-    cfg = {"providers": [{"model": "openai/gpt-4o-mini", "api_key_env": "OPENAI_API_KEY"}]}
-    providers = providers_from_config(cfg, env={"PASSEPARTOUT_MODELS": "a, b"})
-    assert models(providers) == ["a", "b", "symbolic"]
-    assert [p["name"] for p in providers] == ["a", "b", "symbolic"]
-    assert all(p["api_key_env"] is None and p["probe"] is False for p in providers)
-
-
-def test_provider_tables():
-    cfg = {"providers": [{"model": "openai/gpt-4o-mini", "api_key_env": "OPENAI_API_KEY",
-                          "timeout": 20, "name": "mini"},
-                         {"model": "ollama/qwen2.5", "api-base": "http://10.0.0.5:11434"},
-                         {"model": "openai/gpt-4o-mini"},
-                         {"model": "symbolic"}]}
-    providers = providers_from_config(cfg, env={})
-    assert [p["name"] for p in providers] == ["mini", "ollama/qwen2.5", "openai/gpt-4o-mini", "symbolic"]
-    assert providers[0] == {"name": "mini", "model": "openai/gpt-4o-mini", "api_base": None,
-                            "api_key_env": "OPENAI_API_KEY", "timeout": 20.0, "probe": False,
-                            "max_tokens": 1024, "tools": None, "tool_results": None}
-    assert providers[1]["api_base"] == "http://10.0.0.5:11434" and providers[1]["probe"] is True
-    twice = providers_from_config({"providers": [{"model": "m"}, {"model": "m"}]}, env={})
-    assert [p["name"] for p in twice] == ["m", "m#2", "symbolic"]
-
-
-def test_bad_provider_tables_are_refused():
-    with pytest.raises(ValueError, match="api_key"):
-        providers_from_config({"providers": [{"model": "m", "api_key": "sk-secret"}]}, env={})
-    with pytest.raises(ValueError, match=r"\[\[providers\]\] #2 has no model"):
-        providers_from_config({"providers": [{"model": "m"}, {"name": "x"}]}, env={})
-    with pytest.raises(ValueError, match="timeout"):
-        make_provider("m", timeout=-1)
-    with pytest.raises(ValueError, match=r"\[\[providers\]\] #1 max_tokens must be"):
-        providers_from_config({"providers": [{"model": "m", "max_tokens": 0}]}, env={})
-    with pytest.raises(ValueError, match="max_tokens"):
-        make_provider("m", max_tokens="many")
-
 
 @on_loop
 async def test_a_lone_surrogate_in_a_past_turn_does_not_fail_the_call(openai_server, key):
@@ -847,36 +788,6 @@ def test_the_strict_server_fails_as_llama_cpp_python_does(openai_server):
     assert status == 500 and "must alternate" in body["error"]["message"], body
 
 
-def test_the_text_form_of_a_tool_conversation():
-    from passepartout.wire import native_messages, text_messages
-    call = {"id": "c1", "name": "shell", "arguments": '{"cmd": "ls", "explanation": "to see"}'}
-    neutral = [{"role": "system", "content": "rules"},
-               {"role": "user", "content": "list my files"},
-               {"role": "user", "content": "Result of ls:\nnotes.txt", "passepartout_call": call},
-               {"role": "user", "content": "and now?"},
-               {"role": "assistant", "content": None}]
-    text = text_messages(neutral)
-    assert [m["role"] for m in text] == ["system", "user", "assistant", "user", "assistant"], text
-    assert json.loads(text[2]["content"]) == {"action": "shell", "cmd": "ls", "explanation": "to see"}, text
-    assert text[3]["content"] == "Result of ls:\nnotes.txt\n\nand now?", text
-    assert text[4]["content"] == "" and all("passepartout_call" not in m for m in text), text
-    native = native_messages(neutral)
-    assert [m["role"] for m in native] == ["system", "user", "assistant", "tool", "user", "assistant"], native
-    assert native[2]["content"] == "" and native[2]["tool_calls"][0]["id"] == "c1", native
-    assert all(isinstance(m["content"], str) for m in native), native
-    odd = text_messages([{"role": "user", "content": "go", "passepartout_call":
-                          {"id": "c2", "name": "shell", "arguments": "not json"}}])
-    assert json.loads(odd[0]["content"]) == {"action": "shell", "arguments": "not json"}, odd
-
-
-def test_tool_results_is_a_provider_setting():
-    providers = providers_from_config({"providers": [{"model": "m", "tool-results": "text"},
-                                                     {"model": "n"}]}, env={})
-    assert [p["tool_results"] for p in providers] == ["text", None, None], providers
-    with pytest.raises(ValueError, match="tool_results must be 'native' or 'text'"):
-        make_provider("m", tool_results="tools")
-
-
 @pytest.mark.parametrize("template", ["chatml-function-calling", "smollm2", "alternating"])
 def test_after_a_tool_call_the_next_request_renders_and_shows_the_result(
         openai_server, key, tmp_path, template):
@@ -1053,57 +964,6 @@ async def test_the_breakers_outlive_the_process_in_the_store(openai_server, key,
         assert openai_server.scripts_seen().count("hang") == 1, openai_server.scripts_seen()
     finally:
         store_close(store)
-
-
-def test_litellm_is_imported_in_the_background_when_a_model_is_configured():
-    got = run_python("""
-        import json, sys
-        import hy
-        from passepartout.llm import warm_litellm
-        from passepartout.providers import make_provider, default_providers
-        none = warm_litellm(default_providers())
-        before = 'litellm' in sys.modules
-        t = warm_litellm([make_provider("openai/gpt-4o-mini"), make_provider("symbolic")])
-        t.join(120)
-        print(json.dumps([none is None, before, 'litellm' in sys.modules]))
-    """)
-    assert got == [True, False, True], got
-
-
-def test_every_request_alternates_in_both_forms():
-    from passepartout.wire import native_messages, text_messages
-    neutral = [{"role": "system", "content": "rules"},
-               {"role": "assistant", "content": "an answer the cut history begins with"},
-               {"role": "user", "content": "list my files"},
-               {"role": "user", "content": "Your previous proposals were refused: …"},
-               {"role": "user", "content": "Result of (:action :shell :cmd \"ls\"):\nnotes.txt"},
-               {"role": "assistant", "content": "first"},
-               {"role": "assistant", "content": "second"}]
-    for form in (native_messages, text_messages):
-        out = form(neutral)
-        assert [m["role"] for m in out] == ["system", "user", "assistant"], (form, out)
-        assert "refused" in out[1]["content"] and "notes.txt" in out[1]["content"], out
-        assert out[2]["content"] == "first\n\nsecond", out
-
-
-def test_words_beside_a_call_are_the_assistant_turn_that_made_it():
-    from passepartout.wire import native_messages, text_messages
-    call = {"id": "c1", "name": "shell", "arguments": '{"cmd": "ls"}', "said": "I'll list the files first."}
-    neutral = [{"role": "system", "content": "rules"}, {"role": "user", "content": "go"},
-               {"role": "user", "content": "Result of ls:\nnotes.txt", "passepartout_call": call}]
-    native = native_messages(neutral)
-    assert native[2]["content"] == "I'll list the files first." and native[2]["tool_calls"], native
-    text = text_messages(neutral)
-    assert text[2]["content"].startswith("I'll list the files first.\n\n{"), text
-
-
-def test_the_text_protocol_is_left_out_when_the_tools_go_natively():
-    from passepartout.wire import without_text_protocol
-    system = "IDENTITY\n\nAnswer as a plist. RULES\n\nActions:\n(:action :shell)\n\nWorkspace: /w"
-    out = without_text_protocol([{"role": "system", "content": system}, {"role": "user", "content": "hi"}],
-                                ["Answer as a plist.", "Actions:\n(:action :shell)"])
-    assert out[0]["content"] == "IDENTITY\n\nRULES\n\nWorkspace: /w", out
-    assert out[1] == {"role": "user", "content": "hi"}, out
 
 
 def test_arguments_sent_as_an_object_are_read_without_warnings_on_the_terminal():

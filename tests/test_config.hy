@@ -1,4 +1,4 @@
-;; Tests of passepartout/config.hy and settings.hy: defaults, the TOML file, the environment, secrets.
+;; Tests of passepartout/config.hy: defaults, the TOML file, the environment, secrets.
 
 (import os stat
         pathlib [Path]
@@ -514,12 +514,6 @@ show_traces = false
           passepartout.providers [_provider-keys])
   (check (sorted _provider-keys) (sorted (get (schema-section "providers") "keys"))
          "cascade takes its keys from the schema"))
-
-(defn test-the-readme-documents-the-schema []
-  (import passepartout.settings [config-reference])
-  (setv readme (.read-text (/ (. (Path __file__) parent parent) "README.md") :encoding "utf-8"))
-  (assert (in (config-reference) readme)
-          "README.md's configuration reference differs from (config-reference); print it again"))
 
 (defn test-provider-keys-may-be-written-with-dashes [tmp-path]
   (setv path (write-config tmp-path "[[providers]]\nmodel = \"m\"\napi-key-env = \"OPENAI_API_KEY\"\n"))

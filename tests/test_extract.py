@@ -3,7 +3,6 @@ import hy  # noqa: F401
 import pytest
 
 from passepartout.extract import extract, figures
-from passepartout.lenient import loads_lenient
 from passepartout.proto import ProtoError
 
 
@@ -46,13 +45,6 @@ def test_hostile_answers_are_refused_not_run(text):
     except ProtoError:
         return
     assert r[0].name == "message", f"a hostile answer became a proposal: {r!r}"
-
-
-def test_lenient_json_reports_the_standard_reason():
-    with pytest.raises(ProtoError) as e:
-        loads_lenient('{"a": 1 "b": 2}')
-    assert "Expecting ',' delimiter" in str(e.value), str(e.value)
-    assert loads_lenient("{'a': 'x\ny',}") == {"a": "x\ny"}, "single quotes, raw newline, trailing comma"
 
 
 # * The readers by family
@@ -106,15 +98,6 @@ def test_words_beside_a_call_are_returned_as_said():
                 '<|channel|>commentary to=functions.shell <|constrain|>json<|message|>{"cmd": "ls"}<|call|>')
     said = dict(zip([k.name for k in r[::2]], r[1::2])).get("said")
     assert said == "Listing first.", r
-
-
-def test_repair_only_changes_quoting():
-    assert loads_lenient('{"content": "print("hi")"}') == {"content": 'print("hi")'}, "inner quotes"
-    assert loads_lenient("{'a': None, 'b': True}") == {"a": None, "b": True}, "a Python dict"
-    assert loads_lenient('{"cmd": ls -la}') == {"cmd": "ls -la"}, "a value left unquoted: quoting only"
-    for broken in ['{"a": 1 "b": 2}', '{"a": [1, 2}', '{"cmd": "ls", "x"}', "{Placeholder}"]:
-        with pytest.raises(ProtoError):
-            loads_lenient(broken)
 
 
 def test_an_argument_given_as_none_is_left_out():

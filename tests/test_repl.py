@@ -1,27 +1,21 @@
-"""Tests of the REPL: the socket server of passepartout/console.hy, the evaluation of
-passepartout/repl.hy, the repl skill, and the client (bin/repl), run as a process
-against a real server."""
+"""Tests of the REPL: the evaluation of passepartout/repl.hy, the repl skill, and the
+client (bin/repl), run as a process against a real server. (The socket server is
+passepartout/console.hy's: tests/test_console.py.)"""
 import asyncio
 import os
-import shutil
-import socket
 import re
-import stat
 import subprocess
-import sys
-import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import wait_until as wait_for
+from conftest import wait_until as wait_for, make_env, ask, repl
 
 from passepartout.loop import step
 from passepartout.proto import proto_get
 from passepartout.verify import verify
 from passepartout.context import make_context
-from passepartout.console import ReplThread, peer_allowed, peer_credentials, serve_repl
-from passepartout.repl import MAX_VALUE, ReplError, evaluate, make_namespace
-from passepartout.runner import Runner
+from passepartout.console import ReplThread
+from passepartout.repl import MAX_VALUE, evaluate, make_namespace
 from passepartout.skills import Registry, get_skill, load_skill_file, load_skills
 from passepartout.records import events
 import passepartout_repl
@@ -35,61 +29,12 @@ def kw(name):
     return hy.models.Keyword(name)
 
 
-@pytest.fixture
-def runtime():
-    """A short runtime dir: a Unix socket path must fit in 108 bytes."""
-    d = tempfile.mkdtemp(prefix="pp-")
-    yield Path(d)
-    shutil.rmtree(d, ignore_errors=True)
-
-
-@pytest.fixture
-def model_calls():
-    """The requests the model was asked, which no test here wants."""
-    return []
-
-
-def make_env(booted, runtime, calls, config_text=""):
-    """The services of a daemon whose runtime dir is in RUNTIME and whose model
-    records each request in CALLS and fails the test."""
-    env = booted(config_text, {"PASSEPARTOUT_RUNTIME_DIR": str(runtime / "run")})
-
-    def complete(request):
-        calls.append(request)
-        raise AssertionError("the model was asked")
-
-    env.complete = complete
-    return env
-
-
-@pytest.fixture
-def env(booted, runtime, model_calls):
-    return make_env(booted, runtime, model_calls)
-
-
-@pytest.fixture
-def server(env):
-    s = ReplThread(env)
-    yield s
-    s.stop()
-
-
-def ask(server, forms, timeout=10.0):
-    return passepartout_repl.evaluate(forms, server.path, timeout)
-
-
 def said_in(env, text, chat="r"):
     """What the daemon of ENV answers TEXT said in a test chat, as one string."""
     signal = [kw("type"), kw("event"), kw("source"), [kw("gateway"), kw("test"), kw("chat"), chat],
               kw("payload"), [kw("sensor"), kw("user-input"), kw("text"), text]]
     return "\n".join(str(proto_get(proto_get(r, kw("payload")), kw("text")))
                      for r in asyncio.run(step(signal, env)))
-
-
-def repl(*args, input=None, command=None):
-    """bin/repl as a process."""
-    command = command or [sys.executable, "-S", str(BIN_REPL)]
-    return subprocess.run(command + list(args), input=input, capture_output=True, text=True, timeout=60)
 
 
 # * Evaluation
@@ -328,164 +273,6 @@ def test_skills_the_config_names_immutable_refuse_redefinition(booted, runtime, 
 def test_reload_skills_is_at_hand(server):
     got = ask(server, "(hy.I.passepartout/reload.note-skill-files services) (reload-skills)")
     assert got == {"ok": True, "value": "[]", "output": ""}, got
-
-
-# * The socket
-
-def test_the_socket_is_private_and_removed_on_exit(env, runtime):
-    s = ReplThread(env)
-    path = Path(s.path)
-    try:
-        assert path == runtime / "run" / "repl.sock"
-        assert stat.S_ISSOCK(path.stat().st_mode)
-        assert stat.S_IMODE(path.stat().st_mode) == 0o600
-        assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
-    finally:
-        s.stop()
-    assert not path.exists()
-
-
-def test_peer_check_admits_only_the_daemons_user():
-    assert peer_allowed(1000, 1000)
-    assert not peer_allowed(1001, 1000)
-    assert not peer_allowed(0, 1000)
-    assert peer_allowed(os.getuid())
-
-
-def test_peer_credentials_come_from_the_kernel():
-    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-    with a, b:
-        assert peer_credentials(a) == (os.getpid(), os.getuid(), os.getgid())
-
-
-def test_another_uid_is_refused_and_recorded(env, tmp_path):
-    other = os.getuid() + 1
-    marker = tmp_path / "marker"
-    s = ReplThread(env, uid=other)
-    try:
-        got = ask(s, f'(.write-text (hy.I.pathlib.Path "{marker}") "x")')
-        assert got["ok"] is False and got["error"].startswith("refused"), got
-        assert not marker.exists()
-        out = repl("--socket", s.path, "(+ 1 2)")
-        assert out.returncode == 1 and "refused" in out.stderr, out
-    finally:
-        s.stop()
-    recorded = [proto_get(e, kw("data")) for e in events(env.store, kind="repl")]
-    assert recorded and all(f"peer uid {os.getuid()}" in proto_get(r, kw("refused")) for r in recorded), recorded
-    assert all(proto_get(r, kw("forms")) is None for r in recorded)
-
-
-def test_a_stale_socket_is_replaced_and_a_live_one_left_alone(env, runtime):
-    path = runtime / "run" / "repl.sock"
-    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    stale.bind(str(path))
-    stale.close()
-    s = ReplThread(env)
-    try:
-        assert ask(s, "(+ 1 2)")["value"] == "3"
-        with pytest.raises(ReplError, match="already listening"):
-            ReplThread(env)
-        assert ask(s, "(+ 1 2)")["value"] == "3"
-    finally:
-        s.stop()
-
-
-def test_a_folder_others_may_write_to_is_refused(env, runtime):
-    d = runtime / "shared"
-    d.mkdir()
-    os.chmod(d, 0o777)
-    with pytest.raises(ReplError, match="others may write"):
-        ReplThread(env, path=str(d / "repl.sock"))
-
-
-def test_a_file_in_the_sockets_place_is_not_replaced(env, runtime):
-    d = runtime / "run"
-    (d / "repl.sock").write_text("precious")
-    with pytest.raises(ReplError, match="not a socket"):
-        ReplThread(env)
-    assert (d / "repl.sock").read_text() == "precious"
-
-
-def test_bad_requests_are_answered_not_crashed_on(server):
-    for raw, words in [(b"not json\n", "bad request"), (b'{"forms": 3}\n', "no forms"),
-                       (b'{"forms": "1", "timeout": -1}\n', "timeout")]:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as c:
-            c.connect(server.path)
-            c.sendall(raw)
-            c.shutdown(socket.SHUT_WR)
-            answer = c.makefile("rb").read().decode()
-        assert words in answer, (raw, answer)
-    assert ask(server, "(+ 1 2)")["value"] == "3"
-
-
-async def _socket_of(runtime):
-    """The REPL socket of RUNTIME, once the server has made it (or after 4 s)."""
-    path = runtime / "run" / "repl.sock"
-    for _ in range(200):
-        if path.exists():
-            break
-        await asyncio.sleep(0.02)
-    return path
-
-
-def test_serve_repl_runs_beside_a_runner_and_cleans_up(env, runtime):
-    delivered = []
-
-    async def main():
-        runner = Runner(env, delivered.append)
-        task = asyncio.create_task(serve_repl(env, runner))
-        path = await _socket_of(runtime)
-        answer = await asyncio.to_thread(passepartout_repl.evaluate, "(+ 1 2)", str(path), 10)
-        submitted = await asyncio.to_thread(
-            passepartout_repl.evaluate,
-            '(submit [:type :event :source [:gateway :test :chat "r"] :payload [:sensor :user-input :text "/stop"]])',
-            str(path), 10)
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-        await runner.close()
-        return answer, submitted, path.exists()
-
-    answer, submitted, left = asyncio.run(main())
-    assert answer["value"] == "3"
-    assert submitted["value"] == '"test:r"', submitted
-    assert delivered and "nothing was running" in proto_get(proto_get(delivered[0], kw("payload")), kw("text"))
-    assert not left
-
-
-def test_stop_at_the_repl_ends_a_sessions_task(env, runtime):
-    delivered = []
-    workspace = Path(env.config["workspace"])
-    state = {}
-
-    async def complete(request):
-        state["started"].set()
-        # a stop cancels the model call here; were it not, the action would run once let go
-        await state["release"].wait()
-        return [kw("status"), kw("ok"), kw("text"), '(:action :shell :cmd "touch late.txt" :explanation "late")']
-
-    env.complete = complete
-
-    async def main():
-        state.update(started=asyncio.Event(), release=asyncio.Event())
-        runner = Runner(env, delivered.append)
-        task = asyncio.create_task(serve_repl(env, runner))
-        path = await _socket_of(runtime)
-        await runner.submit([kw("type"), kw("event"), kw("source"), [kw("gateway"), kw("test"), kw("chat"), "r"],
-                             kw("payload"), [kw("sensor"), kw("user-input"), kw("text"), "make a file"]])
-        await asyncio.wait_for(state["started"].wait(), 30)
-        answer = await asyncio.to_thread(passepartout_repl.evaluate, '(stop "test:r")', str(path), 10)
-        state["release"].set()
-        await asyncio.wait_for(runner.idle("test:r"), 30)
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-        await runner.close()
-        return answer
-
-    answer = asyncio.run(main())
-    assert "the model call was stopped" in answer["value"], answer
-    texts = [proto_get(proto_get(r, kw("payload")), kw("text")) for r in delivered]
-    assert texts == ["Stopped: the model call was stopped. Nothing more of that task will run."], texts
-    assert not (workspace / "late.txt").exists(), "the stopped task's action ran"
 
 
 # * The client, as a process

@@ -22,14 +22,15 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import passepartout.shell.judge as shell
-from passepartout.shell.parse import CACHE_SIZE, expand_braces, sed_effects
-from passepartout.shell.rules import ShellRulesError, load_rules, parse_options
+from passepartout.shell.parse import CACHE_SIZE
+from passepartout.shell.rules import load_rules
 from passepartout.shell.walk import analyse
 from passepartout.context import make_context
 from passepartout.proto import kw, proto_get, proto_put, proto_read
 from passepartout.sandbox import sandbox_status
 from passepartout.skills import Registry, get_skill, load_skill_file
 from goals import assert_corpus_goals, corpus_label
+from conftest import write_rules
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = Path(__file__).parent / "shell_cases.toml"
@@ -89,50 +90,7 @@ def stopped(cmd, ctx, rules=None):
     return judge(cmd, ctx, rules)[0] in ("reject", "escalate")
 
 
-# * The rules file
-
-
-def test_the_built_in_rules_load_and_pass_their_examples():
-    assert shell.RULES_ERROR is None, shell.RULES_ERROR
-    rules = load_rules()
-    assert len(rules["rules"]) > 50
-    for rule in rules["rules"]:
-        assert rule["examples"], f"rule {rule['name']} has no example"
-
-
-def write_rules(tmp_path, text):
-    path = tmp_path / "rules.toml"
-    path.write_text(text)
-    return path
-
-
-@pytest.mark.parametrize("text, needle", [
-    ('[[rule]]\nname = "no-ls"\nprogram = "ls"\nverdict = "reject"\nreason = "r"\n'
-     'examples = ["echo ls"]\n', "rule no-ls: its example 'echo ls' does not match it"),
-    ('[[rule]]\nname = "no-ls"\nprogram = "ls"\nverdict = "reject"\nreason = "r"\n'
-     'examples = ["ls"]\ncounterexamples = ["sudo ls -la"]\n', "its counterexample 'sudo ls -la' matches it"),
-    ('[[rule]]\nname = "typo"\nprogram = "ls"\nverdit = "reject"\nexamples = ["ls"]\n',
-     "unknown key"),
-    ('[[rule]]\nname = "both"\nprogram = "rm"\nverdict = "reject"\nreason = "r"\n'
-     'deletes = "operands"\nexamples = ["rm x"]\n', "not both"),
-    ('[[rule]]\nname = "silent"\nprogram = "rm"\nverdict = "reject"\nexamples = ["rm x"]\n',
-     "needs a reason"),
-    ('[[rule]]\nname = "bad-re"\nprogram = "rm"\narg-regex = "("\nverdict = "reject"\n'
-     'reason = "r"\nexamples = ["rm x"]\n', "not a regular expression"),
-    ('[[rule]]\nname = "twice"\nprogram = "ls"\nverdict = "allow"\nreason = "r"\nexamples = ["ls"]\n'
-     '[[rule]]\nname = "twice"\nprogram = "ls"\nverdict = "allow"\nreason = "r"\nexamples = ["ls"]\n',
-     "defined twice"),
-    ('[[rule]]\nname = "Bad Name"\nprogram = "ls"\n', "lower-case kebab"),
-    ('[[rule\n', "rules.toml"),
-    ('[path]\nsecret-dirs = [".x"]\n', "unknown section [path]"),
-    ('[paths]\nsecret-dir = [".x"]\n', "unknown key secret-dir"),
-    ('[programs.ls]\nvalue-option = ["-w"]\n', "unknown key(s)"),
-    ('version = 2\n', "version 2"),
-])
-def test_a_broken_rules_file_is_refused_naming_the_problem(tmp_path, text, needle):
-    with pytest.raises(ShellRulesError) as e:
-        load_rules(write_rules(tmp_path, text))
-    assert needle in str(e.value), str(e.value)
+# * A rules file of ones own
 
 
 def test_a_rules_file_of_ones_own_is_used(tmp_path, ctx):
@@ -564,44 +522,6 @@ def test_any_text_gets_a_verdict(text):
 
 
 # * Pieces
-
-
-def test_sed_scripts_are_read_command_by_command():
-    assert sed_effects("s/a/b/g") == {"runs": False, "writes": [], "reads": []}
-    assert sed_effects("1e id")["runs"]
-    assert sed_effects("s/x/id/e")["runs"]
-    assert sed_effects("s/a/b/;e date")["runs"]
-    assert sed_effects("s/a/b/w out.txt")["writes"] == ["out.txt"]
-    assert sed_effects("/x/w /etc/x")["writes"] == ["/etc/x"]
-    assert sed_effects("1r /etc/passwd")["reads"] == ["/etc/passwd"]
-    # an e or w inside a pattern or a replacement is text, not a command
-    assert sed_effects("s/e/w/") == {"runs": False, "writes": [], "reads": []}
-    assert sed_effects("s|/usr/e|/opt/w|g") == {"runs": False, "writes": [], "reads": []}
-    assert sed_effects("/start/,/end/{s/a/b/;p}")["runs"] is False
-    assert sed_effects("$!N;P;D")["runs"] is False
-    assert sed_effects("s/a/b") is None
-    assert sed_effects("k") is None
-
-
-def test_brace_expansion():
-    assert expand_braces("a{b,c}d") == ["abd", "acd"]
-    assert expand_braces("/{etc,usr}/x") == ["/etc/x", "/usr/x"]
-    assert expand_braces("{1..3}") == ["1", "2", "3"]
-    assert expand_braces("{a..c}") == ["a", "b", "c"]
-    assert expand_braces("{x}") == ["{x}"]
-    assert expand_braces("${x}") == ["${x}"]
-    out = {}
-    assert len(expand_braces("{1..100000000}", 32, out)) == 32 and out["overflow"]
-
-
-def test_options_and_operands():
-    p = parse_options(["-rf", "--force", "--out=x", "a", "--", "-b"])
-    assert {"-r", "-f", "--force", "--out", "--"} <= p["names"]
-    assert p["operands"] == ["a", "-b"]
-    tar = shell.RULES["programs"]["tar"]
-    p = parse_options(["czf", "out.tgz", "src"], tar)
-    assert ("-f", "out.tgz") in p["opts"] and p["operands"] == ["src"]
-
 
 def test_the_analysis_is_cached_by_text(ctx):
     assert analyse.cache_info().maxsize == CACHE_SIZE

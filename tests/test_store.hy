@@ -6,12 +6,8 @@
         passepartout.proto [proto-get proto-read proto-print ProtoError]
         passepartout.store [store-open store-close store-path-for Store StoreError SCHEMA-VERSION]
         passepartout.records [event-append events kv-get kv-put kv-delete session-touch session-list MAX-DATA-BYTES]
-        passepartout.backup [store-backup backup-path-for]
-        passepartout.mailbox [inbox-add inbox-continue inbox-done inbox-pending outbox-add outbox-sent outbox-pending]
-        steps [expect :as check])
-
-(defn open-store [tmp-path]
-  (store-open (store-path-for (/ tmp-path "data"))))
+        passepartout.mailbox [inbox-done inbox-pending]
+        steps [expect :as check open-store])
 
 ;; * Opening
 
@@ -178,121 +174,6 @@
   (with [(pytest.raises sqlite3.ProgrammingError)]
     (events store)))
 
-;; * Events
-
-(defn test-event-round-trip [tmp-path]
-  (with [store (open-store tmp-path)]
-    (setv data [:type :event :source [:gateway :telegram :chat 42]
-                :payload [:text "hi" :n 1.5 :ok True :none None :items [1 2 3]]]
-          i (event-append store "signal" "telegram:42" data :ts 1000.5)
-          j (event-append store ':reply "telegram:42" [:text "hello"]))
-    (assert (< i j) f"ids {i} {j}")
-    (setv got (events store))
-    (check (get got 0) [:id i :ts 1000.5 :kind "signal" :session "telegram:42" :data data])
-    (check (get got 1 7) "telegram:42")
-    (check (get got 1 5) "reply" "a keyword kind is stored by name")
-    (assert (isinstance (get got 1 3) float) "ts defaults to now")
-    (check (get (.query store "SELECT data FROM events WHERE id = ?" #(i)) 0 0)
-           (proto-print data) "stored as plist text")))
-
-(defn test-event-filters [tmp-path]
-  (with [store (open-store tmp-path)]
-    (setv ids (lfor n (range 10)
-                    (event-append store (if (% n 2) "odd" "even") (if (< n 5) "s1" "s2") [:n n])))
-    (defn ns [#** kw] (lfor e (events store #** kw) (get e 9 1)))
-    (check (ns) (list (range 10)) "all")
-    (check (ns :kind "odd") [1 3 5 7 9] "kind")
-    (check (ns :session "s2") [5 6 7 8 9] "session")
-    (check (ns :kind "even" :session "s1") [0 2 4] "kind and session")
-    (check (ns :since-id (get ids 6)) [7 8 9] "since-id")
-    (check (ns :limit 3) [0 1 2] "limit")
-    (check (ns :since-id (get ids 2) :limit 2) [3 4] "since-id and limit")
-    (check (ns :limit None) (list (range 10)) "no limit")
-    (check (ns :kind "none such") [] "unknown kind")))
-
-(defn test-data-that-would-not-read-back-is-refused [tmp-path]
-  (with [store (open-store tmp-path)]
-    (with [(pytest.raises ProtoError)]
-      (event-append store "x" None [:f (float "inf")]))
-    (with [(pytest.raises ProtoError)]
-      (event-append store "x" None [:obj (object)]))
-    (setv deep [])
-    (for [_ (range 200)] (setv deep [deep]))
-    (with [(pytest.raises ProtoError)]
-      (event-append store "x" None deep))
-    (with [(pytest.raises TypeError)]
-      (event-append store 42 None [:a 1]))
-    (check (events store) [] "nothing was stored")))
-
-(defn test-large-data-round-trips [tmp-path]
-  ;; bigger than a network message may be, well within the store's limit
-  (with [store (open-store tmp-path)]
-    (setv big (* "x" 200000))
-    (event-append store "tool-result" "s" [:output big])
-    (check (get (events store) 0 9) [:output big])))
-
-(setv hostile
-  ["'); DROP TABLE events; --"
-   "\" OR 1=1 --"
-   "(:approved t)"
-   "#.(os.system \"rm -rf /\")"
-   "\\\" ) (:evil"
-   "a\x00b"
-   "line\nbreak\r\ttab\x1b[31mred"
-   "\u2028\u2029 separators"
-   "emoji 🦀 and ünïcödé and 中文"
-   "lone \ud800 surrogate \udfff"
-   ";; a comment"
-   "%_ like wildcards \\"
-   ""])
-
-(defn test-hostile-strings-round-trip [tmp-path]
-  (with [store (open-store tmp-path)]
-    (setv data [:strings hostile :nested [:k (get hostile 0) :list hostile]])
-    (setv names (lfor s hostile :if (not (in "\ud800" s)) s))
-    (for [s names]
-      (event-append store s s [:text s])
-      (kv-put store s s))
-    (event-append store "all" None data)
-    (setv got (events store :limit None))
-    (check (lfor e (cut got (len names)) (get e 5)) names "kinds")
-    (check (lfor e (cut got (len names)) (get e 7)) names "sessions")
-    (check (lfor e (cut got (len names)) (get e 9 1)) names "data")
-    (check (get got -1 9) data "nested data, lone surrogates included")
-    (check (lfor s names (kv-get store s)) names "kv")
-    (for [bad ["lone \ud800" (hy.models.Keyword "k\udfff")]]
-      (with [(pytest.raises ValueError)]
-        (event-append store bad None [:a 1]))
-      (with [(pytest.raises ValueError)]
-        (kv-put store bad 1)))
-    (check (len (.query store "SELECT name FROM sqlite_master WHERE name = 'events'")) 1
-           "the events table is still there")))
-
-;; * Key-value state and sessions
-
-(defn test-kv [tmp-path]
-  (with [store (open-store tmp-path)]
-    (check (kv-get store "missing") None "missing")
-    (check (kv-get store "missing" 7) 7 "default")
-    (kv-put store "offset" 41)
-    (kv-put store "offset" 42)
-    (check (kv-get store "offset") 42 "replaced")
-    (kv-put store "plist" [:until 12.5 :names ["a" "b"] :on True])
-    (check (kv-get store "plist") [:until 12.5 :names ["a" "b"] :on True] "plist")
-    (kv-put store "nil" None)
-    (check (kv-get store "nil" "default") None "a stored nil is not missing")
-    (kv-delete store "offset")
-    (check (kv-get store "offset") None "deleted")))
-
-(defn test-session-touch [tmp-path]
-  (with [store (open-store tmp-path)]
-    (session-touch store "telegram:42" "telegram" :ts 100.0)
-    (session-touch store "terminal" "terminal" :ts 150.0)
-    (session-touch store "telegram:42" "telegram" :ts 200.0)
-    (check (session-list store)
-           [[:name "telegram:42" :gateway "telegram" :created 100.0 :last-seen 200.0]
-            [:name "terminal" :gateway "terminal" :created 150.0 :last-seen 150.0]])))
-
 ;; * Transactions
 
 (defn test-a-failed-transaction-leaves-nothing [tmp-path]
@@ -306,45 +187,6 @@
     (check (kv-get store "inside") None "kv rolled back")
     (event-append store "after" None [:n 2])
     (check (len (events store)) 1 "usable afterwards")))
-
-;; * Backups
-
-(defn test-a-backup-opens-and-holds-the-same-rows [tmp-path]
-  (setv path (store-path-for (/ tmp-path "data"))
-        dest (/ tmp-path "copies" "one.sqlite3"))
-  (with [store (store-open path)]
-    (for [n (range 200)]
-      (event-append store "e" f"s{(% n 3)}" [:n n :text "hello"]))
-    (kv-put store "offset" [:at 7])
-    (setv size (store-backup store dest)
-          want (events store :limit None))
-    ;; taken while the store stays open and in use
-    (event-append store "after" None [:n -1]))
-  (check size (. (os.stat dest) st-size) "the size it reports")
-  (check (stat.S-IMODE (. (os.stat dest) st-mode)) 0o600 "the copy is private")
-  (check (sorted (gfor p (.iterdir dest.parent) p.name)) ["one.sqlite3"] "no partial file is left")
-  (setv raw (sqlite3.connect (str dest)))
-  (check (get (.fetchone (.execute raw "PRAGMA journal_mode")) 0) "delete"
-         "a self-contained file, without -wal")
-  (.close raw)
-  (with [copy (store-open dest)]
-    (check (events copy :limit None) want "the same events")
-    (check (kv-get copy "offset") [:at 7] "the same state")))
-
-(defn test-a-backup-never-overwrites [tmp-path]
-  (setv dest (/ tmp-path "taken.sqlite3"))
-  (.write-text dest "someone's file")
-  (with [store (open-store tmp-path)]
-    (with [e (pytest.raises StoreError)]
-      (store-backup store dest))
-    (assert (in "already exists" (str e.value)) (str e.value)))
-  (check (.read-text dest) "someone's file" "left as it was"))
-
-(defn test-default-backups-sort-by-time-in-the-data-dir [tmp-path]
-  (setv early (backup-path-for tmp-path 1700000000)
-        late (backup-path-for tmp-path 1700003600))
-  (check early (/ tmp-path "backups" "passepartout-20231114T221320Z.sqlite3") "name")
-  (assert (< early.name late.name) f"{early.name} sorts before {late.name}"))
 
 ;; * Threads and processes
 
@@ -400,23 +242,7 @@ store.close()
     (check (lfor e (events store :kind "from-child") (get e 9)) [[:pid 1]]
            "what the child wrote")))
 
-;; * What a row keeps once its work is done
-
-(defn test-a-done-inbox-row-keeps-the-message-and-a-sent-reply-forgets-its-text [tmp-path]
-  (setv message [:type :event :payload [:text "hello"]]
-        next-step [:type :event :payload [:sensor :tool-result :task "t1" :step 1]])
-  (with [store (open-store tmp-path)]
-    (setv id (inbox-add store "telegram" "u1" message))
-    (inbox-continue store id next-step)
-    (check (proto-get (get (inbox-pending store) 0) ':signal) next-step "a pending row gives its next step")
-    (setv reply (outbox-add store "telegram" "telegram:1" [:type :reply :payload [:text "hi"]] :inbox id))
-    (check (inbox-pending store) [] "the reply that ends the task marks the row done")
-    (check (.query store "SELECT signal FROM inbox") [#((proto-print message))]
-           "a done row holds the message it answered")
-    (check (.query store "SELECT count(*) FROM inbox_next") [#(0)] "and no next step")
-    (check (proto-get (get (outbox-pending store) 0) ':reply) [:type :reply :payload [:text "hi"]] "pending")
-    (outbox-sent store reply)
-    (check (.query store "SELECT state, reply FROM outbox") [#("sent" "()")] "a sent reply's text is dropped")))
+;; * Migrations
 
 (defn test-a-store-of-version-14-migrates-and-its-pending-next-step-goes-on [tmp-path]
   ;; a row continued before step 15 holds its next step as its signal
