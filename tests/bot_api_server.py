@@ -908,12 +908,13 @@ def start_daemon(config, environ, log):
                             start_new_session=True)
 
 
-def inbox_rows(folder, state=None):
-    """How many inbox rows the daemon's store holds (in STATE, if given), read from outside."""
+def inbox_rows(folder, state=None, table="inbox"):
+    """How many rows of TABLE (the inbox unless told) the daemon's store holds
+    (in STATE, if given), read from outside."""
     path = Path(folder) / "data" / "passepartout.sqlite3"
     if not path.exists():
         return 0
-    query, params = "SELECT count(*) FROM inbox", ()
+    query, params = f"SELECT count(*) FROM {table}", ()
     if state:
         query, params = query + " WHERE state = ?", (state,)
     try:
@@ -995,8 +996,10 @@ def run_killed(chats=50, per_chat=20, kill_at=0.4, hold=False, timeout=180.0, ac
             model.limit = kill_after
         procs.append(start_daemon(config, environ, out))
         if hold:
-            # every answer given marked done, and a model call held in flight
+            # every answer given marked done and its reply marked sent (no send
+            # between the server and the store), and a model call held in flight
             server.wait_for(lambda: server.answered() >= kill_after and inbox_rows(folder, "done") >= kill_after
+                            and inbox_rows(folder, "sent", "outbox") >= server.answered()
                             and model.admitted > kill_after, timeout)
         else:
             server.wait_for(lambda: server.answered() >= kill_after, timeout)
