@@ -336,19 +336,28 @@ class Pty:
         os.close(self.master)
 
 
-def test_end_to_end_in_a_real_terminal(tmp_path):
-    """The chat as a person runs it, under tmux (or on a pseudo-terminal where there is no tmux)."""
+def _chat_terminal(tmp_path, name):
+    """The chat under tmux (or on a pseudo-terminal where there is no tmux), with
+    a function that waits until the screen shows what it should."""
     config = tmp_path / "config.toml"
     config.write_text(NO_SANDBOX)
     command = (f"PASSEPARTOUT_DATA_DIR={tmp_path}/data PASSEPARTOUT_CONFIG={config} "
                f"{BIN}/passepartout chat")
-    terminal = (Tmux if shutil.which("tmux") else Pty)(command, f"pp-test-{os.getpid()}")
+    terminal = (Tmux if shutil.which("tmux") else Pty)(command, f"{name}-{os.getpid()}")
+
+    def wait_screen(done, what, seconds=60):
+        deadline = time.monotonic() + seconds
+        while not done():
+            assert time.monotonic() < deadline, f"{what} never appeared:\n{terminal.screen()}"
+            time.sleep(0.2)
+
+    return terminal, wait_screen
+
+
+def test_end_to_end_in_a_real_terminal(tmp_path):
+    """The chat as a person runs it, under tmux (or on a pseudo-terminal where there is no tmux)."""
+    terminal, wait_screen = _chat_terminal(tmp_path, "pp-test")
     try:
-        def wait_screen(done, what, seconds=60):
-            deadline = time.monotonic() + seconds
-            while not done():
-                assert time.monotonic() < deadline, f"{what} never appeared:\n{terminal.screen()}"
-                time.sleep(0.2)
 
         wait_screen(lambda: "/quit leaves" in terminal.screen(), "the prompt")
         # The answer (42) is not in what was typed, so seeing it proves the command ran.
@@ -399,17 +408,8 @@ def test_what_a_command_prints_is_shown_not_obeyed_on_plain_lines(tmp_path):
 
 
 def test_what_a_command_prints_is_shown_not_obeyed_in_a_real_terminal(tmp_path):
-    config = tmp_path / "config.toml"
-    config.write_text(NO_SANDBOX)
-    command = (f"PASSEPARTOUT_DATA_DIR={tmp_path}/data PASSEPARTOUT_CONFIG={config} "
-               f"{BIN}/passepartout chat")
-    terminal = (Tmux if shutil.which("tmux") else Pty)(command, f"pp-test-esc-{os.getpid()}")
+    terminal, wait_screen = _chat_terminal(tmp_path, "pp-test-esc")
     try:
-        def wait_screen(done, what, seconds=60):
-            deadline = time.monotonic() + seconds
-            while not done():
-                assert time.monotonic() < deadline, f"{what} never appeared:\n{terminal.screen()}"
-                time.sleep(0.2)
 
         wait_screen(lambda: "/quit leaves" in terminal.screen(), "the prompt")
         terminal.type(PRINTS_ESCAPES)
